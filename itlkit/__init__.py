@@ -1,0 +1,1 @@
+"""itlkit: decompose LLM inter-token latency."""

@@ -1,0 +1,368 @@
+"""GPU catalog: dense datasheet peaks, HBM size and bandwidth, interconnect, with sources.
+
+Entries come from `shared/spec/gpus.json` (every tensor figure DENSE, no 2:4 sparsity). Values are
+written in SI units as literals: no arithmetic inside entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from itlkit.units import Precision, lookup
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator: memory, bandwidth and dense tensor peaks per precision (FLOP/s)."""
+
+    slug: str
+    name: str
+    vendor: str
+    hbm_bytes: float
+    hbm_bytes_per_second: float
+    peak_flops_per_second: dict[str, float] = field(hash=False)
+    interconnect: str
+    interconnect_bytes_per_second_bidir: float | None
+    pcie_bytes_per_second_bidir: float
+    confidence: str
+    source: str
+
+    @property
+    def link_bytes_per_second(self) -> float:
+        """One direction of the GPU's scale-up link (NVLink / Infinity Fabric), else PCIe."""
+        bidir = self.interconnect_bytes_per_second_bidir or self.pcie_bytes_per_second_bidir
+        return bidir / 2
+
+
+def compute_precision(gpu: Hardware, weights: Precision) -> str:
+    """The tensor-core precision a matmul with these weights runs at on this GPU.
+
+    FP8 and INT8 weights run as W8A8 where the GPU has that unit; otherwise (and always for int4)
+    they are dequantized and the matmul runs at BF16, as weight-only kernels (Marlin, AWQ) do.
+    """
+    if weights.name in gpu.peak_flops_per_second and weights.name != "int4":
+        return weights.name
+    return "bf16"
+
+
+def peak_flops_per_second(gpu: Hardware, weights: Precision) -> float:
+    """Dense peak FLOP/s for matmuls with these weights on this GPU."""
+    return gpu.peak_flops_per_second[compute_precision(gpu, weights)]
+
+
+def ridge_flops_per_byte(gpu: Hardware, weights: Precision) -> float:
+    """Roofline ridge point: peak FLOP/s / HBM bytes/s (989 TFLOP/s / 3.35 TB/s = 295 FLOP/B)."""
+    return peak_flops_per_second(gpu, weights) / gpu.hbm_bytes_per_second
+
+
+def get_gpu(name: str | Hardware) -> Hardware:
+    """The catalog GPU called `name` (e.g. 'h100-sxm'); unknown names list the valid ones."""
+    if isinstance(name, Hardware):
+        return name
+    return lookup("GPU", name, GPUS)
+
+
+GPUS: dict[str, Hardware] = {
+    "h100-sxm": Hardware(
+        slug="h100-sxm",
+        name="NVIDIA H100 SXM5 80GB",
+        vendor="NVIDIA",
+        hbm_bytes=80e9,
+        hbm_bytes_per_second=3.35e12,
+        peak_flops_per_second={
+            "bf16": 989.4e12,
+            "fp16": 989.4e12,
+            "fp8": 1978.9e12,
+            "int8": 1978.9e12,
+        },
+        interconnect="NVLink 4 (18 links)",
+        interconnect_bytes_per_second_bidir=900e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/h100/ (spec table; '* With sparsity'), as quoted by https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html ('Shown with sparsity. Specifications 1/2 lower without sparsity') | https://glennklockwood.com/garden/processors/h100 (dense 'Matrix' column: FP16/BF16 989.4, sparse 1978.9; FP8/INT8 dense 1978.9)"
+        ),
+    ),
+    "h100-pcie": Hardware(
+        slug="h100-pcie",
+        name="NVIDIA H100 PCIe 80GB",
+        vendor="NVIDIA",
+        hbm_bytes=80e9,
+        hbm_bytes_per_second=2e12,
+        peak_flops_per_second={"bf16": 756.5e12, "fp16": 756.5e12, "fp8": 1513e12, "int8": 1513e12},
+        interconnect="NVLink bridge (pairs)",
+        interconnect_bytes_per_second_bidir=600e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/h100/ (spec table; '* With sparsity'), as quoted by https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html ('Shown with sparsity. Specifications 1/2 lower without sparsity') | NVIDIA H100 PCIe product brief PB-11133-001 ('memory bandwidth greater than 2,000 GBps', 350 W), as mirrored at https://manuals.plus/m/56b0c3ef7d0a1c470c0af8f05a0bd1f29a778007472ba941201fbbb185c9bccd"
+        ),
+    ),
+    "h100-nvl": Hardware(
+        slug="h100-nvl",
+        name="NVIDIA H100 NVL 94GB (per GPU; sold as NVLink-bridged pair)",
+        vendor="NVIDIA",
+        hbm_bytes=94e9,
+        hbm_bytes_per_second=3.9e12,
+        peak_flops_per_second={
+            "bf16": 835.5e12,
+            "fp16": 835.5e12,
+            "fp8": 1670.5e12,
+            "int8": 1670.5e12,
+        },
+        interconnect="NVLink bridge",
+        interconnect_bytes_per_second_bidir=600e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/h100/ (H100 SXM | H100 NVL columns, '* With sparsity'; BF16 1,671, FP8 3,341, 94 GB, 3.9 TB/s, NVLink 600 GB/s, 350-400 W) as quoted in several public repos | https://grokipedia.com/page/210100120 (94 GB HBM3, 6016-bit, ~3.93 TB/s)"
+        ),
+    ),
+    "h200-sxm": Hardware(
+        slug="h200-sxm",
+        name="NVIDIA H200 SXM 141GB",
+        vendor="NVIDIA",
+        hbm_bytes=141e9,
+        hbm_bytes_per_second=4.8e12,
+        peak_flops_per_second={
+            "bf16": 989.4e12,
+            "fp16": 989.4e12,
+            "fp8": 1978.9e12,
+            "int8": 1978.9e12,
+        },
+        interconnect="NVLink 4 (18 links)",
+        interconnect_bytes_per_second_bidir=900e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/h200/ as quoted by https://lzwjava.github.io/nvidia-h200-gpu-specs-en ('FP8 3,958 TFLOPS* ... *Performance figures include sparsity'; 141 GB, 4.8 TB/s, NVLink 900 GB/s) | MLPerf Inference v4.1 system description H200-SXM-141GBx8 (141 GB HBM3e, 18x 4th Gen NVLink 900GB/s)"
+        ),
+    ),
+    "h800-sxm": Hardware(
+        slug="h800-sxm",
+        name="NVIDIA H800 SXM5 80GB (China-market H100 variant; extra entry for the DeepSeek row)",
+        vendor="NVIDIA",
+        hbm_bytes=80e9,
+        hbm_bytes_per_second=3.35e12,
+        peak_flops_per_second={
+            "bf16": 989.4e12,
+            "fp16": 989.4e12,
+            "fp8": 1978.9e12,
+            "int8": 1978.9e12,
+        },
+        interconnect="NVLink 4 (reduced)",
+        interconnect_bytes_per_second_bidir=400e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="medium",
+        source=(
+            "https://github.com/roshini0108/InferSim/blob/main/hardware/gpu.py (h800: fp16 989, fp8 1979, 80 GB, NVLink 400 GB/s)"
+        ),
+    ),
+    "h20": Hardware(
+        slug="h20",
+        name="NVIDIA H20 96GB (China-market Hopper)",
+        vendor="NVIDIA",
+        hbm_bytes=96e9,
+        hbm_bytes_per_second=4e12,
+        peak_flops_per_second={"bf16": 148e12, "fp16": 148e12, "fp8": 296e12, "int8": 296e12},
+        interconnect="NVLink 4",
+        interconnect_bytes_per_second_bidir=900e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="medium",
+        source=(
+            "https://zangshuxian.com/new/674733024499207168 ('H20的FP16稠密算力为148TFLOPS', INT8 296, 4.0 TB/s, 78 SMs) | https://willitrunai.com/es/gpus/h20-96gb (96 GB HBM3, 4,000 GB/s, 148 TFLOPS FP16, 296 INT8, NVLink 900 GB/s, 400 W) | https://github.com/roshini0108/InferSim/blob/main/hardware/gpu.py (Alibaba InferSim: fp16 148, fp8 296, mem 96 GB)"
+        ),
+    ),
+    "a100-40gb-sxm": Hardware(
+        slug="a100-40gb-sxm",
+        name="NVIDIA A100 40GB SXM4",
+        vendor="NVIDIA",
+        hbm_bytes=40e9,
+        hbm_bytes_per_second=1.555e12,
+        peak_flops_per_second={"bf16": 312e12, "fp16": 312e12, "int8": 624e12},
+        interconnect="NVLink 3 (12 links)",
+        interconnect_bytes_per_second_bidir=600e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "https://glennklockwood.com/garden/processors/A100 (cites nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf: FP16/BF16 312 dense / 624 sparse, INT8 624/1248, 1.555 TB/s, 300+300 GB/s NVLink)"
+        ),
+    ),
+    "a100-80gb-sxm": Hardware(
+        slug="a100-80gb-sxm",
+        name="NVIDIA A100 80GB SXM4",
+        vendor="NVIDIA",
+        hbm_bytes=80e9,
+        hbm_bytes_per_second=2.039e12,
+        peak_flops_per_second={"bf16": 312e12, "fp16": 312e12, "int8": 624e12},
+        interconnect="NVLink 3 (12 links)",
+        interconnect_bytes_per_second_bidir=600e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "https://glennklockwood.com/garden/processors/A100 (80 GB HBM2e, 2.039 TB/s; FLOPS same as 40GB) | NVIDIA A100 datasheet nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+        ),
+    ),
+    "a100-80gb-pcie": Hardware(
+        slug="a100-80gb-pcie",
+        name="NVIDIA A100 80GB PCIe",
+        vendor="NVIDIA",
+        hbm_bytes=80e9,
+        hbm_bytes_per_second=1.935e12,
+        peak_flops_per_second={"bf16": 312e12, "fp16": 312e12, "int8": 624e12},
+        interconnect="NVLink bridge (pairs, 3 bridges)",
+        interconnect_bytes_per_second_bidir=600e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "NVIDIA A100 datasheet nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (A100 80GB PCIe column: 1,935 GB/s, 300 W, NVLink bridge for 2 GPUs 600 GB/s; PDF not retrieved, values as widely quoted) | https://xynio.com/nvidia-a100-tensor-core-gpu/ (datasheet text: 'NVLink Bridge for up to 2 GPUs')"
+        ),
+    ),
+    "l40s": Hardware(
+        slug="l40s",
+        name="NVIDIA L40S 48GB",
+        vendor="NVIDIA",
+        hbm_bytes=48e9,
+        hbm_bytes_per_second=0.864e12,
+        peak_flops_per_second={"bf16": 362.05e12, "fp16": 362.05e12, "fp8": 733e12, "int8": 733e12},
+        interconnect="none (PCIe only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "NVIDIA L40S datasheet, as reproduced at https://www.mullet.se/product.html?product_id=355414 (BF16 362.05 | 733*, FP8 733 | 1,466*, '* With Sparsity') | https://hmc-tech.com/gpu/nvidia-l40s-vs-nvidia-t40"
+        ),
+    ),
+    "l4": Hardware(
+        slug="l4",
+        name="NVIDIA L4 24GB",
+        vendor="NVIDIA",
+        hbm_bytes=24e9,
+        hbm_bytes_per_second=0.3e12,
+        peak_flops_per_second={"bf16": 121e12, "fp16": 121e12, "fp8": 242.5e12, "int8": 242.5e12},
+        interconnect="none (PCIe only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "https://grokipedia.com/page/NVIDIA_L4_vs_L40S (datasheet: 242 TFLOPS FP16 with sparsity, 485 TFLOPS FP8/INT8 with sparsity, 24 GB, 300 GB/s, 72 W) | https://store.sourcecode.com/en-us/bg-bucket-compare/125/9820 (INT8 485 TOPS | Sparsity; TF32 120 | Sparsity; 300 GB/s)"
+        ),
+    ),
+    "a10g": Hardware(
+        slug="a10g",
+        name="NVIDIA A10G 24GB (AWS G5 variant of A10)",
+        vendor="NVIDIA",
+        hbm_bytes=24e9,
+        hbm_bytes_per_second=0.6e12,
+        peak_flops_per_second={"bf16": 70e12, "fp16": 70e12},
+        interconnect="none (PCIe only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="low",
+        source=(
+            "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/ (same 24 GB / 600 GB/s as A10; 'A10 prioritizes tensor compute, A10G has higher CUDA-core performance'; table values not visible in the stored copy) | https://gist.github.com/shashankprasanna/10ebe6dc1ba1d8d93db17da4e2cc890e (AWS G5: A10G 24 GB, 300 W from nvidia-smi)"
+        ),
+    ),
+    "b200": Hardware(
+        slug="b200",
+        name="NVIDIA B200 (HGX B200, per GPU, 1000 W)",
+        vendor="NVIDIA",
+        hbm_bytes=180e9,
+        hbm_bytes_per_second=7.7e12,
+        peak_flops_per_second={
+            "bf16": 2250e12,
+            "fp16": 2250e12,
+            "fp8": 4500e12,
+            "int8": 4500e12,
+            "fp4": 9000e12,
+        },
+        interconnect="NVLink 5 (18 links)",
+        interconnect_bytes_per_second_bidir=1800e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "NVIDIA GB200 NVL72 / HGX B200 datasheet table as reproduced at https://zdszero.github.io/Computer/Artificial_Intelligence/Hardware.html (HGX B200 per GPU: FP8 9 PF, FP16/BF16 4.5 PF, INT8 9 POPS, 180 GB HBM3E, 7.7 TB/s, NVLink 1.8 TB/s; footnote = with sparsity) | https://glennklockwood.com/garden/processors/B200 (HGX B200 @1000 W dense BF16 2250, FP8 4500, FP4 9000) | https://verda.com/blog/gb300-nvl72-architecture (B200 dense: FP8 4.5 PF, BF16 2.25 PF, INT8 4.5 POPS, 180 GB, 7.7 TB/s)"
+        ),
+    ),
+    "gb200-gpu": Hardware(
+        slug="gb200-gpu",
+        name="NVIDIA GB200 (per Blackwell GPU in GB200 NVL72, up to 1200 W)",
+        vendor="NVIDIA",
+        hbm_bytes=186e9,
+        hbm_bytes_per_second=8e12,
+        peak_flops_per_second={
+            "bf16": 2500e12,
+            "fp16": 2500e12,
+            "fp8": 5000e12,
+            "int8": 5000e12,
+            "fp4": 10000e12,
+        },
+        interconnect="NVLink 5 (NVL72 switch fabric)",
+        interconnect_bytes_per_second_bidir=1800e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "NVIDIA GB200 NVL72 datasheet table as reproduced at https://zdszero.github.io/Computer/Artificial_Intelligence/Hardware.html (per GPU: FP8 10 PF, FP16/BF16 5 PF, INT8 10 POPS, 186 GB HBM3E, 8 TB/s; rack 720 PF FP8, 576 TB/s, 130 TB/s NVLink) | https://glennklockwood.com/garden/processors/B200 (GB200 variant @1200 W: dense BF16 2500, FP8 5000, FP4 10000)"
+        ),
+    ),
+    "mi300x": Hardware(
+        slug="mi300x",
+        name="AMD Instinct MI300X 192GB",
+        vendor="AMD",
+        hbm_bytes=192e9,
+        hbm_bytes_per_second=5.3e12,
+        peak_flops_per_second={
+            "bf16": 1307.4e12,
+            "fp16": 1307.4e12,
+            "fp8": 2614.9e12,
+            "int8": 2614.9e12,
+        },
+        interconnect="Infinity Fabric (7 x 128 GB/s links)",
+        interconnect_bytes_per_second_bidir=896e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "AMD Instinct MI300X data sheet values (amd.com page itself not retrieved): peak FP16/BF16 1307.4 TFLOPS dense, FP8 2614.9 dense (5229.8 with sparsity), 192 GB HBM3, 5.3 TB/s, 7 IF links x 128 GB/s; the same 1307.4/2614.9/163.4 (FP32) peaks are hard-coded in public roofline tools | https://www.jaredwatkins.com/research/ai-accelerators/amd-instinct/mi300-series/ (~1.3 PF FP16, ~2.6 PF FP8, 5.3 TB/s) | https://gpu.blog/gpus/instinct-mi300x-mi300x (Infinity Fabric 896 GB/s)"
+        ),
+    ),
+    "mi325x": Hardware(
+        slug="mi325x",
+        name="AMD Instinct MI325X 256GB",
+        vendor="AMD",
+        hbm_bytes=256e9,
+        hbm_bytes_per_second=6e12,
+        peak_flops_per_second={
+            "bf16": 1307.4e12,
+            "fp16": 1307.4e12,
+            "fp8": 2614.9e12,
+            "int8": 2614.9e12,
+        },
+        interconnect="Infinity Fabric (7 x 128 GB/s links)",
+        interconnect_bytes_per_second_bidir=896e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="high",
+        source=(
+            "https://awesomeagents.ai/hardware/amd-mi325x (datasheet values: 256 GB HBM3e, 6 TB/s, FP8 2,614.9, FP8 sparse 5,229.8, FP16/BF16 1,307.4) | https://www.slicast.com/article/1w7kkwv (same compute as MI300X: 2.6 PF FP8, 1.3 PF FP16; 256 GB, 6 TB/s) | https://wiaix.com/amd-instincttm-mi325x-accelerators (seven Infinity Fabric links)"
+        ),
+    ),
+    "rtx-4090": Hardware(
+        slug="rtx-4090",
+        name="NVIDIA GeForce RTX 4090 24GB",
+        vendor="NVIDIA",
+        hbm_bytes=24e9,
+        hbm_bytes_per_second=1.008e12,
+        peak_flops_per_second={
+            "bf16": 165.2e12,
+            "fp16": 165.2e12,
+            "fp8": 330.3e12,
+            "int8": 660.6e12,
+        },
+        interconnect="none (no NVLink)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "NVIDIA Ada Lovelace architecture whitepaper, Appendix (RTX 4090) [PDF not retrieved here; values cross-checked on the two pages below]: FP16 tensor w/ FP16 acc 330.3 dense, w/ FP32 acc 165.2 dense; BF16 (FP32 acc) 165.2; FP8 660.6 (FP16 acc) / 330.3 (FP32 acc) dense; INT8 660.6 dense | https://waredb.com/processor/nvidia-geforce-rtx-4090 (BF16 165.15 dense / 330.30 sparse; FP8 330.30 / 660.60; INT8 660.60 / 1321.21; 1008 GB/s) | https://gigagpu.com/?p=34220 (BF16/FP16 FP32-acc 165.2 dense; FP16 FP16-acc 330.3)"
+        ),
+    ),
+}
