@@ -1,0 +1,53 @@
+"""The `itlkit` command line: one subcommand per module in this package.
+
+Each module that defines `add_parser(subparsers)` and `run(args) -> int` becomes a subcommand.
+Errors that itlkit raises on purpose (bad names, bad input files, configurations that cannot
+run) print one clear line on stderr and exit 2; they never show a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from itlkit.models import ConfigError
+from itlkit.units import UnknownNameError
+
+USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, UnknownNameError, ValueError, OSError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every discovered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="itlkit",
+        description="Decompose LLM inter-token latency: floor, interference, metrics.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "add_parser"):
+            module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("itlkit: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as exc:
+        print(f"itlkit {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Plotly figure builders: pure functions from results to figures, testable without a kernel."""

@@ -1,0 +1,1 @@
+"""ipywidgets wiring: controls that update plotly FigureWidgets in place (only layer importing ipywidgets)."""
