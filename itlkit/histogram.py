@@ -273,12 +273,12 @@ def locate_quantile(q: float, upper_bounds, cumulative_counts) -> QuantileEstima
 
 
 def quantile(q: float, upper_bounds, cumulative_counts) -> float:
-    """Prometheus' classic `histogram_quantile(q, ...)`; bounds in any order, +Inf as float('inf')."""
+    """Prometheus' classic `histogram_quantile(q, ...)`; bounds in any order, +Inf as inf."""
     return locate_quantile(q, upper_bounds, cumulative_counts).value
 
 
 def from_samples(samples_seconds, *, upper_bounds) -> Histogram:
-    """Bin exact observations as prometheus_client does: a value v counts in every bucket le >= v."""
+    """Bin exact observations as prometheus_client does: v counts in every bucket with le >= v."""
     values = np.asarray(samples_seconds, dtype=float).ravel()
     if np.isnan(values).any():
         raise HistogramError("a sample is NaN")
@@ -332,7 +332,7 @@ def difference(
     end_seconds: float = math.nan,
     where: str = "",
 ) -> Window:
-    """What was observed between two snapshots; a counter reset keeps `later` (as PromQL increase)."""
+    """What was observed between two snapshots; after a counter reset, `later` (as PromQL does)."""
     at = f"{where}: " if where else ""
     if not _same_layout(earlier.upper_bounds, later.upper_bounds):
         raise HistogramError(

@@ -167,7 +167,7 @@ def test_layout_change_between_snapshots_or_label_sets_is_an_error():
         difference(a, b)
     with pytest.raises(HistogramError, match=r"engine=\"1\".*cannot sum"):
         sum_histograms([a, b], names=['engine="0"', 'engine="1"'])
-    with pytest.raises(HistogramError, match="layout differs between t0 .* and t1"):
+    with pytest.raises(HistogramError, match=r"layout differs between t0 .* and t1"):
         stack_series([0, 1], [a, b], sources=["t0", "t1"])
 
 
