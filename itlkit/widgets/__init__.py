@@ -1,1 +1,4 @@
-"""ipywidgets wiring: controls that update plotly FigureWidgets in place (only layer importing ipywidgets)."""
+"""ipywidgets wiring: controls that update plotly FigureWidgets in place.
+
+The only layer that imports ipywidgets.
+"""

@@ -1,0 +1,101 @@
+"""`itlkit explain`: the step decomposition as a worked answer, or one JSON object (SI units)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from itlkit.explain import explain
+from itlkit.roofline import Deployment
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def add_parser(subparsers) -> None:
+    """Register `itlkit explain`."""
+    p = subparsers.add_parser(
+        "explain",
+        help="decompose one engine step (floor, chunked-prefill step, prefill cost, MBU)",
+        description="Decompose one engine step into weight reads, KV reads and prefill work.",
+    )
+    p.add_argument("--model", default="llama-3.1-8b", help="catalog name or path to config.json")
+    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
+    p.add_argument("--batch", type=_positive_int, default=64, help="running sequences")
+    p.add_argument("--context", type=_positive_int, default=4096, help="tokens per sequence")
+    p.add_argument("--chunk", type=_positive_int, help="prefill chunk tokens riding in the step")
+    p.add_argument("--prompt", type=_positive_int, help="prompt tokens to prefill (TTFT price)")
+    p.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
+    p.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
+    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs")
+    p.add_argument("--mfu", type=_positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    p.add_argument("--measured-step", type=_positive_float, metavar="SECONDS")
+    p.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--allreduce-latency", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--prefill-attention", action="store_true", help="count attention FLOPs")
+    p.add_argument(
+        "--exclude-input-embedding", action="store_true", help="don't count the embedding read"
+    )
+    p.add_argument(
+        "--gpu-memory-utilization", type=_positive_float, default=0.9, help="vLLM's fraction"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object in SI units")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Print the worked answer; exit 0 (or 2 through the dispatcher on bad input)."""
+    dep = Deployment.create(
+        model=args.model,
+        gpu=args.gpu,
+        weight_precision=args.weights_precision,
+        kv_precision=args.kv_precision,
+        tp=args.tp,
+        mfu=args.mfu,
+        host_overhead_seconds=args.host_overhead,
+        allreduce_latency_seconds=args.allreduce_latency,
+        prefill_attention=args.prefill_attention,
+        exclude_input_embedding=args.exclude_input_embedding,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
+    result = explain(
+        dep,
+        batch_size=args.batch,
+        context_tokens=args.context,
+        chunk_tokens=args.chunk,
+        prompt_tokens=args.prompt,
+        measured_step_seconds=args.measured_step,
+    )
+    if args.json:
+        print(json.dumps(result.values, indent=2))
+        return 0 if result.values["fits_in_memory"] else 1
+    width = max(len(line.quantity) for line in result.lines)
+    for line in result.lines:
+        print(f"{line.quantity:<{width}}  {line.formula}")
+        print(f"{'':<{width}}  = {line.value}")
+    if not result.values["fits_in_memory"]:
+        print(
+            "itlkit explain: this configuration does not fit in GPU memory: "
+            + result.lines[-1].value,
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,174 @@
+"""Figures for the decode-floor explorer (notebook 01): the step's terms, the roofline, and step
+time against batch size. Pure functions: a view in, plotly data out, no widgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from itlkit.roofline import Capacity, Deployment, StepTime, capacity, decode_step, mixed_step
+from itlkit.units import MILLISECOND, TERA
+
+BATCH_AXIS = np.unique(np.round(np.geomspace(1, 1024, 160)).astype(int))
+TERMS = (
+    ("weights / GEMMs", "#4C72B0"),
+    ("KV read", "#DD8452"),
+    ("prefill attention", "#8172B3"),
+    ("all-reduce", "#937860"),
+    ("host overhead", "#8C8C8C"),
+)
+
+
+@dataclass(frozen=True)
+class DecodeView:
+    """Everything notebook 01 shows for one setting of the controls."""
+
+    deployment: Deployment
+    batch_size: int
+    context_tokens: int
+    chunk_tokens: int
+    decode: StepTime
+    mixed: StepTime
+    capacity: Capacity
+    batch_floor_seconds: np.ndarray
+    batch_mixed_seconds: np.ndarray
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity.fits(batch_size=self.batch_size)
+
+
+def decode_view(
+    deployment: Deployment, *, batch_size: int, context_tokens: int, chunk_tokens: int
+) -> DecodeView:
+    """Compute the floor, the step with a chunk, capacity and the batch sweep."""
+    kwargs = dict(context_tokens=context_tokens)
+    sweep_decode = decode_step(deployment, batch_size=BATCH_AXIS, **kwargs)
+    sweep_mixed = mixed_step(deployment, batch_size=BATCH_AXIS, chunk_tokens=chunk_tokens, **kwargs)
+    return DecodeView(
+        deployment=deployment,
+        batch_size=int(batch_size),
+        context_tokens=int(context_tokens),
+        chunk_tokens=int(chunk_tokens),
+        decode=decode_step(deployment, batch_size=batch_size, **kwargs),
+        mixed=mixed_step(deployment, batch_size=batch_size, chunk_tokens=chunk_tokens, **kwargs),
+        capacity=capacity(deployment, context_tokens=context_tokens),
+        batch_floor_seconds=np.asarray(sweep_decode.step_seconds),
+        batch_mixed_seconds=np.asarray(sweep_mixed.step_seconds),
+    )
+
+
+def figure_title(view: DecodeView) -> str:
+    """One line: the setting and its two headline numbers (floor, step with the chunk)."""
+    dep = view.deployment
+    tp = f" x{dep.tp}" if dep.tp > 1 else ""
+    text = (
+        f"{dep.model.slug} · {dep.gpu.slug}{tp} · batch {view.batch_size} · "
+        f"context {view.context_tokens} → floor {view.decode.floor_seconds / MILLISECOND:.2f} ms"
+    )
+    if view.chunk_tokens:
+        text += (
+            f" · with {view.chunk_tokens}-token chunk "
+            f"{view.mixed.step_seconds / MILLISECOND:.2f} ms"
+        )
+    if not view.fits:
+        text += " · DOES NOT FIT IN MEMORY"
+    return text
+
+
+def _terms_ms(step: StepTime) -> list[float]:
+    return [
+        step.gemm_seconds / MILLISECOND,
+        step.kv_read_seconds / MILLISECOND,
+        step.prefill_attention_seconds / MILLISECOND,
+        step.allreduce_seconds / MILLISECOND,
+        step.host_overhead_seconds / MILLISECOND,
+    ]
+
+
+def _roofline_curve(deployment: Deployment) -> tuple[np.ndarray, np.ndarray]:
+    intensity = np.geomspace(1, 1e5, 200)
+    peak = deployment.peak_flops_per_second
+    attainable = np.minimum(peak, deployment.gpu.hbm_bytes_per_second * intensity)
+    return intensity, attainable / TERA
+
+
+def _gemm_point(step: StepTime) -> tuple[float, float]:
+    """A step's GEMMs on the roofline: FLOP per weight byte, achieved TFLOP/s."""
+    intensity = step.matmul_flops / step.weight_bytes
+    return intensity, step.matmul_flops / step.gemm_seconds / TERA
+
+
+def trace_data(view: DecodeView) -> list[dict]:
+    """Data of every trace, in figure order; the widget copies these into its FigureWidget."""
+    dep = view.deployment
+    bars_x = ["decode step", f"with {view.chunk_tokens}-token chunk"]
+    decode_terms, mixed_terms = _terms_ms(view.decode), _terms_ms(view.mixed)
+    data = [{"x": bars_x, "y": [decode_terms[i], mixed_terms[i]]} for i in range(len(TERMS))]
+    intensity, attainable = _roofline_curve(dep)
+    data.append({"x": intensity, "y": attainable})
+    ridge = dep.ridge_flops_per_byte
+    data.append({"x": [ridge, ridge], "y": [attainable.min(), dep.peak_flops_per_second / TERA]})
+    points = [_gemm_point(view.decode), _gemm_point(view.mixed)]
+    data.append({"x": [p[0] for p in points], "y": [p[1] for p in points]})
+    data.append({"x": BATCH_AXIS, "y": view.batch_floor_seconds / MILLISECOND})
+    data.append({"x": BATCH_AXIS, "y": view.batch_mixed_seconds / MILLISECOND})
+    fits_limit = min(max(view.capacity.max_sequences, 0), int(BATCH_AXIS[-1]))
+    top = float(np.max(view.batch_mixed_seconds)) / MILLISECOND
+    data.append({"x": [fits_limit, fits_limit], "y": [0, top]})
+    data.append(
+        {
+            "x": [view.batch_size, view.batch_size],
+            "y": [view.decode.step_seconds / MILLISECOND, view.mixed.step_seconds / MILLISECOND],
+        }
+    )
+    return data
+
+
+def decode_figure(view: DecodeView, *, width: int = 1100, height: int = 430) -> go.Figure:
+    """The whole explorer figure: stacked terms | roofline | step time vs batch."""
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        column_widths=[0.26, 0.37, 0.37],
+        subplot_titles=("step terms", "roofline (GEMMs)", "step time vs batch"),
+        horizontal_spacing=0.08,
+    )
+    data = trace_data(view)
+    for (name, color), values in zip(TERMS, data, strict=False):
+        fig.add_trace(go.Bar(name=name, marker_color=color, **values), row=1, col=1)
+    extra = [
+        dict(name="attainable FLOP/s", mode="lines", line=dict(color="black")),
+        dict(name="ridge", mode="lines", line=dict(color="gray", dash="dash")),
+        dict(
+            name="this step's GEMMs",
+            mode="markers+text",
+            text=["decode", "with chunk"],
+            textposition="top center",
+            marker=dict(size=11, color=["#4C72B0", "#C44E52"]),
+        ),
+        dict(name="floor (decode step)", mode="lines", line=dict(color="#4C72B0")),
+        dict(name="step with chunk", mode="lines", line=dict(color="#C44E52")),
+        dict(name="memory limit", mode="lines", line=dict(color="red", dash="dot")),
+        dict(name="this batch", mode="markers", marker=dict(size=10, color="black")),
+    ]
+    cols = [2, 2, 2, 3, 3, 3, 3]
+    for style, values, col in zip(extra, data[len(TERMS) :], cols, strict=True):
+        fig.add_trace(go.Scatter(**style, **values), row=1, col=col)
+    fig.update_layout(
+        title=dict(text=figure_title(view), font=dict(size=14)),
+        barmode="stack",
+        width=width,
+        height=height,
+        margin=dict(l=50, r=20, t=80, b=50),
+        legend=dict(orientation="h", y=-0.2),
+    )
+    fig.update_yaxes(title_text="time (ms)", row=1, col=1)
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP/B)", row=1, col=2)
+    fig.update_yaxes(type="log", title_text="throughput (TFLOP/s)", row=1, col=2)
+    fig.update_xaxes(type="log", title_text="batch size (sequences)", row=1, col=3)
+    fig.update_yaxes(title_text="step time (ms)", row=1, col=3)
+    return fig

@@ -1,0 +1,214 @@
+"""Notebook 01's explorer: model, GPU, precisions, batch, context, TP, chunk and MFU controls
+driving one FigureWidget (terms | roofline | step vs batch) and a status panel."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from itlkit.hardware import GPUS
+from itlkit.models import MODELS, ConfigError
+from itlkit.plots.decode import DecodeView, decode_figure, decode_view, figure_title, trace_data
+from itlkit.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
+from itlkit.units import (
+    KV_PRECISIONS,
+    MICROSECOND,
+    MILLISECOND,
+    WEIGHT_PRECISIONS,
+    UnknownNameError,
+    format_bytes,
+    format_seconds,
+)
+
+_WIDE = {"description_width": "150px"}
+_LAYOUT = widgets.Layout(width="460px")
+
+
+def _slider(kind, description: str, **kwargs):
+    return kind(description=description, style=_WIDE, layout=_LAYOUT, **kwargs)
+
+
+class DecodeExplorer:
+    """Controls + figure for the decode floor and the chunked-prefill step (notebook 01)."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "llama-3.1-8b",
+        gpu: str = "h100-sxm",
+        weight_precision: str = "bf16",
+        kv_precision: str = "bf16",
+        batch_size: int = 64,
+        context_tokens: int = 4096,
+        chunk_tokens: int = 2048,
+        tp: int = 1,
+        mfu: float = 0.5,
+    ):
+        self.model = widgets.Dropdown(
+            options=list(MODELS), value=model, description="model", style=_WIDE, layout=_LAYOUT
+        )
+        self.model_path = widgets.Text(
+            value="",
+            placeholder="path/to/config.json (overrides the model above)",
+            description="own config.json",
+            continuous_update=False,
+            style=_WIDE,
+            layout=_LAYOUT,
+        )
+        self.gpu = widgets.Dropdown(
+            options=list(GPUS), value=gpu, description="GPU", style=_WIDE, layout=_LAYOUT
+        )
+        self.weights = widgets.Dropdown(
+            options=WEIGHT_PRECISIONS, value=weight_precision, description="weights", style=_WIDE
+        )
+        self.kv = widgets.Dropdown(
+            options=KV_PRECISIONS, value=kv_precision, description="KV cache", style=_WIDE
+        )
+        self.batch = _slider(
+            widgets.IntSlider, "batch (sequences)", value=batch_size, min=1, max=1024, step=1
+        )
+        self.batch.add_class("itlkit-batch")
+        self.context = _slider(
+            widgets.IntSlider,
+            "context (tokens)",
+            value=context_tokens,
+            min=128,
+            max=131072,
+            step=128,
+        )
+        self.chunk = _slider(
+            widgets.IntSlider,
+            "prefill chunk (tokens)",
+            value=chunk_tokens,
+            min=0,
+            max=16384,
+            step=64,
+        )
+        self.tp = _slider(
+            widgets.SelectionSlider, "TP (GPUs)", options=[1, 2, 4, 8, 16, 32], value=tp
+        )
+        self.mfu = _slider(
+            widgets.FloatSlider, "MFU (fraction)", value=mfu, min=0.05, max=1.0, step=0.05
+        )
+        self.host_overhead = _slider(
+            widgets.FloatSlider, "host overhead (ms)", value=0.0, min=0.0, max=20.0, step=0.5
+        )
+        self.allreduce_latency = _slider(
+            widgets.FloatSlider, "all-reduce latency (µs)", value=0.0, min=0.0, max=50.0, step=1.0
+        )
+        self.prefill_attention = widgets.Checkbox(
+            value=False, description="count prefill attention FLOPs", indent=False
+        )
+        self.exclude_embedding = widgets.Checkbox(
+            value=False, description="skip the input-embedding read (row gather)", indent=False
+        )
+        self.status = widgets.HTML()
+        self._view = self._compute()
+        self.figure = go.FigureWidget(decode_figure(self._view))
+        self.status.value = status_html(self._view)
+        controls = [
+            self.model,
+            self.model_path,
+            self.gpu,
+            self.weights,
+            self.kv,
+            self.batch,
+            self.context,
+            self.chunk,
+            self.tp,
+            self.mfu,
+            self.host_overhead,
+            self.allreduce_latency,
+            self.prefill_attention,
+            self.exclude_embedding,
+        ]
+        for control in controls:
+            control.observe(self.update, names="value")
+        left = widgets.VBox(controls[:8])
+        right = widgets.VBox(controls[8:])
+        self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+
+    def deployment(self) -> Deployment:
+        """The Deployment the controls describe (raises ConfigError/UnknownNameError)."""
+        return Deployment.create(
+            model=self.model_path.value.strip() or self.model.value,
+            gpu=self.gpu.value,
+            weight_precision=self.weights.value,
+            kv_precision=self.kv.value,
+            tp=int(self.tp.value),
+            mfu=float(self.mfu.value),
+            host_overhead_seconds=self.host_overhead.value * MILLISECOND,
+            allreduce_latency_seconds=self.allreduce_latency.value * MICROSECOND,
+            prefill_attention=self.prefill_attention.value,
+            exclude_input_embedding=self.exclude_embedding.value,
+        )
+
+    def _compute(self) -> DecodeView:
+        return decode_view(
+            self.deployment(),
+            batch_size=self.batch.value,
+            context_tokens=self.context.value,
+            chunk_tokens=self.chunk.value,
+        )
+
+    def update(self, change=None) -> None:
+        """Recompute and redraw in place; invalid settings show an error and keep the plot."""
+        try:
+            view = self._compute()
+        except (ConfigError, UnknownNameError) as exc:
+            self.status.value = _error_html(str(exc))
+            self.figure.layout.title.text = f"cannot run this configuration: {exc}"
+            return
+        self._view = view
+        with self.figure.batch_update():
+            for trace, values in zip(self.figure.data, trace_data(view), strict=True):
+                trace.x = values["x"]
+                trace.y = values["y"]
+            self.figure.layout.title.text = figure_title(view)
+        self.status.value = status_html(view)
+
+
+def _error_html(message: str) -> str:
+    return (
+        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
+        f"<b>Cannot run:</b> {html.escape(message)}</div>"
+    )
+
+
+def status_html(view: DecodeView) -> str:
+    """The numbers behind the figure as a small table, and a red banner when it does not fit."""
+    dep, dec, mix = view.deployment, view.decode, view.mixed
+    rows = [
+        (
+            "weights per GPU",
+            format_bytes(dec.weight_bytes),
+            format_seconds(dec.weight_read_seconds),
+        ),
+        ("KV read per step", format_bytes(dec.kv_bytes), format_seconds(dec.kv_read_seconds)),
+        ("bandwidth floor", "", format_seconds(dec.floor_seconds)),
+        (
+            f"step with {view.chunk_tokens}-token chunk",
+            f"{mix.matmul_flops / 1e12:.1f} TFLOP",
+            f"{format_seconds(mix.step_seconds)} ({mix.over_floor:.1f}× floor)",
+        ),
+        (
+            "ridge point",
+            f"{dep.ridge_flops_per_byte:.0f} FLOP/B",
+            f"GEMMs cross it at {ridge_tokens_per_step(dep):.0f} tokens/step "
+            f"({compute_bound_tokens_per_step(dep):.0f} at MFU {dep.mfu:.2f})",
+        ),
+    ]
+    body = "".join(
+        f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>"
+        for a, b, c in rows
+    )
+    table = f'<table style="font-size:13px">{body}</table>'
+    fit = html.escape(view.capacity.explain(batch_size=view.batch_size))
+    if view.fits:
+        return f'{table}<div style="color:#2a7a2a">Memory: {fit}</div>'
+    return table + (
+        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
+        f"<b>Does not fit in GPU memory:</b> {fit}</div>"
+    )
