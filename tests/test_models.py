@@ -1,0 +1,112 @@
+import json
+
+import numpy as np
+import pytest
+from _paths import DATA
+
+from itlkit.models import MODELS, ConfigError, check_tensor_parallel, get_model
+from itlkit.units import PRECISIONS, UnknownNameError
+
+PUBLISHED = json.loads((DATA / "published_counts.json").read_text())
+BF16, FP8 = PRECISIONS["bf16"], PRECISIONS["fp8"]
+
+
+def test_catalog_covers_every_published_model():
+    assert set(MODELS) == set(PUBLISHED)
+
+
+@pytest.mark.parametrize("slug", sorted(PUBLISHED))
+def test_parameter_counts_match_published_counts(slug):
+    model, published = MODELS[slug], PUBLISHED[slug]
+    assert model.total_params == published["total_params"]
+    assert model.active_params == published["active_params"]
+
+
+@pytest.mark.parametrize("slug", sorted(PUBLISHED))
+def test_kv_bytes_per_token_match_published_configs(slug):
+    model = MODELS[slug]
+    assert model.kv_bytes_per_token(BF16) == PUBLISHED[slug]["kv_bytes_per_token_bf16"]
+    assert model.kv_bytes_per_token(FP8) == PUBLISHED[slug]["kv_bytes_per_token_bf16"] / 2
+
+
+def test_llama_8b_bytes_match_the_safetensors_index():
+    # metadata.total_size of the official BF16 checkpoint: 16,060,522,496 B.
+    assert MODELS["llama-3.1-8b"].total_params * 2 == 16_060_522_496
+    # gpt-fast's bandwidth column streams everything but the input embedding: 15.01 GB.
+    streamed = MODELS["llama-3.1-8b"].streamed_params(exclude_input_embedding=True)
+    assert float(streamed) * 2 == 15_009_849_344
+
+
+def test_tied_embeddings_are_still_streamed_as_the_lm_head():
+    gemma = MODELS["gemma-2-9b"]
+    assert float(gemma.streamed_params(exclude_input_embedding=True)) == gemma.total_params
+
+
+def test_mla_caches_one_latent_per_layer():
+    # 61 layers x (512 latent + 64 rope) x 2 B = 70,272 B/token (not 128 heads x 320 x 2 B).
+    assert MODELS["deepseek-v3"].kv_bytes_per_token(BF16) == 70_272
+
+
+def test_mixtral_expected_experts_touched():
+    # E(1 - (1 - k/E)^b) with E=8, k=2: 2 at b=1, 7.2 at b=8, ~8 from b=16 (spec, Mixtral note).
+    mixtral = MODELS["mixtral-8x7b-v0.1"]
+    touched = mixtral.expected_experts_touched(tokens=np.array([1, 8, 16, 64]))
+    assert touched[0] == pytest.approx(2.0)
+    assert touched[1] == pytest.approx(7.2, abs=0.01)
+    assert touched[2] == pytest.approx(8.0, abs=0.1)
+    assert float(mixtral.streamed_params(tokens=1)) == mixtral.active_params
+    assert float(mixtral.streamed_params(tokens=10**6)) == pytest.approx(mixtral.total_params)
+
+
+def test_sliding_window_layers_cap_their_kv():
+    gemma = MODELS["gemma-2-9b"]  # 21 sliding (4,096) + 21 global layers
+    per_layer_token = 2 * 8 * 256 * 2
+    at_8k = gemma.kv_bytes(BF16, context_tokens=8192)
+    assert at_8k == per_layer_token * (21 * 8192 + 21 * 4096)
+    assert gemma.kv_bytes(BF16, context_tokens=1000) == gemma.kv_bytes_per_token(BF16) * 1000
+
+
+@pytest.mark.parametrize("slug", sorted(p.name for p in (DATA / "hf_configs").iterdir()))
+def test_hugging_face_config_gives_the_same_counts(slug):
+    model = get_model(DATA / "hf_configs" / slug / "config.json")
+    assert model.slug == slug
+    assert model.total_params == PUBLISHED[slug]["total_params"]
+    assert model.active_params == PUBLISHED[slug]["active_params"]
+    assert model.kv_bytes_per_token(BF16) == PUBLISHED[slug]["kv_bytes_per_token_bf16"]
+    assert model.sliding_layers == MODELS[slug].sliding_layers
+
+
+def test_bad_config_files_name_the_file_and_field(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="empty.json is empty"):
+        get_model(empty)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"num_hidden_layers": 2,\n "hidden_size": }')
+    with pytest.raises(ConfigError, match=r"broken.json is not valid JSON \(line 2"):
+        get_model(broken)
+    missing = tmp_path / "config.json"
+    missing.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64}))
+    with pytest.raises(ConfigError, match="'num_attention_heads' is missing"):
+        get_model(missing)
+    with pytest.raises(ConfigError, match="cannot read model config"):
+        get_model(tmp_path / "nope.json")
+
+
+def test_unknown_model_lists_valid_names():
+    with pytest.raises(UnknownNameError, match="valid models: llama-3.1-8b, llama-3.1-70b"):
+        get_model("llama-9")
+
+
+def test_tensor_parallel_must_divide_heads():
+    llama = MODELS["llama-3.1-8b"]
+    check_tensor_parallel(llama, tp=8)
+    check_tensor_parallel(llama, tp=16)  # 16 = 2 x 8 KV heads: each head replicated
+    with pytest.raises(ConfigError, match="TP=3 does not divide the 32 attention heads"):
+        check_tensor_parallel(llama, tp=3)
+    qwen = MODELS["qwen2.5-7b"]  # 28 query heads, 4 KV heads
+    with pytest.raises(ConfigError, match="TP=14 does not divide the 4 KV heads"):
+        check_tensor_parallel(qwen, tp=14)
+    for bad in (0, -2, 1.5):
+        with pytest.raises(ConfigError, match="positive integer"):
+            check_tensor_parallel(llama, tp=bad)
