@@ -86,11 +86,8 @@ def run(args) -> int:
     )
     if args.json:
         print(json.dumps(result.values, indent=2))
-        return 0 if result.values["fits_in_memory"] else 1
-    width = max(len(line.quantity) for line in result.lines)
-    for line in result.lines:
-        print(f"{line.quantity:<{width}}  {line.formula}")
-        print(f"{'':<{width}}  = {line.value}")
+    else:
+        _print_lines(result)
     if not result.values["fits_in_memory"]:
         print(
             "itlkit explain: this configuration does not fit in GPU memory: "
@@ -99,3 +96,10 @@ def run(args) -> int:
         )
         return 1
     return 0
+
+
+def _print_lines(result) -> None:
+    width = max(len(line.quantity) for line in result.lines)
+    for line in result.lines:
+        print(f"{line.quantity:<{width}}  {line.formula}")
+        print(f"{'':<{width}}  = {line.value}")

@@ -1,0 +1,110 @@
+"""`itlkit explain` end to end, as a user runs it (a subprocess)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def itlkit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "itlkit", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def explain_json(*args: str) -> dict:
+    result = itlkit("explain", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_worked_example_from_the_cli():
+    out = explain_json(
+        "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch", "64", "--context", "4096",
+        "--chunk", "2048", "--prompt", "4096", "--measured-step", "0.024",
+    )  # fmt: skip
+    assert out["weight_bytes"] == 16_060_522_496
+    assert out["kv_bytes"] == 34_359_738_368
+    assert round(out["weight_read_seconds"] * 1e3, 2) == 4.79
+    assert round(out["kv_read_seconds"] * 1e3, 2) == 10.26
+    assert round(out["floor_seconds"] * 1e3, 2) == 15.05
+    assert round(out["ridge_flops_per_byte"]) == 295
+    assert round(out["mixed_step_flops"] / 1e12, 1) == 33.9
+    assert round(out["mixed_step_seconds"] * 1e3) == 79
+    assert round(out["mixed_step_over_floor"], 1) == 5.2
+    assert out["prefill_steps"] == 2
+    assert round(out["mbu"] * 100) == 63
+
+
+def test_small_chunk_fp8_kv_and_tp_from_the_cli():
+    small = explain_json("--chunk", "512", "--prompt", "4096")
+    assert round(small["mixed_step_seconds"] * 1e3) == 29
+    assert small["prefill_steps"] == 8
+    fp8 = explain_json("--kv-precision", "fp8")
+    assert round(fp8["kv_read_seconds"] * 1e3, 1) == 5.1
+    big = explain_json("--batch", "128", "--context", "4096", "--kv-precision", "fp8")
+    assert big["fits_in_memory"] is True
+    tp4 = explain_json("--model", "llama-3.1-70b", "--tp", "4", "--batch", "1", "--context", "1")
+    assert round(tp4["weight_bytes"] / 1e9, 1) == 35.3  # per GPU
+    assert round(tp4["weight_read_seconds"] * 1e3, 1) == 10.5
+
+
+def test_human_output_reads_as_a_worked_answer():
+    result = itlkit("explain", "--chunk", "2048")
+    assert result.returncode == 0
+    text = result.stdout
+    for expected in ("16.06 GB -> 4.79 ms", "34.36 GB -> 10.26 ms", "15.05 ms", "295 FLOP/B"):
+        assert expected in text
+    assert "78.82 ms (5.2x the floor)" in text
+
+
+def test_own_config_json_works_as_model(tmp_path):
+    config = tmp_path / "my-llama" / "config.json"
+    config.parent.mkdir()
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+                "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+                "vocab_size": 128256, "tie_word_embeddings": False,
+            }
+        )
+    )  # fmt: skip
+    out = explain_json("--model", str(config))
+    assert out["model"] == "my-llama"
+    assert round(out["floor_seconds"] * 1e3, 2) == 15.05
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "llama-9"], "valid models: llama-3.1-8b"),
+        (["--gpu", "h1000"], "valid GPUs: h100-sxm"),
+        (["--weights-precision", "fp4"], "valid weight precisions: bf16, fp16, fp8, int8, int4"),
+        (["--kv-precision", "int4"], "valid KV precisions: bf16, fp16, fp8"),
+        (["--batch", "0"], "--batch: must be a positive integer"),
+        (["--context", "-5"], "--context: must be a positive integer"),
+        (["--tp", "0"], "--tp: must be a positive integer"),
+        (["--tp", "3"], "TP=3 does not divide the 32 attention heads"),
+        (["--model", "qwen2.5-7b", "--tp", "14"], "TP=14 does not divide the 4 KV heads"),
+        (["--mfu", "2"], "MFU must be in (0, 1]"),
+        (["--model", "/nonexistent/config.json"], "cannot read model config"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_a_clear_message(args, message):
+    result = itlkit("explain", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_configuration_that_does_not_fit_says_so():
+    result = itlkit("explain", "--batch", "1000")
+    assert result.returncode == 1
+    assert "does not fit in GPU memory" in result.stderr
+    assert "room for 104 sequences" in result.stderr
+    weights = itlkit("explain", "--model", "llama-3.1-405b", "--json")
+    assert weights.returncode == 1
+    assert json.loads(weights.stdout)["fits_in_memory"] is False
+    assert "raise TP or quantize" in weights.stderr

@@ -1,0 +1,103 @@
+"""Notebook 01's wiring, driven from Python: move a control, read the figure."""
+
+import pytest
+
+from itlkit.roofline import Deployment, decode_step, mixed_step
+from itlkit.widgets.decode import DecodeExplorer
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    return DecodeExplorer()
+
+
+def _bar(fig, name):
+    return next(t for t in fig.data if t.name == name)
+
+
+def test_initial_figure_is_the_worked_example(explorer):
+    fig = explorer.figure
+    assert "floor 15.05 ms" in fig.layout.title.text
+    assert "with 2048-token chunk 78.82 ms" in fig.layout.title.text
+    weights, kv = _bar(fig, "weights / GEMMs"), _bar(fig, "KV read")
+    assert weights.y[0] == pytest.approx(4.794, abs=1e-3)  # ms, decode bar
+    assert kv.y[0] == pytest.approx(10.257, abs=1e-3)
+    assert weights.y[1] == pytest.approx(68.57, abs=0.01)  # GEMMs of the chunked step
+
+
+def test_batch_slider_moves_every_panel(explorer):
+    explorer.batch.value = 128
+    fig = explorer.figure
+    assert "batch 128" in fig.layout.title.text
+    assert _bar(fig, "KV read").y[0] == pytest.approx(20.51, abs=0.01)
+    marker = next(t for t in fig.data if t.name == "this batch")
+    assert list(marker.x) == [128, 128]
+    # 128 sequences at 4K need 68.7 GB of KV: more than the 55.9 GB left on an 80 GB H100.
+    assert "DOES NOT FIT IN MEMORY" in fig.layout.title.text
+    assert "Does not fit in GPU memory" in explorer.status.value
+    explorer.batch.value = 64
+    assert "DOES NOT FIT" not in fig.layout.title.text
+
+
+def test_kv_precision_halves_the_kv_segment(explorer):
+    explorer.kv.value = "fp8"
+    assert _bar(explorer.figure, "KV read").y[0] == pytest.approx(5.128, abs=1e-3)
+    explorer.kv.value = "bf16"
+
+
+def test_chunk_slider_sets_the_slow_step(explorer):
+    explorer.chunk.value = 512
+    expected = mixed_step(
+        Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"),
+        batch_size=64,
+        context_tokens=4096,
+        chunk_tokens=512,
+    ).step_seconds
+    assert f"with 512-token chunk {expected * 1e3:.2f} ms" in explorer.figure.layout.title.text
+    assert round(expected * 1e3) == 29
+    explorer.chunk.value = 2048
+
+
+def test_model_gpu_tp_and_mfu_controls(explorer):
+    explorer.model.value = "llama-3.1-70b"
+    explorer.tp.value = 4
+    dep = Deployment.create(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    floor = decode_step(dep, batch_size=64, context_tokens=4096).floor_seconds
+    assert f"floor {floor * 1e3:.2f} ms" in explorer.figure.layout.title.text
+    explorer.gpu.value = "h200-sxm"
+    assert "h200-sxm x4" in explorer.figure.layout.title.text
+    explorer.mfu.value = 0.25
+    gemms = _bar(explorer.figure, "weights / GEMMs").y[1]
+    dep = Deployment.create(model="llama-3.1-70b", gpu="h200-sxm", tp=4, mfu=0.25)
+    expected = mixed_step(dep, batch_size=64, context_tokens=4096, chunk_tokens=2048)
+    assert gemms == pytest.approx(expected.gemm_seconds * 1e3)
+    explorer.model.value, explorer.tp.value = "llama-3.1-8b", 1
+    explorer.gpu.value, explorer.mfu.value = "h100-sxm", 0.5
+
+
+def test_impossible_tp_shows_an_error_and_keeps_the_plot(explorer):
+    explorer.model.value = "qwen2.5-7b"  # 28 heads
+    before = list(_bar(explorer.figure, "KV read").y)
+    explorer.tp.value = 8
+    assert "Cannot run" in explorer.status.value
+    assert "TP=8 does not divide the 28 attention heads" in explorer.status.value
+    assert list(_bar(explorer.figure, "KV read").y) == before
+    explorer.tp.value = 1
+    assert "Cannot run" not in explorer.status.value
+    explorer.model.value = "llama-3.1-8b"
+
+
+def test_optional_terms_toggle(explorer):
+    explorer.host_overhead.value = 3.0  # ms
+    assert _bar(explorer.figure, "host overhead").y[0] == pytest.approx(3.0)
+    explorer.host_overhead.value = 0.0
+    explorer.exclude_embedding.value = True
+    assert "floor 14.74 ms" in explorer.figure.layout.title.text
+    explorer.exclude_embedding.value = False
+
+
+def test_own_config_path(explorer, tmp_path):
+    explorer.model_path.value = str(tmp_path / "missing.json")
+    assert "cannot read model config" in explorer.status.value
+    explorer.model_path.value = ""
+    assert "floor 15.05 ms" in explorer.figure.layout.title.text
