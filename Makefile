@@ -1,0 +1,60 @@
+# make lab    - create .venv, install itlkit with the notebook extras, open JupyterLab on notebooks/
+# make test   - lint + the whole test suite (unit, notebooks executed, Prometheus, browser)
+# make bench  - run every benchmarks/bench_*.py
+# make clean  - remove .venv and everything the tests and tools leave behind
+# Needs only Python 3.11+ and make (browser and Prometheus tests also want Debian's chromium and
+# prometheus; without them they skip, or fail under CI=true).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TEST_TIMEOUT ?= 600
+LAB_NOTEBOOK ?= 01_decode_floor.ipynb
+
+# A stamp per install: re-running a target reinstalls only when pyproject.toml changed.
+NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: lab test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# rfc3987-syntax builds ~38 grammars at import and makes the first FigureWidget in every kernel
+# take 3-14 s (shared/spec/jupyter-testing.md, pitfall 1); nothing of ours needs it.
+$(NOTEBOOKS_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[notebooks]'
+	-$(BIN)/pip uninstall --quiet -y rfc3987-syntax
+	touch $@
+
+# The dev install is a superset, so it also satisfies `make lab`.
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[notebooks,dev]'
+	-$(BIN)/pip uninstall --quiet -y rfc3987-syntax
+	touch $@ $(NOTEBOOKS_STAMP)
+
+lab: $(NOTEBOOKS_STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks \
+		--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOK) \
+		--LabApp.news_url=None \
+		--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# SIGINT on timeout lets pytest print where it hung and stop its servers; -k kills what is left.
+test: lint
+	timeout --signal=INT --kill-after=30 $(TEST_TIMEOUT) $(BIN)/python -m pytest
+
+bench: $(NOTEBOOKS_STAMP)
+	@set -e; for script in benchmarks/bench_*.py; do \
+		[ -e "$$script" ] || { echo "no benchmarks/bench_*.py yet"; break; }; \
+		echo "== $$script"; $(BIN)/python "$$script"; \
+	done
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache .ruff_cache .hypothesis build benchmarks/out
+	rm -rf itlkit.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -name .ipynb_checkpoints -type d -prune -exec rm -rf {} +

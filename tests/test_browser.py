@@ -1,0 +1,70 @@
+"""Notebook 01 in a real JupyterLab, driven by headless Chromium: the batch slider moves the plot.
+
+Every wait is bounded (shared/spec/jupyter-testing.md, pitfalls 2 and 3): JavaScript commands are
+fired and forgotten, and the test then waits on the page with Playwright's timed waits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from itlkit.roofline import Deployment, decode_step
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "01_decode_floor.ipynb"
+TITLE = ".js-plotly-plot .gtitle"
+BATCH_HANDLE = ".itlkit-batch .noUi-handle"
+BATCH_READOUT = ".itlkit-batch .widget-readout"
+
+# The toolbar reads "idle" before any kernel is attached; running cells then pops "Select Kernel"
+# and the test hangs (pitfall 2). Wait for the session's own kernel instead.
+KERNEL_READY = """() => {
+    const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+    return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
+}"""
+TITLE_CONTAINS = """(parts) => {
+    const title = document.querySelector('.js-plotly-plot .gtitle');
+    return !!title && parts.every((part) => title.textContent.includes(part));
+}"""
+
+
+def floor_ms(batch_size: int) -> str:
+    step = decode_step(
+        Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"),
+        batch_size=batch_size,
+        context_tokens=4096,
+    )
+    return f"floor {step.floor_seconds * 1e3:.2f} ms"
+
+
+def test_batch_slider_redraws_plot_in_jupyterlab(
+    lab_server, page, page_errors, console_errors, artifacts_dir: Path
+):
+    try:
+        page.goto(lab_server.lab_url(NOTEBOOK))
+        page.wait_for_function(
+            "() => window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell')",
+            timeout=60_000,
+        )
+        page.wait_for_function(KERNEL_READY, timeout=90_000)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+        page.wait_for_function(TITLE_CONTAINS, arg=["batch 64 ", floor_ms(64)], timeout=90_000)
+        title_before = page.locator(TITLE).first.text_content()
+        assert page.locator(BATCH_READOUT).first.text_content().strip() == "64"
+
+        page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # room for the plot
+        page.locator(BATCH_HANDLE).first.focus()
+        page.keyboard.press("ArrowRight")
+
+        page.wait_for_function(TITLE_CONTAINS, arg=["batch 65 ", floor_ms(65)], timeout=30_000)
+        title_after = page.locator(TITLE).first.text_content()
+        assert title_after != title_before
+        assert page.locator(BATCH_READOUT).first.text_content().strip() == "65"
+    finally:
+        page.screenshot(path=artifacts_dir / "jupyterlab_01_decode_floor.png")
+    assert not page_errors, f"uncaught errors in the page: {page_errors}"
+    print("console errors (informational):", console_errors)

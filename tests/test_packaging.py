@@ -1,0 +1,90 @@
+"""environment.yml (conda/Binder) lists exactly the dependencies of pyproject.toml."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REQUIREMENT = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[(?P<extras>[^\]]*)\])?\s*(?P<spec>[^;]*)"
+)
+CONDA_ONLY = {"python", "pip"}  # the interpreter and the installer, not dependencies of itlkit
+
+
+def parse_requirement(text: str) -> tuple[str, str]:
+    """``"PyYAML >= 6"`` -> ``("pyyaml", ">=6")``: PEP 503 name (with extras), sorted specifiers."""
+    match = REQUIREMENT.match(text)
+    if match is None:
+        raise ValueError(f"not a requirement: {text!r}")
+    name = re.sub(r"[-_.]+", "-", match["name"]).lower()
+    if match["extras"]:
+        name += "[" + ",".join(sorted(e.strip().lower() for e in match["extras"].split(","))) + "]"
+    spec = ",".join(sorted(part for part in re.sub(r"\s+", "", match["spec"]).split(",") if part))
+    return name, spec
+
+
+def pyproject_dependencies() -> dict[str, str]:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    lines = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        lines.extend(extra)
+    return dict(parse_requirement(line) for line in lines)
+
+
+def environment() -> dict:
+    return yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
+
+
+def environment_dependencies() -> dict[str, str]:
+    requirements = []
+    for entry in environment()["dependencies"]:
+        if isinstance(entry, dict):  # the `pip:` section; skip options and local paths
+            requirements.extend(e for e in entry["pip"] if not e.startswith(("-", ".", "/")))
+        else:
+            requirements.append(entry)
+    parsed = [parse_requirement(line) for line in requirements]
+    names = [name for name, _ in parsed]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    assert not duplicates, f"environment.yml lists these twice: {duplicates}"
+    return {name: spec for name, spec in parsed if name not in CONDA_ONLY}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("PyYAML >= 6", ("pyyaml", ">=6")),
+        ("prometheus_client>=0.20", ("prometheus-client", ">=0.20")),
+        ("numpy<3, >=1.26", ("numpy", "<3,>=1.26")),
+        ("jsonschema[format-nongpl]>=4", ("jsonschema[format-nongpl]", ">=4")),
+        ("ruff ; python_version >= '3.11'", ("ruff", "")),
+    ],
+)
+def test_parse_requirement(text: str, expected: tuple[str, str]):
+    assert parse_requirement(text) == expected
+
+
+def test_environment_yml_matches_pyproject():
+    ours, conda = pyproject_dependencies(), environment_dependencies()
+    problems = [f"missing from environment.yml: {n}{s}" for n, s in ours.items() if n not in conda]
+    problems += [f"not in pyproject.toml: {n}{s}" for n, s in conda.items() if n not in ours]
+    problems += [
+        f"{name}: pyproject.toml says {ours[name]!r}, environment.yml says {conda[name]!r}"
+        for name in ours.keys() & conda.keys()
+        if ours[name] != conda[name]
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_environment_yml_python_matches_requires_python():
+    requires = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    pythons = [
+        parse_requirement(entry)[1]
+        for entry in environment()["dependencies"]
+        if isinstance(entry, str) and parse_requirement(entry)[0] == "python"
+    ]
+    assert pythons == [parse_requirement("python" + requires["requires-python"])[1]]
