@@ -281,13 +281,19 @@ class SimulationResult:
         return int(self.step_preemptions.sum())
 
     # ---- samples ---------------------------------------------------------------------------
-    def itl_weighted(self) -> tuple[np.ndarray, np.ndarray]:
-        """ITL values and how many observations each carries (steps, then resume gaps)."""
+    def itl_events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(observed at, ITL value, observation count): every step, then every resume gap."""
+        at = np.concatenate([self.step_end_seconds, self.gap_end_seconds])
         values = np.concatenate([self.step_duration_seconds, self.gap_itl_seconds])
         weights = np.concatenate(
             [self.step_itl_observations, np.ones(self.gap_itl_seconds.size, dtype=np.int64)]
         )
-        keep = weights > 0
+        return at, values, weights
+
+    def itl_weighted(self, *, until_seconds: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+        """ITL values and how many observations each carries, observed up to `until_seconds`."""
+        at, values, weights = self.itl_events()
+        keep = (weights > 0) & (at <= until_seconds)
         return values[keep], weights[keep]
 
     @property
