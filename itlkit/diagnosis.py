@@ -1,0 +1,617 @@
+"""From metrics to a ranked cause: "TTFT is fine, ITL is bad" has four usual suspects.
+
+1. prefill_interference: steps that carry a prefill chunk are several times the floor, so the ITL
+   histogram is bimodal and its slow share rises and falls with arrivals (first tokens per second).
+2. batch_or_context_growth: the floor itself moved; the whole distribution shifts right and p50
+   climbs with `vllm:num_requests_running`.
+3. host_overhead: a unimodal histogram far above the floor (after allowing for real servers'
+   50-70% bandwidth efficiency), worst at small batch: the GPU waits for the host.
+4. preemption: rare multi-second gaps while `vllm:num_preemptions_total` rises.
+
+Each cause gets a score in [0, 1] from its fingerprint, evidence as sentences with numbers, the
+signals still to check, and the fixes priced by the step model. Scores are scaled down, with a
+note, when the evidence is thin (few observations, one scrape, buckets too coarse), so a weak
+input never produces a confident verdict. HEALTHY_BELOW is the score no cause reaches in a
+healthy service.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from itlkit.evidence import EvidenceError, Timeline
+from itlkit.histogram import Histogram, split_modes
+from itlkit.roofline import Deployment, capacity, decode_step, mixed_step, prefill_cost
+from itlkit.units import format_bytes, format_seconds
+
+CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
+TITLES = {
+    "prefill_interference": "prefill chunks ride in decode steps",
+    "batch_or_context_growth": "the batch or the context grew",
+    "host_overhead": "host overhead between GPU kernels",
+    "preemption": "preemption (KV cache full)",
+}
+HEALTHY_BELOW = 0.5
+MIN_OBSERVATIONS = 500  # below this, scores shrink in proportion
+TYPICAL_MBU = 0.6  # real servers reach 50-70% of HBM bandwidth in decode
+PLAUSIBLE_MBU = (0.35, 1.05)
+SLOW_FACTOR = 3.0  # the slow mode is looked for at ~3x the fast mode and beyond
+GAP_SECONDS = 1.0  # ITL observations this long are stalls, not steps
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One remedy, what it changes (computed), and what it costs."""
+
+    action: str
+    effect: str
+    price: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One cause with its score, evidence, what to check next, and fixes."""
+
+    cause: str
+    score: float
+    evidence: tuple[str, ...]
+    confirm: tuple[str, ...]
+    fixes: tuple[Fix, ...]
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.cause]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The verdict: ranked findings plus the numbers they rest on."""
+
+    deployment: Deployment
+    timeline: Timeline
+    batch_size: float
+    context_tokens: float
+    floor_seconds: float
+    fast_mode_seconds: float
+    mbu_fit: float
+    mbu_range: tuple[float, float]
+    expected_mixed_step_seconds: float
+    max_num_batched_tokens: int
+    itl_quantiles_seconds: dict[float, float]
+    itl_quantile_buckets: dict[float, tuple[float, float]]
+    slow_share: float
+    slow_cut_seconds: float
+    slow_share_by_window: np.ndarray
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def healthy(self) -> bool:
+        return all(f.score < HEALTHY_BELOW for f in self.findings)
+
+    @property
+    def top(self) -> Finding:
+        return self.findings[0]
+
+    @property
+    def verdict(self) -> str:
+        p50 = self.itl_quantiles_seconds[0.5]
+        if self.healthy:
+            return (
+                f"No cause stands out (every score < {HEALTHY_BELOW}): ITL p50 "
+                f"{format_seconds(p50)} is {p50 / self.floor_seconds:.1f}x the "
+                f"{format_seconds(self.floor_seconds)} floor."
+            )
+        named = [f for f in self.findings if f.score >= HEALTHY_BELOW]
+        text = f"Most likely: {named[0].title} (score {named[0].score:.2f})"
+        if len(named) > 1:
+            text += "; also " + ", ".join(f"{f.title} ({f.score:.2f})" for f in named[1:])
+        return text + "."
+
+    def to_json(self) -> dict:
+        """SI values for `itlkit diagnose --json`."""
+        q = self.itl_quantiles_seconds
+        total = self.timeline.itl_total
+        return {
+            "model": self.deployment.model.slug,
+            "gpu": self.deployment.gpu.slug,
+            "tp": self.deployment.tp,
+            "batch_size": self.batch_size,
+            "context_tokens": self.context_tokens,
+            "floor_seconds": self.floor_seconds,
+            "fast_mode_seconds": self.fast_mode_seconds,
+            "mbu_fit": self.mbu_fit,
+            "mbu_range": list(self.mbu_range),
+            "expected_mixed_step_seconds": self.expected_mixed_step_seconds,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "itl": {
+                "count": total.count,
+                "mean_seconds": total.mean,
+                "p50_seconds": q[0.5],
+                "p90_seconds": q[0.9],
+                "p99_seconds": q[0.99],
+                "p99_bucket_seconds": list(self.itl_quantile_buckets[0.99]),
+                "slow_share": self.slow_share,
+                "slow_cut_seconds": self.slow_cut_seconds,
+            },
+            "windows": len(self.timeline),
+            "duration_seconds": self.timeline.duration_seconds,
+            "healthy": self.healthy,
+            "healthy_below": HEALTHY_BELOW,
+            "verdict": self.verdict,
+            "causes": [
+                {
+                    "cause": f.cause,
+                    "title": f.title,
+                    "score": f.score,
+                    "evidence": list(f.evidence),
+                    "confirm": list(f.confirm),
+                    "fixes": [vars(x) for x in f.fixes],
+                }
+                for f in self.findings
+            ],
+            "notes": list(self.notes),
+        }
+
+
+# ---- small numeric helpers --------------------------------------------------------------------
+def _ramp(x: float, low: float, high: float) -> float:
+    """0 below low, 1 above high, linear between (NaN counts as 0)."""
+    if not math.isfinite(x):
+        return 0.0
+    return float(np.clip((x - low) / (high - low), 0.0, 1.0))
+
+
+def _pearson(a, b) -> float:
+    """Pearson correlation over the finite pairs; NaN with fewer than 4 or no variance."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 4 or np.std(a[ok]) == 0 or np.std(b[ok]) == 0:
+        return math.nan
+    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+def _ms(seconds: float) -> str:
+    return format_seconds(seconds)
+
+
+def _bucket_text(bucket: tuple[float, float]) -> str:
+    low, high = bucket
+    high_text = "+Inf" if math.isinf(high) else f"{high * 1e3:g}"
+    return f"({low * 1e3:g}, {high_text}] ms"
+
+
+def _share_above(h: Histogram, cut_index: int) -> float:
+    return 1.0 - h.cumulative_counts[cut_index] / h.count if h.count > 0 else math.nan
+
+
+def _gap_count(h: Histogram) -> float:
+    """Observations above GAP_SECONDS (bucket-level: from the first bound >= GAP_SECONDS)."""
+    at = int(np.searchsorted(h.upper_bounds, GAP_SECONDS, side="left"))
+    if at >= h.upper_bounds.size - 1 and math.isinf(h.upper_bounds[at]):
+        return float(h.count - h.cumulative_counts[at - 1]) if at > 0 else float(h.count)
+    return float(h.count - h.cumulative_counts[at])
+
+
+def default_max_num_batched_tokens(deployment: Deployment) -> int:
+    """vLLM's `vllm serve` default token budget: 8192 on >= 70 GiB GPUs except A100, else 2048."""
+    gpu = deployment.gpu
+    if gpu.hbm_bytes >= 70 * 2**30 and "a100" not in gpu.slug:
+        return 8192
+    return 2048
+
+
+# ---- the diagnosis ------------------------------------------------------------------------------
+def diagnose(
+    timeline: Timeline,
+    deployment: Deployment,
+    *,
+    batch_size: float | None = None,
+    context_tokens: float | None = None,
+    max_num_batched_tokens: int | None = None,
+    prompt_tokens: float | None = None,
+) -> Diagnosis:
+    """Score the four causes from a timeline for a deployment; batch/context from the metrics
+    (running gauge; prompt and generation counters) unless given."""
+    notes = list(timeline.notes)
+    total = timeline.itl_total
+    running = timeline.running
+    if batch_size is not None:
+        batch = np.full(len(timeline), float(batch_size))
+    elif np.isfinite(running).any():
+        batch = np.where(np.isfinite(running), running, np.nanmean(running))
+    else:
+        raise EvidenceError(
+            "no vllm:num_requests_running gauge in the metrics: give the batch size (--batch)"
+        )
+    batch = np.maximum(batch, 1.0)
+    mean_prompt = prompt_tokens or timeline.mean_prompt_tokens()
+    if context_tokens is None:
+        mean_output = timeline.mean_output_tokens()
+        if not (math.isfinite(mean_prompt) and math.isfinite(mean_output)):
+            raise EvidenceError(
+                "the metrics do not give the mean context (vllm:prompt_tokens_total, "
+                "vllm:generation_tokens_total, vllm:request_success_total): give it (--context)"
+            )
+        context = mean_prompt + mean_output / 2
+        notes.append(
+            f"mean context {context:,.0f} tokens taken from the counters (prompt "
+            f"{mean_prompt:,.0f} + half of {mean_output:,.0f} generated)"
+        )
+    else:
+        context = float(context_tokens)
+    if not math.isfinite(mean_prompt):
+        mean_prompt = context
+    budget = max_num_batched_tokens or default_max_num_batched_tokens(deployment)
+
+    weights = timeline.itl_counts
+    floors = np.asarray(
+        decode_step(deployment, batch_size=batch, context_tokens=context).floor_seconds
+    )
+    floor = float(np.average(floors, weights=weights) if weights.sum() > 0 else floors.mean())
+    mean_batch = float(np.average(batch, weights=weights) if weights.sum() > 0 else batch.mean())
+    cap = capacity(deployment, context_tokens=context)
+    if not cap.fits(batch_size=math.ceil(mean_batch)):
+        notes.append(
+            "the deployment as given does not fit in GPU memory "
+            f"({cap.explain(batch_size=math.ceil(mean_batch))}); "
+            "check the model, precision, TP and GPU"
+        )
+
+    q_estimates = {q: total.locate(q) for q in (0.25, 0.5, 0.9, 0.99)}
+    fast = q_estimates[0.25]
+    fast_mode = fast.value
+    mbu_fit = floor / fast_mode if fast_mode > 0 else math.nan
+    mbu_range = (
+        floor / fast.bucket_upper if math.isfinite(fast.bucket_upper) else 0.0,
+        floor / fast.bucket_lower if fast.bucket_lower > 0 else math.inf,
+    )
+    if mbu_fit > PLAUSIBLE_MBU[1] and mbu_range[0] > PLAUSIBLE_MBU[1]:
+        notes.append(
+            f"the fast mode ({_ms(fast_mode)}, bucket "
+            f"{_bucket_text((fast.bucket_lower, fast.bucket_upper))}) "
+            f"is faster than the {_ms(floor)} bandwidth floor, which no real step can be: the "
+            "deployment given (model, precision, TP, GPU, batch) is probably not the one measured"
+        )
+    mixed = mixed_step(
+        deployment,
+        batch_size=mean_batch,
+        context_tokens=context,
+        chunk_tokens=max(budget - mean_batch, 0),
+    )
+    expected_mixed = float(mixed.step_seconds)
+
+    split = split_modes(total, floor_seconds=fast_mode, slow_factor=SLOW_FACTOR)
+    if split.resolved:
+        cut_index = int(np.searchsorted(total.upper_bounds, split.cut_seconds))
+        slow_share = split.slow_share
+        by_window = np.array([_share_above(h, cut_index) for h in timeline.itl])
+    else:
+        notes.append(f"buckets too coarse: {split.warning}")
+        slow_share, by_window = math.nan, np.full(len(timeline), math.nan)
+
+    thin = min(1.0, total.count / MIN_OBSERVATIONS)
+    if thin < 1:
+        notes.append(
+            f"only {total.count:,.0f} ITL observations (< {MIN_OBSERVATIONS}): every score is "
+            f"scaled by {thin:.2f}"
+        )
+    ctx = _Context(
+        deployment=deployment,
+        timeline=timeline,
+        total=total,
+        floors=floors,
+        floor=floor,
+        batch=batch,
+        mean_batch=mean_batch,
+        context=context,
+        mean_prompt=float(mean_prompt),
+        budget=int(budget),
+        fast_mode=fast_mode,
+        mbu_fit=mbu_fit,
+        expected_mixed=expected_mixed,
+        slow_share=slow_share,
+        cut=split.cut_seconds,
+        split_warning=split.warning,
+        by_window=by_window,
+        q=q_estimates,
+    )
+    findings = [
+        _interference(ctx),
+        _growth(ctx),
+        _host_overhead(ctx),
+        _preemption(ctx),
+    ]
+    findings = [
+        Finding(f.cause, round(f.score * thin, 3), f.evidence, f.confirm, f.fixes) for f in findings
+    ]
+    findings.sort(key=lambda f: -f.score)
+    return Diagnosis(
+        deployment=deployment,
+        timeline=timeline,
+        batch_size=mean_batch,
+        context_tokens=context,
+        floor_seconds=floor,
+        fast_mode_seconds=fast_mode,
+        mbu_fit=mbu_fit,
+        mbu_range=mbu_range,
+        expected_mixed_step_seconds=expected_mixed,
+        max_num_batched_tokens=int(budget),
+        itl_quantiles_seconds={q: e.value for q, e in q_estimates.items()},
+        itl_quantile_buckets={q: (e.bucket_lower, e.bucket_upper) for q, e in q_estimates.items()},
+        slow_share=slow_share,
+        slow_cut_seconds=split.cut_seconds,
+        slow_share_by_window=by_window,
+        findings=tuple(findings),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+@dataclass(frozen=True)
+class _Context:
+    deployment: Deployment
+    timeline: Timeline
+    total: Histogram
+    floors: np.ndarray
+    floor: float
+    batch: np.ndarray
+    mean_batch: float
+    context: float
+    mean_prompt: float
+    budget: int
+    fast_mode: float
+    mbu_fit: float
+    expected_mixed: float
+    slow_share: float
+    cut: float
+    split_warning: str | None
+    by_window: np.ndarray
+    q: dict
+
+
+def _interference(c: _Context) -> Finding:
+    evidence, score = [], 0.0
+    dep, t = c.deployment, c.timeline
+    gap_share = _gap_count(c.total) / c.total.count
+    if math.isfinite(c.slow_share):
+        slow_only = max(c.slow_share - gap_share, 0.0)
+        near = 1 - c.slow_share
+        slow_mode = c.total.quantile(min(near + slow_only / 2, 0.999))
+        ratio = slow_mode / c.fast_mode
+        shape = (
+            _ramp(slow_only, 0.01, 0.05)
+            * _ramp(ratio, 2.0, 3.0)
+            * (1 - _ramp(slow_only, 0.7, 0.95))
+        )
+        evidence.append(
+            f"{100 * (1 - c.slow_share):.0f}% of ITL observations sit at or below "
+            f"{_ms(c.cut)} (fast mode ~{_ms(c.fast_mode)}), {100 * slow_only:.1f}% in a slow mode "
+            f"around {_ms(slow_mode)} ({ratio:.1f}x the fast mode)"
+        )
+        evidence.append(
+            f"a step carrying a {c.budget - c.mean_batch:,.0f}-token chunk beside "
+            f"{c.mean_batch:.0f} decodes should take ~{_ms(c.expected_mixed)} "
+            f"(max_num_batched_tokens {c.budget:,}, MFU {dep.mfu:g})"
+        )
+        r = _pearson(c.by_window, t.first_tokens_per_second)
+        if math.isfinite(r):
+            evidence.append(
+                f"slow-mode share per window vs first tokens per second (arrivals): r = {r:+.2f} "
+                f"over {np.isfinite(c.by_window).sum()} windows"
+            )
+            score = shape * (0.45 + 0.55 * max(r, 0.0))
+        else:
+            evidence.append("arrival correlation not available (no time axis or no TTFT count)")
+            score = shape * 0.6
+    else:
+        evidence.append(f"the buckets cannot separate a slow mode: {c.split_warning}")
+    small = c.deployment
+    small_budget = 512
+    slow_small = mixed_step(
+        small, batch_size=c.mean_batch, context_tokens=c.context, chunk_tokens=small_budget
+    ).step_seconds
+    prompt = max(round(c.mean_prompt), 1)
+    steps_now = prefill_cost(
+        small, prompt_tokens=prompt, chunk_tokens=max(c.budget - int(c.mean_batch), 1)
+    ).steps
+    steps_small = prefill_cost(small, prompt_tokens=prompt, chunk_tokens=small_budget).steps
+    kv_transfer = prompt * dep.model.kv_bytes_per_token(dep.kv)
+    fixes = (
+        Fix(
+            f"lower max_num_batched_tokens from {c.budget:,} to "
+            f"{small_budget + int(c.mean_batch):,}",
+            f"the slow step shrinks from ~{_ms(c.expected_mixed)} to ~{_ms(slow_small)}",
+            f"TTFT rises: a {prompt:,}-token prompt needs {steps_small} chunked steps instead of "
+            f"{steps_now}; check TTFT p99 against its SLO",
+        ),
+        Fix(
+            "disaggregate prefill from decode",
+            f"decode steps never carry a chunk: ITL stays near the ~{_ms(c.fast_mode)} fast mode",
+            f"separate prefill GPUs, and each prompt's KV ({format_bytes(kv_transfer)}) crosses "
+            "the network before its first token",
+        ),
+        Fix(
+            "keep the budget but set an explicit ITL p99 SLO and alert on it",
+            "the stalls become a measured trade for faster first tokens",
+            "ITL p99 stays near the slow mode",
+        ),
+    )
+    confirm = (
+        "plot rate(vllm:time_to_first_token_seconds_count) beside the slow buckets' rate: "
+        "the spikes should line up",
+        "vllm:iteration_tokens_total: steps with thousands of tokens appear when prompts arrive",
+    )
+    return Finding("prefill_interference", float(score), tuple(evidence), confirm, fixes)
+
+
+def _window_quantiles(t: Timeline, q: float) -> np.ndarray:
+    return np.array([h.quantile(q) if h.count >= 20 else math.nan for h in t.itl])
+
+
+def _thirds_ratio(values: np.ndarray) -> float:
+    ok = values[np.isfinite(values)]
+    if ok.size < 3:
+        return math.nan
+    third = max(ok.size // 3, 1)
+    first, last = np.median(ok[:third]), np.median(ok[-third:])
+    return float(last / first) if first > 0 else math.nan
+
+
+def _growth(c: _Context) -> Finding:
+    t, dep = c.timeline, c.deployment
+    evidence, score = [], 0.0
+    p50 = _window_quantiles(t, 0.5)
+    if t.has_time_axis and np.isfinite(p50).sum() >= 3:
+        p50_ratio = _thirds_ratio(p50)
+        floor_ratio = _thirds_ratio(c.floors)
+        r = _pearson(p50, t.running)
+        evidence.append(
+            f"window p50 moved {p50_ratio:.2f}x from the first to the last third of the period "
+            f"while the predicted floor moved {floor_ratio:.2f}x"
+        )
+        if np.isfinite(t.running).any():
+            evidence.append(
+                f"running requests went from {np.nanmin(t.running):.0f} to "
+                f"{np.nanmax(t.running):.0f} (mean {c.mean_batch:.0f}); p50 vs running: "
+                + (f"r = {r:+.2f}" if math.isfinite(r) else "no variation to correlate")
+            )
+        shift = max(_ramp(p50_ratio, 1.15, 1.6), _ramp(1 / p50_ratio, 1.15, 1.6) * 0.5)
+        if math.isfinite(r):
+            score = shift * (0.4 + 0.6 * max(r, 0.0))
+        else:
+            score = shift * 0.5
+        if math.isfinite(floor_ratio) and floor_ratio > 1.1 and math.isfinite(r) and r > 0.6:
+            score = max(score, 0.5 + 0.4 * _ramp(r, 0.6, 0.9) * _ramp(floor_ratio, 1.1, 1.5))
+    else:
+        evidence.append("growth over time cannot be judged without a time axis")
+    fp8 = (
+        Deployment(**{**vars(dep), "kv": type(dep.kv)("fp8", 1.0)}) if dep.kv.name != "fp8" else dep
+    )
+    kv_now = decode_step(dep, batch_size=c.mean_batch, context_tokens=c.context)
+    kv_fp8 = decode_step(fp8, batch_size=c.mean_batch, context_tokens=c.context)
+    target = float(np.nanmin(c.floors))
+    per_seq = float(kv_now.kv_read_seconds) / c.mean_batch
+    cap_seqs = (
+        max(int((target - float(kv_now.weight_read_seconds)) / per_seq), 1) if per_seq > 0 else 0
+    )
+    fixes = (
+        Fix(
+            "quantize the KV cache to FP8",
+            f"the KV term halves: {_ms(kv_now.kv_read_seconds)} -> {_ms(kv_fp8.kv_read_seconds)} "
+            f"at {c.mean_batch:.0f} sequences of {c.context:,.0f} tokens",
+            "a small accuracy risk; check quality on your evals",
+        ),
+        Fix(
+            f"cap max_num_seqs near {cap_seqs}",
+            f"keeps the floor near its lowest observed value ({_ms(target)})",
+            "extra requests queue instead of slowing everyone: TTFT rises under load",
+        ),
+        Fix("add replicas", "each replica runs a smaller batch", "more GPUs"),
+    )
+    confirm = (
+        "plot vllm:num_requests_running and the mean context (prompt + generated tokens) "
+        "over the incident",
+        "ITL p50 should track the floor predicted from those two numbers",
+    )
+    return Finding("batch_or_context_growth", float(score), tuple(evidence), confirm, fixes)
+
+
+def _host_overhead(c: _Context) -> Finding:
+    ratio = c.fast_mode / c.floor
+    p50 = c.q[0.5].value
+    evidence = [
+        f"the fast mode (p25 {_ms(c.fast_mode)}) is {ratio:.1f}x the {_ms(c.floor)} bandwidth "
+        f"floor at batch {c.mean_batch:.0f}: an MBU of {100 * c.mbu_fit:.0f}% "
+        f"(real servers reach {100 * PLAUSIBLE_MBU[0]:.0f}-100%, typically 50-70%)",
+    ]
+    unimodal = 1.0 - (_ramp(c.slow_share, 0.03, 0.1) if math.isfinite(c.slow_share) else 0.0)
+    score = _ramp(ratio, 1.0 / PLAUSIBLE_MBU[0], 1.0 / PLAUSIBLE_MBU[0] + 1.5) * (
+        0.3 + 0.7 * unimodal
+    )
+    overhead = p50 - c.floor / TYPICAL_MBU
+    if overhead > 0:
+        evidence.append(
+            f"p50 {_ms(p50)} leaves ~{_ms(overhead)} per step unexplained even at "
+            f"{100 * TYPICAL_MBU:.0f}% MBU"
+        )
+    evidence.append(
+        "histogram is unimodal" if unimodal > 0.5 else "histogram has a slow mode as well"
+    )
+    if c.mean_batch <= 16:
+        evidence.append(f"small batch ({c.mean_batch:.0f}): a fixed per-step cost weighs most here")
+        score = min(1.0, score * 1.15)
+    fixes = (
+        Fix(
+            "take an Nsight Systems trace of a few steps",
+            "gaps between kernels on the GPU timeline show the host is the bottleneck",
+            "minutes of profiling",
+        ),
+        Fix(
+            "turn CUDA graphs on (drop --enforce-eager) and move sampling and "
+            "detokenization off the critical path",
+            "removes launch and Python gaps: the step can fall toward "
+            f"{_ms(c.floor / TYPICAL_MBU)}",
+            "more GPU memory for graph capture; some sampling options disable graphs",
+        ),
+    )
+    confirm = (
+        "GPU utilisation says nothing here (near 100% either way); look at the kernel timeline",
+        "if p50 barely changes with batch size, the cost is per step, not per token",
+    )
+    return Finding("host_overhead", float(score), tuple(evidence), confirm, fixes)
+
+
+def _preemption(c: _Context) -> Finding:
+    t, dep = c.timeline, c.deployment
+    gaps_by_window = np.array([_gap_count(h) for h in t.itl])
+    gaps = float(gaps_by_window.sum())
+    preempted = float(np.nansum(t.preemptions)) if np.isfinite(t.preemptions).any() else math.nan
+    evidence = [
+        f"{gaps:,.0f} ITL observations above {GAP_SECONDS:g} s "
+        f"({100 * gaps / c.total.count:.3f}% of {c.total.count:,.0f})"
+    ]
+    if math.isfinite(preempted):
+        evidence.append(f"vllm:num_preemptions_total rose by {preempted:,.0f} over the period")
+        score = 0.55 * (preempted > 0) + 0.3 * _ramp(gaps, 0, 5)
+        r = _pearson(t.preemptions, gaps_by_window)
+        if math.isfinite(r):
+            evidence.append(f"preemptions vs multi-second gaps per window: r = {r:+.2f}")
+            score += 0.15 * max(r, 0.0)
+        elif preempted > 0 and gaps > 0:
+            score += 0.1
+    else:
+        evidence.append("no preemption counter in the metrics: judged from the gaps alone")
+        score = 0.45 * _ramp(gaps, 0, 5)
+    if np.isfinite(t.kv_usage).any():
+        evidence.append(f"KV cache usage peaked at {100 * np.nanmax(t.kv_usage):.0f}%")
+    cap = capacity(dep, context_tokens=c.context)
+    fp8 = (
+        Deployment(**{**vars(dep), "kv": type(dep.kv)("fp8", 1.0)}) if dep.kv.name != "fp8" else dep
+    )
+    cap_fp8 = capacity(fp8, context_tokens=c.context)
+    fixes = (
+        Fix(
+            f"cap max_num_seqs at ~{cap.max_sequences}",
+            f"{cap.max_sequences} sequences of {c.context:,.0f} tokens fit in "
+            f"{format_bytes(cap.kv_budget_bytes)} of KV per GPU",
+            "requests beyond it wait in the queue (TTFT) instead of being evicted mid-stream",
+        ),
+        Fix(
+            "quantize the KV cache to FP8",
+            f"room for {cap_fp8.max_sequences} sequences instead of {cap.max_sequences}",
+            "a small accuracy risk",
+        ),
+        Fix(
+            "raise gpu_memory_utilization, TP, or replicas",
+            "more KV room",
+            "more GPUs or less headroom",
+        ),
+    )
+    confirm = (
+        "rate(vllm:num_preemptions_total) should be non-zero exactly when the long gaps appear",
+        "vllm:kv_cache_usage_perc near 1.0 before each preemption",
+    )
+    return Finding("preemption", float(min(score, 1.0)), tuple(evidence), confirm, fixes)

@@ -1,0 +1,234 @@
+"""The evidence of an ITL incident, as windows in time.
+
+A scrape series is cumulative: counters and histogram buckets only grow. Diagnosis needs what
+happened *in* each stretch of time, so this module cuts the series into windows and takes, per
+window, the ITL histogram increase, the rate of first tokens (the TTFT histogram's count rate,
+i.e. prefill completions, vLLM's arrival signal), the mean of the running/waiting gauges, and the
+increase of the preemption and token counters. Counter resets are detected and reported.
+
+Every source (scrape folder, one saved page, a Prometheus server, a simulator export) ends up as
+one `Timeline`, so the diagnosis does not care where the numbers came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from itlkit.histogram import Histogram, difference, sum_histograms
+from itlkit.sources import SourceError, histogram_series, scalar_series
+
+DEFAULT_WINDOW_SECONDS = 60.0
+
+
+class EvidenceError(ValueError):
+    """Metrics that cannot support a diagnosis (no ITL histogram, nothing observed, ...)."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Per-window evidence; arrays have one entry per window, NaN where a metric is missing."""
+
+    start_seconds: np.ndarray
+    end_seconds: np.ndarray
+    itl: tuple[Histogram, ...]
+    itl_total: Histogram
+    first_tokens_per_second: np.ndarray
+    running: np.ndarray
+    waiting: np.ndarray
+    kv_usage: np.ndarray
+    preemptions: np.ndarray
+    prompt_tokens: np.ndarray
+    generation_tokens: np.ndarray
+    finished_requests: np.ndarray
+    counter_resets_seconds: tuple[float, ...]
+    snapshots: int
+    notes: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.start_seconds.size)
+
+    @property
+    def has_time_axis(self) -> bool:
+        return (
+            self.snapshots >= 2 and len(self) >= 1 and bool(np.all(np.isfinite(self.end_seconds)))
+        )
+
+    @property
+    def duration_seconds(self) -> float:
+        return float(self.end_seconds[-1] - self.start_seconds[0]) if len(self) else 0.0
+
+    @property
+    def itl_counts(self) -> np.ndarray:
+        """ITL observations per window."""
+        return np.array([h.count for h in self.itl])
+
+    def mean_prompt_tokens(self) -> float:
+        """Prompt tokens per prefilled request over the whole period (NaN if unknown)."""
+        first_tokens = np.nansum(self.first_tokens_per_second * self.durations_seconds)
+        prompt = np.nansum(self.prompt_tokens)
+        return float(prompt / first_tokens) if first_tokens > 0 and prompt > 0 else math.nan
+
+    def mean_output_tokens(self) -> float:
+        """Generated tokens per finished request over the whole period (NaN if unknown)."""
+        finished, generated = np.nansum(self.finished_requests), np.nansum(self.generation_tokens)
+        return float(generated / finished) if finished > 0 and generated > 0 else math.nan
+
+    @property
+    def durations_seconds(self) -> np.ndarray:
+        return self.end_seconds - self.start_seconds
+
+
+def _optional_scalar(frame: pd.DataFrame, key: str, how: str, notes: list[str]) -> pd.Series | None:
+    try:
+        return scalar_series(frame, key, how=how)
+    except SourceError:
+        notes.append(f"no {key} metric in the input: evidence that needs it is skipped")
+        return None
+
+
+def _window_edges(times: np.ndarray, window_seconds: float) -> np.ndarray:
+    """Indices of the snapshots that start each window (greedy: each window >= window_seconds)."""
+    edges = [0]
+    for i in range(1, times.size):
+        if times[i] - times[edges[-1]] >= window_seconds - 1e-9:
+            edges.append(i)
+    if edges[-1] != times.size - 1:
+        edges.append(times.size - 1)
+    return np.asarray(edges)
+
+
+def _counter_increase(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Increase of a counter over each window; after a reset, the value since the reset."""
+    steps = np.diff(values)
+    resets = steps < 0
+    steps[resets] = values[1:][resets]
+    cumulative = np.concatenate([[0.0], np.cumsum(steps)])
+    return cumulative[edges[1:]] - cumulative[edges[:-1]]
+
+
+def _gauge_mean(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Mean of a gauge over the snapshots of each window (both ends included)."""
+    return np.array(
+        [np.mean(values[a : b + 1]) for a, b in itertools.pairwise(edges)]
+    )
+
+
+def timeline_from_frame(
+    frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
+) -> Timeline:
+    """Cut a tidy scrape table (itlkit.sources) into windows of at least `window_seconds`."""
+    if not window_seconds > 0:
+        raise EvidenceError(f"window must be positive, got {window_seconds}")
+    notes: list[str] = []
+    try:
+        itl = histogram_series(frame, "itl")
+    except SourceError as exc:
+        raise EvidenceError(
+            "the metrics hold no ITL histogram (vllm:inter_token_latency_seconds or "
+            f"vllm:time_per_output_token_seconds): {exc}"
+        ) from None
+    times = itl.timestamps_seconds
+    if len(itl) >= 2 and not np.all(np.isfinite(times)):
+        raise EvidenceError(
+            "scrapes without timestamps: name each file with its ISO time or pass one file"
+        )
+    snaps = [itl.snapshot(i) for i in range(len(itl))]
+    if len(itl) == 1:
+        notes.append(
+            "a single scrape has no time axis: it holds everything since the server started, so "
+            "arrival correlation and growth over time cannot be judged"
+        )
+        zero = Histogram.create(
+            upper_bounds=itl.upper_bounds,
+            cumulative_counts=np.zeros(itl.upper_bounds.size),
+            sum=0.0,
+        )
+        windows = [difference(zero, snaps[0], start_seconds=math.nan, end_seconds=times[0])]
+        edges = np.array([0, 0])
+    else:
+        steps = [
+            difference(snaps[i], snaps[i + 1], start_seconds=times[i], end_seconds=times[i + 1])
+            for i in range(len(snaps) - 1)
+        ]
+        edges = _window_edges(times, window_seconds)
+        windows = []
+        for a, b in itertools.pairwise(edges):
+            total = sum_histograms([w.histogram for w in steps[a:b]])
+            resets = tuple(t for w in steps[a:b] for t in w.reset_times_seconds)
+            windows.append(type(steps[0])(total, float(times[a]), float(times[b]), resets))
+    resets = tuple(t for w in windows for t in w.reset_times_seconds)
+    if resets:
+        notes.append(
+            f"{len(resets)} counter reset(s) (server restart) at "
+            + ", ".join(pd.to_datetime(list(resets), unit="s").strftime("%H:%M:%S"))
+            + ": counts around them are lower bounds"
+        )
+    total = sum_histograms([w.histogram for w in windows])
+    if total.count == 0:
+        raise EvidenceError("the ITL histogram recorded no observations in the period")
+    n = len(windows)
+    start = np.array([w.start_seconds for w in windows])
+    end = np.array([w.end_seconds for w in windows])
+    nan = np.full(n, math.nan)
+
+    def at_itl_times(series: pd.Series | None) -> np.ndarray | None:
+        if series is None:
+            return None
+        series = series[~series.index.duplicated(keep="last")]
+        if len(itl) == 1:
+            return series.to_numpy()[-1:] if len(series) else None
+        aligned = series.reindex(times)
+        if aligned.isna().any():
+            notes.append(f"{series.name} is missing in some scrapes; those windows show NaN")
+        return aligned.to_numpy(dtype=float)
+
+    def counter(key: str) -> np.ndarray:
+        values = at_itl_times(_optional_scalar(frame, key, "sum", notes))
+        if values is None:
+            return nan.copy()
+        if len(itl) == 1:
+            return values
+        return _counter_increase(np.nan_to_num(values), edges)
+
+    def gauge(key: str) -> np.ndarray:
+        values = at_itl_times(
+            _optional_scalar(frame, key, "sum" if key != "kv_usage" else "mean", notes)
+        )
+        if values is None:
+            return nan.copy()
+        return values if len(itl) == 1 else _gauge_mean(values, edges)
+
+    first_tokens = nan.copy()
+    try:
+        ttft = histogram_series(frame, "ttft")
+        counts = pd.Series(ttft.counts, index=ttft.timestamps_seconds, name="ttft")
+        values = at_itl_times(counts)
+        if values is not None and len(itl) >= 2:
+            first_tokens = _counter_increase(np.nan_to_num(values), edges) / (end - start)
+    except SourceError:
+        notes.append(
+            "no TTFT histogram: the arrival signal (rate of first tokens) is missing, so slow-mode "
+            "correlation with arrivals cannot be checked"
+        )
+    return Timeline(
+        start_seconds=start,
+        end_seconds=end,
+        itl=tuple(w.histogram for w in windows),
+        itl_total=total,
+        first_tokens_per_second=first_tokens,
+        running=gauge("running"),
+        waiting=gauge("waiting"),
+        kv_usage=gauge("kv_usage"),
+        preemptions=counter("preemptions"),
+        prompt_tokens=counter("prompt_tokens"),
+        generation_tokens=counter("generation_tokens"),
+        finished_requests=counter("request_success"),
+        counter_resets_seconds=resets,
+        snapshots=len(itl),
+        notes=tuple(dict.fromkeys(notes)),
+    )
