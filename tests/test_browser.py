@@ -40,9 +40,22 @@ def floor_ms(batch_size: int) -> str:
     return f"floor {step.floor_seconds * 1e3:.2f} ms"
 
 
+def wait_for_title(page, *parts: str, timeout_ms: int) -> str:
+    """Wait until the plot title shows every part; fail with the title actually shown."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(TITLE_CONTAINS, arg=list(parts), timeout=timeout_ms)
+    except PlaywrightTimeout:
+        titles = page.locator(TITLE).all_text_contents()
+        pytest.fail(f"plot title never showed {parts} within {timeout_ms} ms; it shows {titles}")
+    return page.locator(TITLE).first.text_content()
+
+
 def test_batch_slider_redraws_plot_in_jupyterlab(
-    lab_server, page, page_errors, console_errors, artifacts_dir: Path
+    page, lab_server, page_errors, console_errors, artifacts_dir: Path
 ):
+    # `page` first: without Chromium the test skips (or fails under CI) before starting the server.
     try:
         page.goto(lab_server.lab_url(NOTEBOOK))
         page.wait_for_function(
@@ -52,19 +65,16 @@ def test_batch_slider_redraws_plot_in_jupyterlab(
         page.wait_for_function(KERNEL_READY, timeout=90_000)
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
-        page.wait_for_function(TITLE_CONTAINS, arg=["batch 64 ", floor_ms(64)], timeout=90_000)
-        title_before = page.locator(TITLE).first.text_content()
+        title_before = wait_for_title(page, "batch 64 ", floor_ms(64), timeout_ms=90_000)
         assert page.locator(BATCH_READOUT).first.text_content().strip() == "64"
 
         page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # room for the plot
         page.locator(BATCH_HANDLE).first.focus()
         page.keyboard.press("ArrowRight")
 
-        page.wait_for_function(TITLE_CONTAINS, arg=["batch 65 ", floor_ms(65)], timeout=30_000)
-        title_after = page.locator(TITLE).first.text_content()
+        title_after = wait_for_title(page, "batch 65 ", floor_ms(65), timeout_ms=30_000)
         assert title_after != title_before
         assert page.locator(BATCH_READOUT).first.text_content().strip() == "65"
     finally:
         page.screenshot(path=artifacts_dir / "jupyterlab_01_decode_floor.png")
-    assert not page_errors, f"uncaught errors in the page: {page_errors}"
-    print("console errors (informational):", console_errors)
+    assert not page_errors, f"uncaught errors in the page: {page_errors}; console: {console_errors}"
