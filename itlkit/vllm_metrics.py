@@ -1,0 +1,167 @@
+"""vLLM's Prometheus metric names across versions, and the default bucket lists.
+
+Source: vllm-project/vllm `vllm/v1/metrics/loggers.py` (v0.8 … v0.12 eras) and
+`vllm/v1/metrics/buckets.py` @ 139b1c3f, as summarised in the project's vllm-metrics spec.
+Each logical metric lists its exposed family names, newest first: when a scrape carries both
+(v0.10.2–v0.11 emit ITL under two names with identical values) only the first one present is read.
+Default bucket lists are used only to bin exact samples (benchmark files); scrapes carry their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from itlkit.units import lookup
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class VllmMetric:
+    """One logical vLLM metric: its exposed names (newest first), kind, unit and meaning."""
+
+    key: str
+    names: tuple[str, ...]
+    kind: str  # "histogram", "counter" or "gauge"
+    unit: str  # "seconds", "tokens", "requests", "fraction", "events"
+    help: str
+
+
+_METRICS = [
+    VllmMetric(
+        "itl",
+        ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        "histogram",
+        "seconds",
+        "engine step spacing seen by one request (renamed from TPOT by vLLM PR #24110)",
+    ),
+    VllmMetric(
+        "ttft",
+        ("vllm:time_to_first_token_seconds",),
+        "histogram",
+        "seconds",
+        "time from arrival to the first token",
+    ),
+    VllmMetric(
+        "e2e",
+        ("vllm:e2e_request_latency_seconds",),
+        "histogram",
+        "seconds",
+        "arrival to finish",
+    ),
+    VllmMetric(
+        "tpot",
+        ("vllm:request_time_per_output_token_seconds",),
+        "histogram",
+        "seconds",
+        "per finished request: decode time / (generated tokens − 1)",
+    ),
+    VllmMetric(
+        "queue",
+        ("vllm:request_queue_time_seconds",),
+        "histogram",
+        "seconds",
+        "WAITING phase per request",
+    ),
+    VllmMetric(
+        "prefill",
+        ("vllm:request_prefill_time_seconds",),
+        "histogram",
+        "seconds",
+        "first scheduled to first token",
+    ),
+    VllmMetric(
+        "decode",
+        ("vllm:request_decode_time_seconds",),
+        "histogram",
+        "seconds",
+        "first token to last token",
+    ),
+    VllmMetric(
+        "inference",
+        ("vllm:request_inference_time_seconds",),
+        "histogram",
+        "seconds",
+        "first scheduled to last token",
+    ),
+    VllmMetric(
+        "iteration_tokens",
+        ("vllm:iteration_tokens_total",),
+        "histogram",
+        "tokens",
+        "prompt + generation tokens per engine step as the frontend sees them",
+    ),
+    VllmMetric(
+        "running",
+        ("vllm:num_requests_running",),
+        "gauge",
+        "requests",
+        "requests in the running batch",
+    ),
+    VllmMetric(
+        "waiting",
+        ("vllm:num_requests_waiting",),
+        "gauge",
+        "requests",
+        "requests waiting to be scheduled",
+    ),
+    VllmMetric(
+        "kv_usage",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "gauge",
+        "fraction",
+        "KV-cache usage, 1 = full (renamed in vLLM 0.9)",
+    ),
+    VllmMetric(
+        "preemptions",
+        ("vllm:num_preemptions_total",),
+        "counter",
+        "events",
+        "cumulative preemptions",
+    ),
+    VllmMetric(
+        "prompt_tokens",
+        ("vllm:prompt_tokens_total",),
+        "counter",
+        "tokens",
+        "prefill tokens, added when a request's prefill completes",
+    ),
+    VllmMetric(
+        "generation_tokens",
+        ("vllm:generation_tokens_total",),
+        "counter",
+        "tokens",
+        "generated tokens",
+    ),
+    VllmMetric(
+        "request_success",
+        ("vllm:request_success_total",),
+        "counter",
+        "requests",
+        "finished requests by finished_reason",
+    ),
+]
+METRICS: dict[str, VllmMetric] = {m.key: m for m in _METRICS}
+SECONDS_HISTOGRAMS = tuple(
+    k for k, m in METRICS.items() if m.kind == "histogram" and m.unit == "seconds"
+)
+
+# vllm/v1/metrics/buckets.py @ 139b1c3f (unchanged since vLLM PR #15202); +Inf appended.
+ITL_BUCKETS_SECONDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+                       5.0, 7.5, 10.0, 20.0, 40.0, 80.0, INF)  # fmt: skip
+TTFT_BUCKETS_SECONDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                        5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, INF)  # fmt: skip
+REQUEST_LATENCY_BUCKETS_SECONDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+                                   40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+                                   INF)  # fmt: skip
+ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, INF)
+
+
+def metric(key: str) -> VllmMetric:
+    """The logical metric called `key` (itl, ttft, e2e, running, …); unknown keys list the valid."""
+    return lookup("metric", key, METRICS)
+
+
+def all_family_names() -> tuple[str, ...]:
+    """Every exposed family name itlkit reads."""
+    return tuple(name for m in METRICS.values() for name in m.names)
