@@ -1,0 +1,214 @@
+"""`itlkit simulate`: run the scheduler simulator; report ITL, TTFT and e2e (or one JSON object)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict
+
+from itlkit.export import DEFAULT_START_UNIX_SECONDS, export_openmetrics, export_prometheus_scrapes
+from itlkit.models import ConfigError
+from itlkit.roofline import Deployment
+from itlkit.scheduler import SchedulerConfig, simulate_deployment
+from itlkit.units import format_seconds
+from itlkit.workload import Fixed, LogNormal, Uniform, read_workload, synthetic_workload
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def _lengths(text: str):
+    """`4096`, `uniform:LOW:HIGH` or `lognormal:MEDIAN:SIGMA` (tokens)."""
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            return Fixed(_positive_int(parts[0]))
+        if parts[0] == "uniform" and len(parts) == 3:
+            return Uniform(_positive_int(parts[1]), _positive_int(parts[2]))
+        if parts[0] == "lognormal" and len(parts) == 3:
+            return LogNormal(float(parts[1]), float(parts[2]))
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"bad length {text!r}: {exc}") from None
+    raise argparse.ArgumentTypeError(
+        f"bad length {text!r}: use N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA"
+    )
+
+
+def add_parser(subparsers) -> None:
+    """Register `itlkit simulate`."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate a vLLM-style scheduler and report the ITL/TTFT distributions",
+        description=(
+            "Simulate continuous batching with chunked prefill (vLLM V1 semantics) on the "
+            "roofline step-time model; report ITL, TTFT and e2e, optionally as vLLM metrics."
+        ),
+    )
+    dep = p.add_argument_group("deployment")
+    dep.add_argument("--model", default="llama-3.1-8b", help="catalog name or path to config.json")
+    dep.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
+    dep.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
+    dep.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
+    dep.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs")
+    dep.add_argument("--mfu", type=_positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    dep.add_argument(
+        "--efficiency",
+        type=_positive_float,
+        default=1.0,
+        help="fraction of the roofline step speed the server reaches (0, 1]",
+    )
+    dep.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS",
+                     help="per-step host time added to every step")  # fmt: skip
+    dep.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9)
+    work = p.add_argument_group("workload")
+    work.add_argument("--rate", type=_positive_float, default=5.0, help="arrivals per second")
+    work.add_argument("--prompt-tokens", type=_lengths, default=Fixed(4096),
+                      help="N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA")  # fmt: skip
+    work.add_argument("--output-tokens", type=_lengths, default=Fixed(256),
+                      help="N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA")  # fmt: skip
+    work.add_argument("--shared-prefix-tokens", type=int, default=0,
+                      help="system-prompt tokens every request shares (prefix cached)")  # fmt: skip
+    work.add_argument("--workload", metavar="FILE",
+                      help="replay a CSV or a `vllm bench serve` result JSON")  # fmt: skip
+    work.add_argument("--duration", type=_positive_float, default=60.0, metavar="SECONDS",
+                      help="arrival window and simulated time")  # fmt: skip
+    work.add_argument("--seed", type=int, default=0, help="random seed (reproducible runs)")
+    eng = p.add_argument_group("engine")
+    eng.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192)
+    eng.add_argument("--max-num-seqs", type=_positive_int, default=1024)
+    eng.add_argument("--no-chunked-prefill", action="store_true", help="prefill prompts whole")
+    eng.add_argument("--disaggregated", action="store_true",
+                     help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
+    eng.add_argument("--kv-transfer-bandwidth", type=_positive_float, default=50e9,
+                     metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object in SI units")
+    out.add_argument("--prom-out", metavar="DIR", help="write vLLM /metrics scrapes here")
+    out.add_argument("--openmetrics-out", metavar="FILE", help="write OpenMetrics for backfill")
+    out.add_argument("--scrape-interval", type=_positive_float, default=15.0, metavar="SECONDS")
+    out.add_argument("--start-unix-seconds", type=float, default=DEFAULT_START_UNIX_SECONDS,
+                     help="wall-clock time of simulated t = 0 in the exports")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Simulate, print the report (or JSON), write exports; exit 0."""
+    if not args.efficiency <= 1:
+        raise ConfigError(f"--efficiency must be in (0, 1], got {args.efficiency}")
+    if args.host_overhead < 0 or not math.isfinite(args.host_overhead):
+        raise ConfigError(f"--host-overhead must be >= 0 seconds, got {args.host_overhead}")
+    if args.shared_prefix_tokens < 0:
+        raise ConfigError(f"--shared-prefix-tokens must be >= 0, got {args.shared_prefix_tokens}")
+    dep = Deployment.create(
+        model=args.model,
+        gpu=args.gpu,
+        weight_precision=args.weights_precision,
+        kv_precision=args.kv_precision,
+        tp=args.tp,
+        mfu=args.mfu,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
+    if args.workload:
+        workload = read_workload(args.workload, seed=args.seed)
+    else:
+        workload = synthetic_workload(
+            duration_seconds=args.duration,
+            rate_per_second=args.rate,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            shared_prefix_tokens=args.shared_prefix_tokens,
+            seed=args.seed,
+        )
+    config = SchedulerConfig(
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        enable_chunked_prefill=not args.no_chunked_prefill,
+        disaggregated=args.disaggregated,
+        kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
+    )
+    result = simulate_deployment(
+        workload,
+        deployment=dep,
+        config=config,
+        efficiency=args.efficiency,
+        host_overhead_seconds=args.host_overhead,
+        until_seconds=args.duration,
+    )
+    model_name = dep.model.hf_id or dep.model.slug
+    export = dict(
+        interval_seconds=args.scrape_interval,
+        start_unix_seconds=args.start_unix_seconds,
+        model_name=model_name,
+    )
+    if args.prom_out:
+        export_prometheus_scrapes(result, args.prom_out, **export)
+    if args.openmetrics_out:
+        export_openmetrics(result, args.openmetrics_out, **export)
+
+    summary = asdict(result.summary())
+    itl = result.itl_histogram()
+    if args.json:
+        values = {k: _finite(v) for k, v in summary.items()}
+        values["itl_p99_prometheus_seconds"] = _finite(itl.quantile(0.99))
+        values["itl_buckets"] = [
+            ["+Inf" if math.isinf(le) else float(le), int(c)]
+            for le, c in zip(itl.upper_bounds, itl.cumulative_counts, strict=True)
+        ]
+        values["deployment"] = dep.label
+        values["config"] = asdict(config)
+        print(json.dumps(values, indent=2))
+        return 0
+    print(f"{dep.label}; {_config_text(config)}")
+    print(
+        f"{summary['simulated_seconds']:.1f} s simulated, {summary['steps']} steps, "
+        f"{summary['requests_finished']} requests finished, "
+        f"{summary['requests_in_flight']} still in flight, {summary['preemptions']} preemptions"
+    )
+    for name in ("itl", "ttft", "e2e"):
+        line = f"{name.upper():<5} mean {format_seconds(summary[f'{name}_mean_seconds']):>10}"
+        if f"{name}_p50_seconds" in summary:
+            line += f"   p50 {format_seconds(summary[f'{name}_p50_seconds']):>10}"
+        line += f"   p99 {format_seconds(summary[f'{name}_p99_seconds']):>10}"
+        print(line)
+    print("ITL histogram (vLLM buckets, share of observations):")
+    total = max(itl.count, 1)
+    for lower, upper, count in zip(itl.lower_bounds, itl.upper_bounds, itl.bucket_counts,
+                                   strict=True):  # fmt: skip
+        if count:
+            span = f"({format_seconds(lower)}, {format_seconds(upper)}]"
+            print(f"  {span:<22} {count / total:6.1%}  {'#' * round(40 * count / total)}")
+    return 0
+
+
+def _config_text(config: SchedulerConfig) -> str:
+    mode = "chunked prefill" if config.enable_chunked_prefill else "chunked prefill off"
+    if config.disaggregated:
+        mode += ", disaggregated prefill"
+    return (
+        f"max_num_batched_tokens {config.max_num_batched_tokens}, "
+        f"max_num_seqs {config.max_num_seqs}, {mode}"
+    )
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
