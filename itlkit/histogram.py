@@ -343,7 +343,9 @@ def difference(
     if (delta < 0).any() or later.count < earlier.count:
         # A counter went down: the server restarted, so `later` is all that was seen since.
         return Window(later, start_seconds, end_seconds, (end_seconds,))
-    delta = np.maximum.accumulate(delta)  # float noise must not break monotonicity
+    # A scrape is not atomic across buckets, so a bucket may lag its neighbour by an observation;
+    # even such dips out with a running max, as histogram_quantile does.
+    delta = np.maximum.accumulate(delta)
     return Window(
         Histogram.create(
             upper_bounds=later.upper_bounds,
@@ -469,3 +471,15 @@ def split_modes(histogram: Histogram, *, floor_seconds: float, slow_factor: floa
         warning=None,
         **common,
     )
+
+
+def counter_increases(values) -> np.ndarray:
+    """Increase of a counter between consecutive samples; after a drop (a reset), the new value."""
+    v = np.asarray(values, dtype=float)
+    step = np.diff(v)
+    return np.where(step < 0, v[1:], step)
+
+
+def counter_rate(timestamps_seconds, values) -> np.ndarray:
+    """Per-second rate of a counter between consecutive samples, resets handled as in PromQL."""
+    return counter_increases(values) / np.diff(np.asarray(timestamps_seconds, dtype=float))

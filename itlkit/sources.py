@@ -500,9 +500,11 @@ def histogram_series(
     if metric(metric_key).kind != "histogram":
         raise SourceError(f"{metric_key} is a {metric(metric_key).kind}, not a histogram")
     rows, order = _with_scrape_ids(_select(frame, metric_key, model_name, engine))
+    other = rows["labels"].astype(str)
     series_id = (
-        rows["family"].astype(str) + "{model_name=" + rows["model_name"].astype(str)
-        + ",engine=" + rows["engine"].astype(str) + "," + rows["labels"].astype(str) + "}"
+        rows["family"].astype(str) + '{model_name="' + rows["model_name"].astype(str)
+        + '",engine="' + rows["engine"].astype(str) + '"'
+        + other.where(other == "", "," + other) + "}"
     )  # fmt: skip
     rows = rows.assign(series=series_id)
     nan_rows = rows[rows["value"].isna()]
@@ -550,13 +552,16 @@ def histogram_series(
     per_series_count = sums_counts["count"].to_numpy()
     sources = order["source"].to_numpy()
     for i, (scrape, series) in enumerate(table.index):
-        Histogram.create(  # validates +Inf, monotonicity, count; raises naming file and series
-            upper_bounds=bounds,
-            cumulative_counts=counts[i],
-            sum=per_series_sum[i],
-            count=per_series_count[i],
-            where=f"{sources[scrape]}: {series}",
-        )
+        try:  # validates +Inf, monotonicity and count, naming file and series
+            Histogram.create(
+                upper_bounds=bounds,
+                cumulative_counts=counts[i],
+                sum=per_series_sum[i],
+                count=per_series_count[i],
+                where=f"{sources[scrape]}: {series}",
+            )
+        except HistogramError as exc:
+            raise SourceError(str(exc)) from None
     index = table.index.get_level_values("scrape")
     per_scrape = pd.DataFrame(counts, index=index).groupby(level=0).sum().sort_index()
     totals = (

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from itlkit.histogram import (
     Histogram,
     HistogramError,
+    counter_rate,
     difference,
     from_samples,
     locate_quantile,
@@ -225,3 +226,9 @@ def test_quantile_is_monotone_in_q_and_within_its_bucket(hist, q1, q2):
         assert est.bucket_lower <= est.value <= est.bucket_upper
     if not math.isnan(a.value):
         assert a.value <= b.value + 1e-9 * max(1.0, abs(b.value))
+
+
+def test_counter_rate_handles_a_reset():
+    # 0 → 30 → 60 → (restart) 15 → 45 at 15 s steps: 2, 2, 1 (15 since the restart), 2 per second
+    rate = counter_rate([0, 15, 30, 45, 60], [0, 30, 60, 15, 45])
+    assert rate.tolist() == [2.0, 2.0, 1.0, 2.0]
