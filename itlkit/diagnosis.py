@@ -174,6 +174,39 @@ def _pearson(a, b) -> float:
     return float(np.corrcoef(a[ok], b[ok])[0, 1])
 
 
+def _partial(a, b, control) -> float:
+    """Correlation of a and b with `control` held fixed (NaN when it cannot be computed)."""
+    r_ab, r_ac, r_bc = _pearson(a, b), _pearson(a, control), _pearson(b, control)
+    if not all(math.isfinite(r) for r in (r_ab, r_ac, r_bc)) or max(abs(r_ac), abs(r_bc)) > 0.999:
+        return math.nan
+    return float((r_ab - r_ac * r_bc) / math.sqrt((1 - r_ac**2) * (1 - r_bc**2)))
+
+
+WINDOW_MIN_OBSERVATIONS = 50
+
+
+def _window_modes(timeline: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: share of observations in a slow mode >= ~3x that window's own fast mode (p25),
+    and the slow mode's distance from the fast mode; NaN where the buckets cannot tell."""
+    shares = np.full(len(timeline), math.nan)
+    ratios = np.full(len(timeline), math.nan)
+    for i, h in enumerate(timeline.itl):
+        if h.count < WINDOW_MIN_OBSERVATIONS:
+            continue
+        fast = h.quantile(0.25)
+        if not fast > 0:
+            continue
+        split = split_modes(h, floor_seconds=fast, slow_factor=SLOW_FACTOR)
+        if not split.resolved:
+            continue
+        gaps = _gap_count(h) / h.count
+        slow = max(split.slow_share - gaps, 0.0)
+        shares[i] = slow
+        if slow > 0:
+            ratios[i] = h.quantile(min(split.near_floor_share + slow / 2, 0.999)) / fast
+    return shares, ratios
+
+
 def _ms(seconds: float) -> str:
     return format_seconds(seconds)
 
@@ -285,14 +318,10 @@ def diagnose(
     expected_mixed = float(mixed.step_seconds)
 
     split = split_modes(total, floor_seconds=fast_mode, slow_factor=SLOW_FACTOR)
-    if split.resolved:
-        cut_index = int(np.searchsorted(total.upper_bounds, split.cut_seconds))
-        slow_share = split.slow_share
-        by_window = np.array([_share_above(h, cut_index) for h in timeline.itl])
-    else:
+    slow_share = split.slow_share if split.resolved else math.nan
+    if not split.resolved:
         notes.append(f"buckets too coarse: {split.warning}")
-        slow_share, by_window = math.nan, np.full(len(timeline), math.nan)
-
+    shares, ratios = _window_modes(timeline)
     thin = min(1.0, total.count / MIN_OBSERVATIONS)
     if thin < 1:
         notes.append(
@@ -316,7 +345,8 @@ def diagnose(
         slow_share=slow_share,
         cut=split.cut_seconds,
         split_warning=split.warning,
-        by_window=by_window,
+        by_window=shares,
+        ratio_by_window=ratios,
         q=q_estimates,
     )
     findings = [
@@ -344,7 +374,7 @@ def diagnose(
         itl_quantile_buckets={q: (e.bucket_lower, e.bucket_upper) for q, e in q_estimates.items()},
         slow_share=slow_share,
         slow_cut_seconds=split.cut_seconds,
-        slow_share_by_window=by_window,
+        slow_share_by_window=shares,
         findings=tuple(findings),
         notes=tuple(dict.fromkeys(notes)),
     )
@@ -369,45 +399,62 @@ class _Context:
     cut: float
     split_warning: str | None
     by_window: np.ndarray
+    ratio_by_window: np.ndarray
     q: dict
 
 
 def _interference(c: _Context) -> Finding:
     evidence, score = [], 0.0
     dep, t = c.deployment, c.timeline
-    gap_share = _gap_count(c.total) / c.total.count
-    if math.isfinite(c.slow_share):
-        slow_only = max(c.slow_share - gap_share, 0.0)
-        near = 1 - c.slow_share
-        slow_mode = c.total.quantile(min(near + slow_only / 2, 0.999))
-        ratio = slow_mode / c.fast_mode
+    weights = t.itl_counts
+    ok = np.isfinite(c.by_window)
+    if ok.any():
+        slow_only = float(np.average(c.by_window[ok], weights=weights[ok]))
+        has_slow = ok & np.isfinite(c.ratio_by_window)
+        ratio = float(np.median(c.ratio_by_window[has_slow])) if has_slow.any() else math.nan
         shape = (
             _ramp(slow_only, 0.01, 0.05)
             * _ramp(ratio, 2.0, 3.0)
             * (1 - _ramp(slow_only, 0.7, 0.95))
         )
         evidence.append(
-            f"{100 * (1 - c.slow_share):.0f}% of ITL observations sit at or below "
-            f"{_ms(c.cut)} (fast mode ~{_ms(c.fast_mode)}), {100 * slow_only:.1f}% in a slow mode "
-            f"around {_ms(slow_mode)} ({ratio:.1f}x the fast mode)"
+            f"{100 * slow_only:.1f}% of ITL observations sit in a slow mode "
+            + (f"{ratio:.1f}x" if math.isfinite(ratio) else "far")
+            + f" above each window's fast mode (overall fast mode ~{_ms(c.fast_mode)}; "
+            f"{100 * (1 - c.slow_share):.0f}% of all observations at or below {_ms(c.cut)})"
+            if math.isfinite(c.slow_share)
+            else f"{100 * slow_only:.1f}% of ITL observations sit in a slow mode"
         )
         evidence.append(
             f"a step carrying a {c.budget - c.mean_batch:,.0f}-token chunk beside "
             f"{c.mean_batch:.0f} decodes should take ~{_ms(c.expected_mixed)} "
             f"(max_num_batched_tokens {c.budget:,}, MFU {dep.mfu:g})"
         )
-        r = _pearson(c.by_window, t.first_tokens_per_second)
+        arrivals = t.first_tokens_per_second
+        r = _pearson(c.by_window, arrivals)
+        r_fixed = _partial(c.by_window, arrivals, t.running)
+        running_varies = np.nanstd(t.running) > 0.1 * max(np.nanmean(t.running), 1)
+        used = r_fixed if (running_varies and math.isfinite(r_fixed)) else r
         if math.isfinite(r):
-            evidence.append(
+            text = (
                 f"slow-mode share per window vs first tokens per second (arrivals): r = {r:+.2f} "
-                f"over {np.isfinite(c.by_window).sum()} windows"
+                f"over {ok.sum()} windows"
             )
-            score = shape * (0.45 + 0.55 * max(r, 0.0))
+            if running_varies and math.isfinite(r_fixed):
+                text += f"; {r_fixed:+.2f} with running requests held fixed"
+            evidence.append(text)
+            score = shape * (0.45 + 0.55 * max(used, 0.0))
+        elif t.has_time_axis and np.isfinite(arrivals).any():
+            evidence.append("slow-mode share and arrivals do not vary enough to correlate")
+            score = shape * 0.6
         else:
             evidence.append("arrival correlation not available (no time axis or no TTFT count)")
             score = shape * 0.6
     else:
-        evidence.append(f"the buckets cannot separate a slow mode: {c.split_warning}")
+        evidence.append(
+            "no window has enough observations and fine enough buckets to separate a slow mode"
+            + (f" ({c.split_warning})" if c.split_warning else "")
+        )
     small = c.deployment
     small_budget = 512
     slow_small = mixed_step(
@@ -522,10 +569,12 @@ def _growth(c: _Context) -> Finding:
 def _host_overhead(c: _Context) -> Finding:
     ratio = c.fast_mode / c.floor
     p50 = c.q[0.5].value
+    fast = c.q[0.25]
+    bucket = _bucket_text((fast.bucket_lower, fast.bucket_upper))
     evidence = [
-        f"the fast mode (p25 {_ms(c.fast_mode)}) is {ratio:.1f}x the {_ms(c.floor)} bandwidth "
-        f"floor at batch {c.mean_batch:.0f}: an MBU of {100 * c.mbu_fit:.0f}% "
-        f"(real servers reach {100 * PLAUSIBLE_MBU[0]:.0f}-100%, typically 50-70%)",
+        f"the fast mode (p25 {_ms(c.fast_mode)}, interpolated in bucket {bucket}) is "
+        f"{ratio:.1f}x the {_ms(c.floor)} bandwidth floor at batch {c.mean_batch:.0f}: an MBU "
+        f"of {100 * c.mbu_fit:.0f}% (real servers reach 50-70%)",
     ]
     unimodal = 1.0 - (_ramp(c.slow_share, 0.03, 0.1) if math.isfinite(c.slow_share) else 0.0)
     score = _ramp(ratio, 1.0 / PLAUSIBLE_MBU[0], 1.0 / PLAUSIBLE_MBU[0] + 1.5) * (

@@ -37,7 +37,7 @@ class Timeline:
     end_seconds: np.ndarray
     itl: tuple[Histogram, ...]
     itl_total: Histogram
-    first_tokens_per_second: np.ndarray
+    first_tokens: np.ndarray
     running: np.ndarray
     waiting: np.ndarray
     kv_usage: np.ndarray
@@ -67,9 +67,16 @@ class Timeline:
         """ITL observations per window."""
         return np.array([h.count for h in self.itl])
 
+    @property
+    def first_tokens_per_second(self) -> np.ndarray:
+        """Rate of first tokens per window: prefill completions, the arrival signal."""
+        if not self.has_time_axis:
+            return np.full(len(self), math.nan)
+        return self.first_tokens / self.durations_seconds
+
     def mean_prompt_tokens(self) -> float:
         """Prompt tokens per prefilled request over the whole period (NaN if unknown)."""
-        first_tokens = np.nansum(self.first_tokens_per_second * self.durations_seconds)
+        first_tokens = np.nansum(self.first_tokens)
         prompt = np.nansum(self.prompt_tokens)
         return float(prompt / first_tokens) if first_tokens > 0 and prompt > 0 else math.nan
 
@@ -113,9 +120,7 @@ def _counter_increase(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def _gauge_mean(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Mean of a gauge over the snapshots of each window (both ends included)."""
-    return np.array(
-        [np.mean(values[a : b + 1]) for a, b in itertools.pairwise(edges)]
-    )
+    return np.array([np.mean(values[a : b + 1]) for a, b in itertools.pairwise(edges)])
 
 
 def timeline_from_frame(
@@ -203,31 +208,40 @@ def timeline_from_frame(
             return nan.copy()
         return values if len(itl) == 1 else _gauge_mean(values, edges)
 
-    first_tokens = nan.copy()
-    try:
-        ttft = histogram_series(frame, "ttft")
-        counts = pd.Series(ttft.counts, index=ttft.timestamps_seconds, name="ttft")
-        values = at_itl_times(counts)
-        if values is not None and len(itl) >= 2:
-            first_tokens = _counter_increase(np.nan_to_num(values), edges) / (end - start)
-    except SourceError:
+    def histogram_count(key: str) -> np.ndarray | None:
+        """Observations per window of a histogram (its _count increase)."""
+        try:
+            series = histogram_series(frame, key)
+        except SourceError:
+            return None
+        values = at_itl_times(pd.Series(series.counts, index=series.timestamps_seconds, name=key))
+        if values is None:
+            return None
+        return values if len(itl) == 1 else _counter_increase(np.nan_to_num(values), edges)
+
+    first_tokens = histogram_count("ttft")
+    if first_tokens is None:
+        first_tokens = nan.copy()
         notes.append(
             "no TTFT histogram: the arrival signal (rate of first tokens) is missing, so slow-mode "
             "correlation with arrivals cannot be checked"
         )
+    finished = histogram_count("e2e")
+    if finished is None:
+        finished = counter("request_success")
     return Timeline(
         start_seconds=start,
         end_seconds=end,
         itl=tuple(w.histogram for w in windows),
         itl_total=total,
-        first_tokens_per_second=first_tokens,
+        first_tokens=first_tokens,
         running=gauge("running"),
         waiting=gauge("waiting"),
         kv_usage=gauge("kv_usage"),
         preemptions=counter("preemptions"),
         prompt_tokens=counter("prompt_tokens"),
         generation_tokens=counter("generation_tokens"),
-        finished_requests=counter("request_success"),
+        finished_requests=finished,
         counter_resets_seconds=resets,
         snapshots=len(itl),
         notes=tuple(dict.fromkeys(notes)),
