@@ -587,9 +587,9 @@ def simulate(
             if not decoding[victim]:
                 partial.remove(victim)
             used, decoders, decode_kv = _preempt(
-                victim, s, used, decoders, decode_kv, decoding, computed, cached, target,
+                victim, s, t, used, decoders, decode_kv, decoding, computed, cached, target,
                 generated, prompt, seg_step, seg_kv, seg_gen, epoch, preempted_count,
-                seg_request, seg_first, seg_last, remote_kv,
+                seg_request, seg_first, seg_last, remote_kv, last_token,
             )  # fmt: skip
             waiting.appendleft(victim)
         used += decoders
@@ -617,9 +617,9 @@ def simulate(
                 else:
                     partial.remove(victim)
                 used, decoders, decode_kv = _preempt(
-                    victim, s, used, decoders, decode_kv, decoding, computed, cached,
+                    victim, s, t, used, decoders, decode_kv, decoding, computed, cached,
                     target, generated, prompt, seg_step, seg_kv, seg_gen, epoch,
-                    preempted_count, seg_request, seg_first, seg_last, remote_kv,
+                    preempted_count, seg_request, seg_first, seg_last, remote_kv, last_token,
                 )  # fmt: skip
                 waiting.appendleft(victim)
                 if victim == i:
@@ -789,9 +789,9 @@ def simulate(
 
 
 def _preempt(
-    i, s, used, decoders, decode_kv, decoding, computed, cached, target, generated, prompt,
+    i, s, t, used, decoders, decode_kv, decoding, computed, cached, target, generated, prompt,
     seg_step, seg_kv, seg_gen, epoch, preempted_count, seg_request, seg_first, seg_last,
-    remote_kv,
+    remote_kv, last_token,
 ):  # fmt: skip
     """Free request i's KV and reset it to recompute prompt + generated tokens (vLLM V1)."""
     if decoding[i]:
@@ -805,6 +805,7 @@ def _preempt(
         seg_request.append(i)
         seg_first.append(seg_step[i])
         seg_last.append(s - 1)
+        last_token[i] = t  # steps run back to back while it decodes: step s - 1 ended at t
     else:
         used -= computed[i]
     # The shared prefix stays in the prefix cache (other requests hold it); the rest is recomputed.
