@@ -33,8 +33,11 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	-$(BIN)/pip uninstall --quiet -y rfc3987-syntax
 	touch $@ $(NOTEBOOKS_STAMP)
 
+# Jupyter refuses to run as root without --allow-root (containers, CI machines).
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(NOTEBOOKS_STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks \
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) \
 		--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOK) \
 		--LabApp.news_url=None \
 		--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
