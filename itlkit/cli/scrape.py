@@ -1,0 +1,62 @@
+"""`itlkit scrape URL --every 15s --out DIR [--for DURATION]`: save a live /metrics series."""
+
+from __future__ import annotations
+
+import sys
+
+from itlkit.scrape import parse_duration_seconds, scrape_series
+
+
+def add_parser(subparsers) -> None:
+    """Register the `scrape` subcommand."""
+    p = subparsers.add_parser(
+        "scrape",
+        help="save timestamped snapshots of a /metrics URL into a folder",
+        description=(
+            "Scrape a vLLM /metrics URL at a fixed interval into DIR as "
+            "metrics-<UTC time>.prom files (readable by `itlkit histogram DIR`). Runs until "
+            "Ctrl-C or --for; every written file is complete."
+        ),
+    )
+    p.add_argument("url", metavar="URL", help="e.g. http://localhost:8000/metrics")
+    p.add_argument("--every", default="15s", help="interval, e.g. 15s, 500ms, 1m (default 15s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the snapshots")
+    p.add_argument("--for", dest="duration", default=None, metavar="DURATION",
+                   help="stop after this long, e.g. 10m, 1h (default: until Ctrl-C)")  # fmt: skip
+    p.add_argument("--timeout", default="10s", help="give up on one scrape after this long")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Scrape until done or interrupted; print one line per snapshot."""
+    every = parse_duration_seconds(args.every)
+    duration = None if args.duration is None else parse_duration_seconds(args.duration)
+    timeout = parse_duration_seconds(args.timeout)
+    written = failed = 0
+    try:
+        for snap in scrape_series(
+            args.url,
+            args.out,
+            every_seconds=every,
+            duration_seconds=duration,
+            timeout_seconds=timeout,
+        ):
+            if snap.error:
+                failed += 1
+                print(f"itlkit scrape: warning: {snap.error}", file=sys.stderr)
+            else:
+                written += 1
+                print(f"{snap.path} ({snap.size_bytes / 1e3:.1f} kB)", flush=True)
+    except KeyboardInterrupt:
+        print(
+            f"itlkit scrape: stopped by Ctrl-C; {written} snapshots in {args.out}"
+            + (f", {failed} failed scrapes" if failed else ""),
+            file=sys.stderr,
+        )
+        return 0
+    print(
+        f"itlkit scrape: done; {written} snapshots in {args.out}"
+        + (f", {failed} failed scrapes" if failed else ""),
+        file=sys.stderr,
+    )
+    return 0

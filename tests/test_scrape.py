@@ -1,0 +1,190 @@
+"""itlkit.scrape and `itlkit scrape` against tiny local servers on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from itlkit.cli import main
+from itlkit.scrape import (
+    ScrapeError,
+    fetch_metrics,
+    parse_duration_seconds,
+    scrape_series,
+)
+from itlkit.sources import histogram_series, read_scrape_folder
+
+PAGE = """# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{{model_name="m",engine="0",le="0.025"}} {n}.0
+vllm:inter_token_latency_seconds_bucket{{model_name="m",engine="0",le="+Inf"}} {n}.0
+vllm:inter_token_latency_seconds_count{{model_name="m",engine="0"}} {n}.0
+vllm:inter_token_latency_seconds_sum{{model_name="m",engine="0"}} {s}
+"""
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    hits = 0
+    fail_after = None
+
+    def do_GET(self):
+        if self.path != "/metrics":
+            self.send_error(404, "Not Found")
+            return
+        type(self).hits += 1
+        if self.fail_after is not None and self.hits > self.fail_after:
+            self.send_error(503, "Service Unavailable")
+            return
+        body = PAGE.format(n=10 * type(self).hits, s=0.02 * 10 * type(self).hits).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _MetricsHandler.hits = 0
+    _MetricsHandler.fail_after = None
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _MetricsHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def silent_port():
+    """A socket that accepts connections (via the backlog) and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def _closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_durations():
+    assert parse_duration_seconds("15s") == 15.0
+    assert parse_duration_seconds("500ms") == 0.5
+    assert parse_duration_seconds("1h30m") == 5400.0
+    assert parse_duration_seconds("2.5") == 2.5
+    for bad in ("15 parsecs", "", "0s", "-3", "1x"):
+        with pytest.raises(ScrapeError, match="bad duration"):
+            parse_duration_seconds(bad)
+
+
+def test_fetch_and_errors(server, silent_port):
+    assert "vllm:inter_token_latency_seconds_count" in fetch_metrics(f"{server}/metrics")
+    with pytest.raises(ScrapeError, match="HTTP 404"):
+        fetch_metrics(f"{server}/nothing")
+    with pytest.raises(ScrapeError, match="cannot reach"):
+        fetch_metrics(f"http://127.0.0.1:{_closed_port()}/metrics", timeout_seconds=2)
+    started = time.monotonic()
+    with pytest.raises(ScrapeError, match=r"no answer within 0\.3 s"):
+        fetch_metrics(f"http://127.0.0.1:{silent_port}/metrics", timeout_seconds=0.3)
+    assert time.monotonic() - started < 5
+    with pytest.raises(ScrapeError, match="only http"):
+        fetch_metrics("file:///etc/passwd")
+
+
+def test_series_on_a_fixed_grid_reads_back(server, tmp_path):
+    now = [1796225076.0]
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    snaps = list(
+        scrape_series(
+            f"{server}/metrics",
+            tmp_path / "out",
+            every_seconds=15,
+            duration_seconds=45,
+            clock=lambda: now[0],
+            sleep=sleep,
+        )
+    )
+    assert len(snaps) == 4 and sleeps == [15, 15, 15]  # at 0, 15, 30, 45 s
+    s = histogram_series(read_scrape_folder(tmp_path / "out"), "itl")
+    assert s.counts.tolist() == [10, 20, 30, 40]
+    assert (s.timestamps_seconds - 1796225076.0).tolist() == [0, 15, 30, 45]
+    assert not list((tmp_path / "out").glob(".*"))  # no partial files left
+
+
+def test_first_failure_is_an_error_later_ones_are_reported(server, tmp_path):
+    with pytest.raises(ScrapeError, match="cannot reach"):
+        next(scrape_series(f"http://127.0.0.1:{_closed_port()}/m", tmp_path, every_seconds=1))
+    _MetricsHandler.fail_after = 1
+    snaps = list(
+        scrape_series(
+            f"{server}/metrics", tmp_path, every_seconds=1, duration_seconds=2, sleep=lambda s: None
+        )
+    )
+    assert snaps[0].path is not None and snaps[0].error is None
+    assert len(snaps) >= 2 and all("HTTP 503" in s.error for s in snaps[1:])
+
+
+def test_cli_for_duration_and_unreachable(server, tmp_path, capsys):
+    assert main(["scrape", f"{server}/metrics", "--every", "50ms", "--for", "0.1s",
+                 "--out", str(tmp_path / "o")]) == 0  # fmt: skip
+    out = capsys.readouterr()
+    assert len(list((tmp_path / "o").glob("metrics-*.prom"))) >= 2
+    assert "snapshots in" in out.err
+    code = main(["scrape", f"http://127.0.0.1:{_closed_port()}/metrics", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot reach" in err and "Traceback" not in err
+
+
+def test_cli_hanging_url_times_out(silent_port, tmp_path, capsys):
+    url = f"http://127.0.0.1:{silent_port}/metrics"
+    assert main(["scrape", url, "--timeout", "0.2s", "--out", str(tmp_path)]) == 2
+    assert "no answer within 0.2 s" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_every_snapshot(server, tmp_path):
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "itlkit", "scrape", f"{server}/metrics", "--every", "50ms",
+         "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(out.glob("metrics-*.prom"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped by Ctrl-C" in err and "Traceback" not in err
+    files = sorted(out.glob("*"))
+    assert files and all(f.name.startswith("metrics-") for f in files)  # no partial files
+    s = histogram_series(read_scrape_folder(out), "itl")
+    assert len(s) == len(files) and (s.counts > 0).all()
