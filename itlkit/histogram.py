@@ -483,3 +483,43 @@ def counter_increases(values) -> np.ndarray:
 def counter_rate(timestamps_seconds, values) -> np.ndarray:
     """Per-second rate of a counter between consecutive samples, resets handled as in PromQL."""
     return counter_increases(values) / np.diff(np.asarray(timestamps_seconds, dtype=float))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a reader of one histogram needs: count, mean, quantiles with their buckets, modes."""
+
+    histogram: Histogram
+    quantiles: tuple[QuantileEstimate, ...]
+    modes: ModeSplit | None
+
+    @property
+    def count(self) -> float:
+        """Number of observations."""
+        return self.histogram.count
+
+    @property
+    def mean(self) -> float:
+        """Mean observation."""
+        return self.histogram.mean
+
+    def quantile(self, q: float) -> QuantileEstimate:
+        """The estimate for q (one of the summarised quantiles)."""
+        for est in self.quantiles:
+            if est.q == q:
+                return est
+        raise KeyError(f"quantile {q} was not summarised; have {[e.q for e in self.quantiles]}")
+
+
+def summarize(
+    histogram: Histogram,
+    *,
+    quantiles=(0.5, 0.9, 0.99),
+    floor_seconds: float | None = None,
+    slow_factor: float = 3.0,
+) -> Summary:
+    """Count, mean, Prometheus quantiles with their buckets, and the mode split given a floor."""
+    modes = None
+    if floor_seconds is not None:
+        modes = split_modes(histogram, floor_seconds=floor_seconds, slow_factor=slow_factor)
+    return Summary(histogram, tuple(histogram.locate(q) for q in quantiles), modes)

@@ -1,0 +1,169 @@
+"""`itlkit histogram PATH... [--metric itl] [--json]`: read a vLLM histogram as buckets.
+
+PATHs are saved /metrics pages, folders of timestamped scrapes, or `vllm bench serve` JSON files.
+One scrape gives the histogram since the server started; two or more give the window between the
+first and the last (counter resets are reported). Quantiles are Prometheus' `histogram_quantile`.
+JSON: counts and seconds as numbers, +Inf as the string "+Inf", unknown values (NaN) as null.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+
+from itlkit.histogram import Summary, series_window, summarize
+from itlkit.sources import histogram_series, read_paths
+from itlkit.units import format_percent, format_seconds
+from itlkit.vllm_metrics import SECONDS_HISTOGRAMS, metric
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def add_parser(subparsers) -> None:
+    """Register the `histogram` subcommand."""
+    p = subparsers.add_parser(
+        "histogram",
+        help="buckets, mean and Prometheus-exact quantiles of a vLLM latency histogram",
+        description=__doc__.split("\n", 2)[2],
+    )
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="scrape file, scrape folder or bench JSON"
+    )
+    p.add_argument("--metric", default="itl", choices=SECONDS_HISTOGRAMS,
+                   help="which histogram (default itl: vllm:inter_token_latency_seconds, or the "
+                        "older vllm:time_per_output_token_seconds)")  # fmt: skip
+    p.add_argument("--model-name", default=None, help="only this model_name label")
+    p.add_argument("--engine", default=None, help="only this engine label (default: sum of all)")
+    p.add_argument("--floor-seconds", type=float, default=None,
+                   help="decode-step floor (seconds): share near it vs in a slow mode")  # fmt: skip
+    p.add_argument("--slow-factor", type=float, default=3.0,
+                   help="the slow mode sits at this multiple of the floor (default 3)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def _iso(seconds: float) -> str | None:
+    if not math.isfinite(seconds):
+        return None
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _num(x: float):
+    """A JSON-safe number: +Inf as "+Inf", NaN as null."""
+    x = float(x)
+    if math.isnan(x):
+        return None
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    return x
+
+
+def _bucket_text(lower: float, upper: float) -> str:
+    lo = "0" if lower == 0 else ("-∞" if lower == -math.inf else format_seconds(lower))
+    hi = "+Inf" if upper == math.inf else format_seconds(upper)
+    return f"({lo}, {hi}]"
+
+
+def to_json(summary: Summary, *, metric_key: str, family: str, scrapes: int, window) -> dict:
+    """The JSON document for one summary (see the module docstring for Inf/NaN)."""
+    h = summary.histogram
+    doc = {
+        "metric": metric_key,
+        "family": family,
+        "scrapes": scrapes,
+        "count": _num(h.count),
+        "sum_seconds": _num(h.sum),
+        "mean_seconds": _num(h.mean),
+    }
+    for est in summary.quantiles:
+        name = f"p{round(est.q * 100):d}"
+        doc[f"{name}_seconds"] = _num(est.value)
+        doc[f"{name}_bucket_seconds"] = [_num(est.bucket_lower), _num(est.bucket_upper)]
+    doc["buckets"] = [
+        [_num(le), _num(c)] for le, c in zip(h.upper_bounds, h.cumulative_counts, strict=True)
+    ]
+    if window is not None:
+        doc["window"] = {
+            "start": _iso(window.start_seconds),
+            "end": _iso(window.end_seconds),
+            "duration_seconds": _num(window.duration_seconds),
+            "counter_resets": [_iso(t) for t in window.reset_times_seconds],
+        }
+    if summary.modes is not None:
+        m = summary.modes
+        doc["modes"] = {
+            "floor_seconds": m.floor_seconds,
+            "slow_factor": m.slow_factor,
+            "cut_seconds": _num(m.cut_seconds),
+            "near_floor_share": _num(m.near_floor_share),
+            "slow_share": _num(m.slow_share),
+            "peak_bucket_seconds": [_num(x) for x in m.peak_bucket],
+            "warning": m.warning,
+        }
+    return doc
+
+
+def to_text(summary: Summary, *, metric_key: str, family: str, scrapes: int, window) -> str:
+    """A table of buckets and the numbers under it."""
+    h = summary.histogram
+    lines = [f"{family} ({metric_key})"]
+    if window is None:
+        lines.append(f"{scrapes} scrape: everything since the server started")
+    else:
+        lines.append(
+            f"window of {scrapes} scrapes: {_iso(window.start_seconds)} to "
+            f"{_iso(window.end_seconds)} ({format_seconds(window.duration_seconds)})"
+        )
+        for t in window.reset_times_seconds:
+            lines.append(f"warning: counter reset before {_iso(t)}: counts are a lower bound")
+    lines.append(f"{'bucket':>24} {'count':>12} {'share':>8} {'cumulative':>11}")
+    total = h.count
+    for lo, hi, n, c in zip(h.lower_bounds, h.upper_bounds, h.bucket_counts, h.cumulative_counts,
+                            strict=True):  # fmt: skip
+        share = format_percent(n / total) if total else "n/a"
+        cum = format_percent(c / total) if total else "n/a"
+        lines.append(f"{_bucket_text(lo, hi):>24} {n:>12,.0f} {share:>8} {cum:>11}")
+    lines.append(
+        f"count {total:,.0f}   sum {format_seconds(h.sum)}   mean {format_seconds(h.mean)}"
+    )
+    for est in summary.quantiles:
+        where = _bucket_text(est.bucket_lower, est.bucket_upper)
+        lines.append(
+            f"p{est.q * 100:g} {format_seconds(est.value)}  (interpolated in bucket {where})"
+        )
+    if summary.modes is not None:
+        m = summary.modes
+        if m.warning:
+            lines.append(f"modes: warning: {m.warning}")
+        else:
+            lines.append(
+                f"modes: {format_percent(m.near_floor_share)} near the floor "
+                f"{format_seconds(m.floor_seconds)} (up to {format_seconds(m.cut_seconds)}), "
+                f"{format_percent(m.slow_share)} slower (slow mode at {m.slow_factor:g}× floor = "
+                f"{format_seconds(m.floor_seconds * m.slow_factor)})"
+            )
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    """Read the paths, summarise the histogram, print it."""
+    frame = read_paths(args.paths, metrics=(args.metric,))
+    series = histogram_series(frame, args.metric, model_name=args.model_name, engine=args.engine)
+    used = frame.loc[frame["metric"] == args.metric, "family"].astype(str).unique()
+    family = " + ".join(sorted(used)) or metric(args.metric).names[0]
+    window = None
+    if len(series) >= 2:
+        window = series_window(series)
+        h = window.histogram
+    else:
+        h = series.snapshot(0)
+    summary = summarize(
+        h, quantiles=QUANTILES, floor_seconds=args.floor_seconds, slow_factor=args.slow_factor
+    )
+    kw = dict(metric_key=args.metric, family=family, scrapes=len(series), window=window)
+    if args.json:
+        print(json.dumps(to_json(summary, **kw), indent=2, allow_nan=False))
+    else:
+        print(to_text(summary, **kw))
+    return 0
