@@ -38,6 +38,7 @@ times are contiguous runs of step end times, stored as segments rather than per 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable
@@ -57,7 +58,16 @@ from itlkit.vllm_metrics import (
 from itlkit.workload import Workload
 
 StepFunction = Callable[..., float]
-"""step_function(*, decode_tokens, prefill_tokens, kv_tokens) -> seconds (arrays or scalars)."""
+"""step_function(*, decode_tokens, prefill_tokens, kv_tokens) -> seconds.
+
+Called with ints, except in stretches of pure decode steps, where `kv_tokens` is a numpy array
+(one entry per step) and the result must be an array of the same length or a scalar.
+"""
+
+# Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long.
+FAST_PATH_MIN_STEPS = 2
+FAST_PATH_ARRAY_STEPS = 48
+FAST_PATH_MAX_STEPS = 4096
 
 # One 400 Gb/s RDMA NIC per GPU, a common prefill-to-decode KV transfer path.
 DEFAULT_KV_TRANSFER_BYTES_PER_SECOND = 50e9
@@ -541,6 +551,7 @@ def simulate(
     running: list[int] = []
     partial: list[int] = []  # running requests part-way through a prefill, oldest first
     finishes: dict[int, list[tuple[int, int]]] = {}
+    finish_steps: list[int] = []  # heap of the keys of `finishes` (stale ones popped lazily)
     used = 0  # KV tokens held by running requests
     decoders = 0
     decode_kv = 0
@@ -579,6 +590,73 @@ def simulate(
         if t >= end_limit:
             break
 
+        # -- fast path: a stretch of pure decode steps (nothing to admit, nobody finishing) ------
+        if decoders == len(running) and decoders and (not waiting or len(running) >= max_seqs):
+            while finish_steps and finish_steps[0] not in finishes:
+                heapq.heappop(finish_steps)
+            stretch = min(
+                (finish_steps[0] if finish_steps else s + FAST_PATH_MAX_STEPS) - s,
+                (capacity_tokens - used) // decoders,
+                FAST_PATH_MAX_STEPS,
+            )
+            limit = min(ready_seconds[next_ready] if next_ready < n else math.inf, end_limit)
+            if stretch >= FAST_PATH_MIN_STEPS:
+                first = float(
+                    step_function(decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv)
+                )
+                if not first > 0:
+                    raise ConfigError(f"step function returned {first} s for a step; must be > 0")
+                # Steps only lengthen as KV grows, so the first bounds how many start before limit.
+                if limit < math.inf:
+                    stretch = min(stretch, int((limit - t) / first) + 1)
+            if stretch >= FAST_PATH_ARRAY_STEPS:
+                k = np.arange(stretch)
+                seconds = step_function(
+                    decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv + k * decoders
+                )
+                seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (stretch,))
+                # Sequential sums, so each start equals the previous start + duration exactly.
+                clock = np.cumsum(np.concatenate(([t], seconds)))
+                # Steps that start before the next arrival (or the end) cannot see it.
+                stretch = int(np.searchsorted(clock[:-1], limit, side="left"))
+                if not np.all(seconds[:stretch] > 0):
+                    raise ConfigError("step function returned a step of <= 0 s; must be > 0")
+                starts.extend(clock[:stretch].tolist())
+                durations.extend(seconds[:stretch].tolist())
+                rec_kv.extend((used + (k[:stretch] + 1) * decoders).tolist())
+                used += stretch * decoders
+                decode_kv += stretch * decoders
+                t = float(clock[stretch])
+            elif stretch >= FAST_PATH_MIN_STEPS:
+                done = 0
+                while done < stretch and t < limit:
+                    duration = step_function(
+                        decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv
+                    )
+                    if not duration > 0:
+                        raise ConfigError(f"step function returned {duration} s; must be > 0")
+                    starts.append(t)
+                    durations.append(duration)
+                    used += decoders
+                    decode_kv += decoders
+                    rec_kv.append(used)
+                    t += duration
+                    done += 1
+                stretch = done
+            else:
+                stretch = 0
+            if stretch:
+                rec_decode.extend([decoders] * stretch)
+                rec_prefill.extend([0] * stretch)
+                rec_running.extend([len(running)] * stretch)
+                rec_waiting.extend([len(waiting)] * stretch)
+                rec_preempt.extend([0] * stretch)
+                rec_itl.extend([decoders] * stretch)
+                rec_first.extend([0] * stretch)
+                rec_prompt.extend([0] * stretch)
+                rec_generation.extend([decoders] * stretch)
+                s += stretch
+                continue
         # -- schedule: decodes first, preempting the newest request while KV is short --------
         preempted = 0
         while used + decoders > capacity_tokens:
@@ -741,7 +819,11 @@ def simulate(
             seg_step[i] = s
             seg_kv[i] = computed[i]
             seg_gen[i] = generated[i]
-            finishes.setdefault(s + output[i] - generated[i], []).append((i, epoch[i]))
+            last = s + output[i] - generated[i]
+            if last not in finishes:
+                finishes[last] = []
+                heapq.heappush(finish_steps, last)
+            finishes[last].append((i, epoch[i]))
         rec_first.append(first_count)
         rec_prompt.append(prompt_done)
         rec_generation.append(generation)

@@ -1,0 +1,329 @@
+"""Figures for the scheduler simulator (notebook 02): ITL histograms, step timeline, frontier.
+
+`scheduler_view` runs the simulations one setting needs (the run itself and the same traffic at
+every token budget of the frontier); `scheduler_figure` draws a view; `trace_data` gives the data
+of every trace in figure order so a FigureWidget can be updated in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from itlkit.roofline import Deployment, decode_step
+from itlkit.scheduler import (
+    SchedulerConfig,
+    SimulationResult,
+    fine_buckets_seconds,
+    kv_capacity_tokens,
+    roofline_step_function,
+    simulate,
+)
+from itlkit.units import MILLISECOND
+from itlkit.workload import Workload, synthetic_workload
+
+FRONTIER_BUDGETS = (512, 1024, 2048, 4096, 8192, 16384)
+FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)
+_FAST, _SLOW, _ARRIVAL = "#4C72B0", "#C44E52", "#55A868"
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """TTFT p99 and ITL p99 of the same traffic at one token budget."""
+
+    max_num_batched_tokens: int
+    ttft_p99_seconds: float
+    itl_p99_seconds: float
+
+
+@dataclass(frozen=True, eq=False)
+class SchedulerView:
+    """One simulated setting, its frontier across token budgets, and the floor to compare with."""
+
+    deployment: Deployment
+    config: SchedulerConfig
+    rate_per_second: float
+    window_seconds: float
+    result: SimulationResult
+    frontier: tuple[FrontierPoint, ...]
+    mean_running: float
+    mean_context_tokens: float
+    floor_seconds: float
+    timeline_start_seconds: float
+    timeline_seconds: float
+
+
+def scheduler_workload(
+    *,
+    rate_per_second: float,
+    prompt_tokens: int,
+    output_tokens: int,
+    window_seconds: float,
+    seed: int = 0,
+) -> Workload:
+    """Poisson arrivals of fixed-length requests over the window (the notebook's traffic)."""
+    return synthetic_workload(
+        duration_seconds=window_seconds,
+        rate_per_second=rate_per_second,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        seed=seed,
+    )
+
+
+def frontier_points(
+    workload: Workload,
+    *,
+    deployment: Deployment,
+    config: SchedulerConfig,
+    window_seconds: float,
+    budgets=FRONTIER_BUDGETS,
+) -> tuple[FrontierPoint, ...]:
+    """Simulate the same traffic at each token budget: the TTFT p99 / ITL p99 trade."""
+    step = roofline_step_function(deployment)
+    capacity = kv_capacity_tokens(deployment)
+    points = []
+    for budget in budgets:
+        if budget < config.max_num_seqs:
+            continue
+        run = simulate(
+            workload,
+            step_function=step,
+            kv_capacity_tokens=capacity,
+            config=replace(config, max_num_batched_tokens=int(budget)),
+            kv_bytes_per_token=deployment.kv_bytes_per_token_per_gpu * deployment.tp,
+            until_seconds=window_seconds,
+        )
+        summary = run.summary()
+        points.append(FrontierPoint(int(budget), summary.ttft_p99_seconds, summary.itl_p99_seconds))
+    return tuple(points)
+
+
+def scheduler_view(
+    deployment: Deployment,
+    *,
+    rate_per_second: float,
+    prompt_tokens: int,
+    output_tokens: int,
+    config: SchedulerConfig,
+    window_seconds: float = 120.0,
+    seed: int = 0,
+    frontier: tuple[FrontierPoint, ...] | None = None,
+    timeline_seconds: float = 15.0,
+) -> SchedulerView:
+    """Simulate one setting (and its frontier unless given) over a window of Poisson traffic."""
+    workload = scheduler_workload(
+        rate_per_second=rate_per_second,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        window_seconds=window_seconds,
+        seed=seed,
+    )
+    result = simulate(
+        workload,
+        step_function=roofline_step_function(deployment),
+        kv_capacity_tokens=kv_capacity_tokens(deployment),
+        config=config,
+        kv_bytes_per_token=deployment.kv_bytes_per_token_per_gpu * deployment.tp,
+        until_seconds=window_seconds,
+    )
+    if frontier is None:
+        frontier = frontier_points(
+            workload, deployment=deployment, config=config, window_seconds=window_seconds
+        )
+    durations = result.step_duration_seconds
+    decoding = result.step_itl_observations
+    busy = durations.sum()
+    mean_running = float(np.dot(result.step_running, durations) / busy) if busy else 0.0
+    # Mean context the decodes read, from each step's size: the floor for a typical batch.
+    batch = max(round(float(np.dot(decoding, durations) / busy)) if busy else 1, 1)
+    context = float(prompt_tokens + output_tokens / 2)
+    floor = float(decode_step(deployment, batch_size=batch, context_tokens=context).floor_seconds)
+    start = min(max(window_seconds / 2, 0.0), max(window_seconds - timeline_seconds, 0.0))
+    return SchedulerView(
+        deployment=deployment,
+        config=config,
+        rate_per_second=float(rate_per_second),
+        window_seconds=float(window_seconds),
+        result=result,
+        frontier=frontier,
+        mean_running=mean_running,
+        mean_context_tokens=context,
+        floor_seconds=floor,
+        timeline_start_seconds=start,
+        timeline_seconds=float(timeline_seconds),
+    )
+
+
+def figure_title(view: SchedulerView) -> str:
+    """Headline: ITL p50/p99, TTFT p99, running, floor; the setting in words."""
+    s = view.result.summary()
+    c = view.config
+    mode = "chunked prefill" if c.enable_chunked_prefill else "chunked prefill OFF"
+    if c.disaggregated:
+        mode += ", disaggregated"
+    ms = MILLISECOND
+    return (
+        f"ITL p50 {s.itl_p50_seconds / ms:.1f} ms, p99 {s.itl_p99_seconds / ms:.1f} ms · "
+        f"TTFT p99 {s.ttft_p99_seconds:.2f} s · {view.mean_running:.0f} running on average · "
+        f"floor at that batch {view.floor_seconds / ms:.1f} ms<br>"
+        f"<sub>{view.deployment.label}, {view.rate_per_second:g} req/s, budget "
+        f"{c.max_num_batched_tokens} tokens/step, max_num_seqs {c.max_num_seqs}, {mode}; "
+        f"{s.preemptions} preemptions, {s.requests_in_flight} requests in flight at the end</sub>"
+    )
+
+
+def _steps(histogram, *, first_lower_seconds: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bucket edges and shares for an `hv` step line (the +Inf bucket and a 0 edge left out)."""
+    finite = np.isfinite(histogram.upper_bounds)
+    upper = histogram.upper_bounds[finite]
+    lower = max(min(first_lower_seconds, upper[0] / 2), histogram.lower_bounds[0])
+    counts = histogram.bucket_counts[finite]
+    share = counts / histogram.count if histogram.count else np.zeros(counts.size)
+    return np.concatenate([[lower], upper]), np.append(share, share[-1])
+
+
+def trace_data(view: SchedulerView) -> list[dict]:
+    """Data of every trace, in figure order; the widget copies these into its FigureWidget."""
+    r = view.result
+    ms = MILLISECOND
+    vllm = r.itl_histogram()
+    fine = r.itl_histogram(FINE_BUCKETS_SECONDS)
+    vllm_x, vllm_y = _steps(vllm, first_lower_seconds=FINE_BUCKETS_SECONDS[0])
+    fine_x, fine_y = _steps(fine, first_lower_seconds=FINE_BUCKETS_SECONDS[0])
+    top = max(float(np.max(fine_y, initial=0.0)), 1e-3)
+
+    begin, end = view.timeline_start_seconds, view.timeline_start_seconds + view.timeline_seconds
+    in_window = (r.step_start_seconds >= begin) & (r.step_start_seconds < end)
+    arrivals = r.workload.arrival_seconds
+    arrivals = arrivals[(arrivals >= begin) & (arrivals < end)]
+
+    points = view.frontier
+    current = [
+        p for p in points if p.max_num_batched_tokens == view.config.max_num_batched_tokens
+    ]  # fmt: skip
+    summary = r.summary()
+    return [
+        # ITL share per bucket, drawn as steps as wide as each bucket: vLLM's, then fine.
+        {"x": vllm_x / ms, "y": vllm_y},
+        {"x": fine_x / ms, "y": fine_y},
+        {"x": [view.floor_seconds / ms] * 2, "y": [0, top]},
+        # Step durations over a slice of the window, and the arrivals in it.
+        {
+            "x": r.step_start_seconds[in_window],
+            "y": r.step_duration_seconds[in_window] / ms,
+        },
+        {"x": arrivals, "y": np.zeros(arrivals.size)},
+        # The frontier across budgets, and the current setting.
+        {
+            "x": [p.ttft_p99_seconds for p in points],
+            "y": [p.itl_p99_seconds / ms for p in points],
+            "text": [str(p.max_num_batched_tokens) for p in points],
+        },
+        {
+            "x": [summary.ttft_p99_seconds],
+            "y": [summary.itl_p99_seconds / ms],
+            "text": [f"{view.config.max_num_batched_tokens} (now)" if not current else "now"],
+        },
+    ]
+
+
+def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 720) -> go.Figure:
+    """The whole notebook-02 figure: two ITL histograms, the step timeline, the frontier."""
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        subplot_titles=(
+            "ITL histogram, vLLM buckets",
+            "ITL histogram, fine buckets",
+            "step durations (arrivals marked)",
+            "TTFT p99 vs ITL p99 across token budgets",
+        ),
+        horizontal_spacing=0.09,
+        vertical_spacing=0.16,
+    )
+    data = trace_data(view)
+    fig.add_trace(
+        go.Scatter(
+            name="ITL share (vLLM bucket)",
+            mode="lines",
+            fill="tozeroy",
+            line=dict(color=_FAST, shape="hv"),
+            **data[0],
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="ITL share (fine bucket)",
+            mode="lines",
+            line=dict(color=_FAST, shape="hv"),
+            **data[1],
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="bandwidth floor", mode="lines", line=dict(color="black", dash="dash"), **data[2]
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(name="step duration", mode="lines", line=dict(color=_SLOW, width=1), **data[3]),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="arrival",
+            mode="markers",
+            marker=dict(symbol="triangle-up", size=9, color=_ARRIVAL),
+            **data[4],
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="token budget (tokens/step)",
+            mode="lines+markers+text",
+            textposition="top right",
+            line=dict(color="gray"),
+            **data[5],
+        ),
+        row=2,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="current setting",
+            mode="markers+text",
+            textposition="bottom left",
+            marker=dict(size=16, color=_SLOW, symbol="star"),
+            **data[6],
+        ),
+        row=2,
+        col=2,
+    )
+    fig.update_layout(
+        title=dict(text=figure_title(view), font=dict(size=13)),
+        width=width,
+        height=height,
+        margin=dict(l=60, r=20, t=90, b=50),
+        legend=dict(orientation="h", y=-0.1),
+    )
+    fig.update_xaxes(type="log", title_text="ITL (ms), log scale", row=1, col=1)
+    fig.update_yaxes(title_text="share of ITL observations", tickformat=".0%", row=1, col=1)
+    fig.update_xaxes(type="log", title_text="ITL (ms), log scale", row=1, col=2)
+    fig.update_yaxes(title_text="share of ITL observations", tickformat=".1%", row=1, col=2)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_yaxes(title_text="step duration (ms)", rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(type="log", title_text="TTFT p99 (s), log scale", row=2, col=2)
+    fig.update_yaxes(title_text="ITL p99 (ms)", rangemode="tozero", row=2, col=2)
+    return fig

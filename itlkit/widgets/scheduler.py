@@ -1,0 +1,200 @@
+"""Notebook 02's explorer: traffic and scheduler controls driving the simulator and one
+FigureWidget (ITL histograms | step timeline | TTFT-ITL frontier)."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from itlkit.models import ConfigError
+from itlkit.plots.scheduler import (
+    SchedulerView,
+    figure_title,
+    frontier_points,
+    scheduler_figure,
+    scheduler_view,
+    scheduler_workload,
+    trace_data,
+)
+from itlkit.roofline import Deployment
+from itlkit.scheduler import SchedulerConfig
+from itlkit.units import UnknownNameError
+
+_WIDE = {"description_width": "190px"}
+_LAYOUT = widgets.Layout(width="480px")
+BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _slider(kind, description: str, **kwargs):
+    return kind(
+        description=description,
+        style=_WIDE,
+        layout=_LAYOUT,
+        continuous_update=False,
+        **kwargs,
+    )
+
+
+class SchedulerExplorer:
+    """Controls + figure for chunked-prefill interference (notebook 02)."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "llama-3.1-8b",
+        gpu: str = "h100-sxm",
+        rate_per_second: float = 3.0,
+        max_num_batched_tokens: int = 2048,
+        prompt_tokens: int = 4096,
+        output_tokens: int = 768,
+        max_num_seqs: int = 256,
+        window_seconds: float = 120.0,
+        seed: int = 0,
+    ):
+        self.deployment = Deployment.create(model=model, gpu=gpu)
+        self.window_seconds = float(window_seconds)
+        self.seed = int(seed)
+        self.rate = _slider(
+            widgets.FloatSlider,
+            "arrival rate (requests/s)",
+            value=rate_per_second,
+            min=0.25,
+            max=10.0,
+            step=0.25,
+        )
+        self.budget = _slider(
+            widgets.SelectionSlider,
+            "token budget (tokens/step)",
+            options=BUDGETS,
+            value=max_num_batched_tokens,
+        )
+        self.prompt = _slider(
+            widgets.IntSlider,
+            "prompt length (tokens)",
+            value=prompt_tokens,
+            min=256,
+            max=16384,
+            step=256,
+        )
+        self.output = _slider(
+            widgets.IntSlider,
+            "output length (tokens)",
+            value=output_tokens,
+            min=16,
+            max=2048,
+            step=16,
+        )
+        self.max_num_seqs = _slider(
+            widgets.SelectionSlider,
+            "max_num_seqs (requests)",
+            options=MAX_NUM_SEQS,
+            value=max_num_seqs,
+        )
+        self.chunked = widgets.Checkbox(value=True, description="chunked prefill", indent=False)
+        self.disaggregated = widgets.Checkbox(
+            value=False, description="disaggregated prefill (separate instance)", indent=False
+        )
+        self.status = widgets.HTML()
+        self._frontier_key = None
+        self._frontier = None
+        self._view = self._compute()
+        self.figure = go.FigureWidget(scheduler_figure(self._view))
+        self.status.value = status_html(self._view)
+        self.controls = [
+            self.rate,
+            self.budget,
+            self.prompt,
+            self.output,
+            self.max_num_seqs,
+            self.chunked,
+            self.disaggregated,
+        ]
+        for control in self.controls:
+            control.observe(self.update, names="value")
+        left = widgets.VBox(self.controls[:4])
+        right = widgets.VBox(self.controls[4:])
+        self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+
+    def config(self) -> SchedulerConfig:
+        """The scheduler settings the controls describe."""
+        return SchedulerConfig(
+            max_num_batched_tokens=int(self.budget.value),
+            max_num_seqs=int(self.max_num_seqs.value),
+            enable_chunked_prefill=bool(self.chunked.value),
+            disaggregated=bool(self.disaggregated.value),
+        )
+
+    def _compute(self) -> SchedulerView:
+        config = self.config()
+        config.validate()
+        traffic = dict(
+            rate_per_second=float(self.rate.value),
+            prompt_tokens=int(self.prompt.value),
+            output_tokens=int(self.output.value),
+        )
+        # The frontier sweeps the budget, so moving only the budget slider reuses it.
+        key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
+               config.disaggregated)  # fmt: skip
+        if key != self._frontier_key:
+            workload = scheduler_workload(
+                **traffic, window_seconds=self.window_seconds, seed=self.seed
+            )
+            self._frontier = frontier_points(
+                workload,
+                deployment=self.deployment,
+                config=config,
+                window_seconds=self.window_seconds,
+            )
+            self._frontier_key = key
+        return scheduler_view(
+            self.deployment,
+            **traffic,
+            config=config,
+            window_seconds=self.window_seconds,
+            seed=self.seed,
+            frontier=self._frontier,
+        )
+
+    def update(self, change=None) -> None:
+        """Re-simulate and redraw in place; invalid settings show an error and keep the plot."""
+        try:
+            view = self._compute()
+        except (ConfigError, UnknownNameError) as exc:
+            self.status.value = _error_html(str(exc))
+            self.figure.layout.title.text = f"cannot run this setting: {exc}"
+            return
+        self._view = view
+        with self.figure.batch_update():
+            for trace, values in zip(self.figure.data, trace_data(view), strict=True):
+                trace.update(values)
+            self.figure.layout.title.text = figure_title(view)
+        self.status.value = status_html(view)
+
+
+def _error_html(message: str) -> str:
+    return (
+        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
+        f"<b>Cannot run:</b> {html.escape(message)}</div>"
+    )
+
+
+def status_html(view: SchedulerView) -> str:
+    """The run's headline numbers as a small table (ms and s for display)."""
+    s = view.result.summary()
+    rows = [
+        ("ITL p50 / p99", f"{s.itl_p50_seconds * 1e3:.1f} ms / {s.itl_p99_seconds * 1e3:.1f} ms"),
+        ("TTFT p50 / p99", f"{s.ttft_p50_seconds:.2f} s / {s.ttft_p99_seconds:.2f} s"),
+        ("bandwidth floor at the mean batch", f"{view.floor_seconds * 1e3:.1f} ms"),
+        ("running requests (time average)", f"{view.mean_running:.0f}"),
+        (
+            "requests finished / in flight at the end",
+            f"{s.requests_finished} / {s.requests_in_flight}",
+        ),
+        ("preemptions", f"{s.preemptions}"),
+        ("engine steps simulated", f"{s.steps} in {view.window_seconds:.0f} s"),
+    ]
+    body = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows)
+    return f'<table style="font-size:13px">{body}</table>'
