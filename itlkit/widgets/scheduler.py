@@ -19,7 +19,7 @@ from itlkit.plots.scheduler import (
     trace_data,
 )
 from itlkit.roofline import Deployment
-from itlkit.scheduler import SchedulerConfig
+from itlkit.scheduler import SchedulerConfig, SimulationResult
 from itlkit.units import UnknownNameError
 
 _WIDE = {"description_width": "190px"}
@@ -117,6 +117,11 @@ class SchedulerExplorer:
         left = widgets.VBox(self.controls[:4])
         right = widgets.VBox(self.controls[4:])
         self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+
+    @property
+    def result(self) -> SimulationResult:
+        """The simulation behind the figure as drawn now."""
+        return self._view.result
 
     def config(self) -> SchedulerConfig:
         """The scheduler settings the controls describe."""
