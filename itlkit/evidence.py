@@ -133,6 +133,8 @@ def timeline_from_frame(
     try:
         itl = histogram_series(frame, "itl")
     except SourceError as exc:
+        if (frame["metric"] == "itl").any():
+            raise  # the histogram is there but broken: the message names file and series
         raise EvidenceError(
             "the metrics hold no ITL histogram (vllm:inter_token_latency_seconds or "
             f"vllm:time_per_output_token_seconds): {exc}"

@@ -35,6 +35,7 @@ class Scenario:
     prompt_tokens: int = 4096
     output_tokens: int = 256
     shared_prefix_tokens: int = 0
+    shared_prefix_fraction: float = 1.0
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 1024
     host_overhead_seconds: float = 0.0
@@ -112,13 +113,16 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             name="mixed",
-            description="4,096-token prompts with arrivals ramping 0.5 -> 1.2 -> 2.5 per second: "
-            "chunks stall the steps while the batch grows",
+            description="a ramp of 0.5 -> 1.5 -> 3 requests/s of 3,072-token prompts where "
+            "half of the prompts miss the prefix cache and are prefilled in full: the "
+            "batch grows and chunks stall the steps",
             causes=("prefill_interference", "batch_or_context_growth"),
             profile_start_seconds=(0.0, 300.0, 600.0),
-            profile_rates_per_second=(0.5, 1.2, 2.5),
-            prompt_tokens=4096,
+            profile_rates_per_second=(0.5, 1.5, 3.0),
+            prompt_tokens=3072,
             output_tokens=512,
+            shared_prefix_tokens=3000,
+            shared_prefix_fraction=0.5,
             seed=6,
         ),
     ]
@@ -142,6 +146,7 @@ def run_scenario(scenario: Scenario) -> SimulationResult:
         prompt_tokens=scenario.prompt_tokens,
         output_tokens=scenario.output_tokens,
         shared_prefix_tokens=scenario.shared_prefix_tokens,
+        shared_prefix_fraction=scenario.shared_prefix_fraction,
         seed=scenario.seed,
     )
     return simulate_deployment(
