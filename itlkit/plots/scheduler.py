@@ -318,9 +318,10 @@ def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 72
         margin=dict(l=60, r=20, t=90, b=50),
         legend=dict(orientation="h", y=-0.1),
     )
-    fig.update_xaxes(type="log", title_text="ITL (ms), log scale", row=1, col=1)
+    itl_range_ms = [np.log10(FINE_BUCKETS_SECONDS[0] / MILLISECOND), np.log10(5000)]
+    fig.update_xaxes(type="log", range=itl_range_ms, title_text="ITL (ms), log scale", row=1, col=1)
     fig.update_yaxes(title_text="share of ITL observations", tickformat=".0%", row=1, col=1)
-    fig.update_xaxes(type="log", title_text="ITL (ms), log scale", row=1, col=2)
+    fig.update_xaxes(type="log", range=itl_range_ms, title_text="ITL (ms), log scale", row=1, col=2)
     fig.update_yaxes(title_text="share of ITL observations", tickformat=".1%", row=1, col=2)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
     fig.update_yaxes(title_text="step duration (ms)", rangemode="tozero", row=2, col=1)

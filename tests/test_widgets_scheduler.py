@@ -1,0 +1,99 @@
+"""Notebook 02's wiring, driven from Python: move a control, read the figure.
+
+Expected numbers come from the worked example (shared/spec/worked-example.txt): a step carrying a
+2,048-token chunk beside the running decodes takes ~79 ms, one with a 512-token chunk ~29 ms.
+"""
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from itlkit.plots.scheduler import scheduler_figure, scheduler_view
+from itlkit.roofline import Deployment
+from itlkit.scheduler import SchedulerConfig
+from itlkit.widgets.scheduler import SchedulerExplorer
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    return SchedulerExplorer(window_seconds=60)
+
+
+def _trace(fig, name):
+    return next(t for t in fig.data if t.name == name)
+
+
+def test_initial_figure_shows_the_slow_mode_near_79ms(explorer):
+    fig = explorer.figure
+    assert isinstance(fig, go.FigureWidget)
+    steps = np.asarray(_trace(fig, "step duration").y)  # ms
+    # A step with a ~2,048-token slice: the slice's GEMMs (68.6 ms in the worked example) plus
+    # the KV read of fewer than 64 streams at 4K (10.3 ms), so between 68.6 and 79 ms.
+    assert 68.6 < steps.max() < 79.5
+    fine = _trace(fig, "ITL share (fine bucket)")
+    x, y = np.asarray(fine.x), np.asarray(fine.y)
+    slow = (x >= 60) & (x < 100)
+    assert y[slow].sum() > 0.02  # a second hump, several times the floor
+    assert "ITL p50" in fig.layout.title.text and "TTFT p99" in fig.layout.title.text
+
+
+def test_every_axis_and_slider_label_carries_a_unit(explorer):
+    fig = explorer.figure
+    titles = [fig.layout[a].title.text for a in fig.layout if a.startswith(("xaxis", "yaxis"))]
+    assert len(titles) == 8
+    for title in titles:
+        assert "(" in title or "share" in title, title
+    for control in explorer.controls:
+        if hasattr(control, "continuous_update"):
+            assert "(" in control.description, control.description
+            assert control.continuous_update is False
+
+
+def test_budget_slider_moves_the_slow_mode_and_the_star(explorer):
+    before = explorer.figure.layout.title.text
+    frontier = _trace(explorer.figure, "token budget (tokens/step)")
+    explorer.budget.value = 512
+    fig = explorer.figure
+    assert fig.layout.title.text != before
+    assert "budget 512 tokens/step" in fig.layout.title.text
+    steps = np.asarray(_trace(fig, "step duration").y)
+    assert steps.max() < 0.5 * 79
+    star = _trace(fig, "current setting")
+    point = list(frontier.text).index("512")
+    assert star.x[0] == pytest.approx(frontier.x[point])
+    assert star.y[0] == pytest.approx(frontier.y[point])
+    explorer.budget.value = 2048
+
+
+def test_disaggregation_removes_the_slow_steps(explorer):
+    explorer.disaggregated.value = True
+    steps = np.asarray(_trace(explorer.figure, "step duration").y)
+    assert steps.max() < 25  # ms: decode steps only, near the floor
+    explorer.disaggregated.value = False
+
+
+def test_a_setting_vllm_rejects_shows_an_error_and_keeps_the_plot(explorer):
+    data_before = np.asarray(_trace(explorer.figure, "step duration").y)
+    explorer.max_num_seqs.value = 1024
+    explorer.budget.value = 256
+    assert "Cannot run" in explorer.status.value
+    np.testing.assert_array_equal(_trace(explorer.figure, "step duration").y, data_before)
+    explorer.budget.value = 2048
+    explorer.max_num_seqs.value = 256
+    assert "Cannot run" not in explorer.status.value
+
+
+def test_figure_builder_is_pure_and_complete():
+    dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    view = scheduler_view(
+        dep,
+        rate_per_second=2,
+        prompt_tokens=2048,
+        output_tokens=128,
+        config=SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=128),
+        window_seconds=30,
+    )
+    fig = scheduler_figure(view)
+    assert len(fig.data) == 7
+    budgets = [int(b) for b in _trace(fig, "token budget (tokens/step)").text]
+    assert budgets == [512, 1024, 2048, 4096, 8192, 16384]
