@@ -42,6 +42,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 LAB_START_TIMEOUT_SECONDS = 60.0
+REQUIRED_IN_CI = {"browser", "prometheus"}  # markers whose tests may skip locally, never in CI
 
 
 def require(available: bool, reason: str) -> None:
@@ -235,8 +236,16 @@ def browser() -> Iterator[object]:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Keep each phase's report on the item, so fixtures can tell whether the test failed."""
+    """Keep each phase's report on the item, so fixtures can tell whether the test failed.
+
+    Under CI=true a browser or Prometheus test that skips, for whatever reason, fails instead.
+    """
     report = yield
+    required = [m.name for m in item.iter_markers() if m.name in REQUIRED_IN_CI]
+    if IN_CI and report.skipped and required and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"CI=true: {required[0]} tests must run, not skip ({reason})"
     setattr(item, f"report_{report.when}", report)
     return report
 
