@@ -523,3 +523,28 @@ def summarize(
     if floor_seconds is not None:
         modes = split_modes(histogram, floor_seconds=floor_seconds, slow_factor=slow_factor)
     return Summary(histogram, tuple(histogram.locate(q) for q in quantiles), modes)
+
+
+@dataclass(frozen=True)
+class ModeTimeline:
+    """Per scrape interval: its midpoint, observations, and the share in the slow mode."""
+
+    midpoints_seconds: np.ndarray
+    observations: np.ndarray
+    slow_share: np.ndarray  # NaN where the interval is empty or the buckets cannot resolve
+    warning: str | None
+
+
+def slow_share_over_time(
+    series: HistogramSeries, *, floor_seconds: float, slow_factor: float
+) -> ModeTimeline:
+    """`split_modes` of every interval between consecutive scrapes."""
+    steps = series_steps(series)
+    mids, counts, shares, warning = [], [], [], None
+    for w in steps:
+        split = split_modes(w.histogram, floor_seconds=floor_seconds, slow_factor=slow_factor)
+        warning = warning or split.warning
+        mids.append((w.start_seconds + w.end_seconds) / 2)
+        counts.append(w.histogram.count)
+        shares.append(split.slow_share if w.histogram.count > 0 else math.nan)
+    return ModeTimeline(np.array(mids), np.array(counts), np.array(shares), warning)

@@ -384,45 +384,48 @@ class BenchSamples:
 def read_bench_samples(path) -> BenchSamples:
     """Per-request `ttfts` and `itls` (seconds) of a `vllm bench serve --save-result` JSON."""
     path = Path(path)
-    text = _read_text(path)
+    return parse_bench_json(_read_text(path), source=str(path))
+
+
+def parse_bench_json(text: str, *, source: str = "<string>") -> BenchSamples:
+    """Per-request `ttfts` and `itls` (seconds) from the text of a bench result file."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        raise SourceError(f"{source}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     if not isinstance(doc, dict) or "itls" not in doc or "ttfts" not in doc:
         raise SourceError(
-            f"{path}: no per-request 'itls'/'ttfts' lists (run vllm bench serve with "
+            f"{source}: no per-request 'itls'/'ttfts' lists (run vllm bench serve with "
             "--save-result --save-detailed)"
         )
     ttfts, itls = doc["ttfts"], doc["itls"]
     errors = doc.get("errors") or [""] * len(ttfts)
     if not (len(ttfts) == len(itls) == len(errors)):
         raise SourceError(
-            f"{path}: 'ttfts' ({len(ttfts)}), 'itls' ({len(itls)}) and 'errors' ({len(errors)}) "
-            "differ in length"
+            f"{source}: 'ttfts' ({len(ttfts)}), 'itls' ({len(itls)}) and 'errors' "
+            f"({len(errors)}) differ in length"
         )
     ok = [i for i, e in enumerate(errors) if not e]
     try:
         per_request = tuple(np.asarray(itls[i], dtype=float) for i in ok)
         ttft = np.asarray([ttfts[i] for i in ok], dtype=float)
     except (TypeError, ValueError) as exc:
-        raise SourceError(f"{path}: non-numeric ITL or TTFT value ({exc})") from None
+        raise SourceError(f"{source}: non-numeric ITL or TTFT value ({exc})") from None
     flat = np.concatenate(per_request) if per_request else np.zeros(0)
     for name, values in (("ttfts", ttft), ("itls", flat)):
         if not np.isfinite(values).all() or (values < 0).any():
-            raise SourceError(f"{path}: '{name}' holds a NaN, infinite or negative value")
-    return BenchSamples(ttft, flat, per_request, str(path))
+            raise SourceError(f"{source}: '{name}' holds a NaN, infinite or negative value")
+    return BenchSamples(ttft, flat, per_request, source)
 
 
-def read_bench_json(
-    path,
+def bench_frame(
+    samples: BenchSamples,
     *,
     itl_upper_bounds=ITL_BUCKETS_SECONDS,
     ttft_upper_bounds=TTFT_BUCKETS_SECONDS,
     timestamp_seconds: float = math.nan,
 ) -> pd.DataFrame:
-    """A bench result binned into buckets (vLLM's by default), as one tidy snapshot."""
-    samples = read_bench_samples(path)
+    """Bench samples binned into buckets (vLLM's by default), as one tidy snapshot."""
     rows = []
     for key, values, bounds in (
         ("itl", samples.itl_seconds, itl_upper_bounds),
@@ -436,6 +439,22 @@ def read_bench_json(
         rows.append((*common, "sum", "", "", "", math.nan, h.sum))
         rows.append((*common, "count", "", "", "", math.nan, h.count))
     return _frame(rows)
+
+
+def read_bench_json(
+    path,
+    *,
+    itl_upper_bounds=ITL_BUCKETS_SECONDS,
+    ttft_upper_bounds=TTFT_BUCKETS_SECONDS,
+    timestamp_seconds: float = math.nan,
+) -> pd.DataFrame:
+    """A bench result file binned into buckets (vLLM's by default), as one tidy snapshot."""
+    return bench_frame(
+        read_bench_samples(path),
+        itl_upper_bounds=itl_upper_bounds,
+        ttft_upper_bounds=ttft_upper_bounds,
+        timestamp_seconds=timestamp_seconds,
+    )
 
 
 # --- one entry point for paths ---------------------------------------------------------------
@@ -456,6 +475,28 @@ def read_paths(paths, *, metrics=None) -> pd.DataFrame:
             raise SourceError(f"{path}: no such file or folder")
     if not frames:
         raise SourceError("no input paths given")
+    return _concat(frames)
+
+
+def read_texts(named_texts, *, metrics=None) -> pd.DataFrame:
+    """Tidy rows from in-memory files (name → text), e.g. notebook uploads; `.json` is a bench
+    result, anything else a text page timed by the timestamp in its name."""
+    frames = []
+    for name, text in dict(named_texts).items():
+        if not text:
+            raise SourceError(f"{name}: empty file (0 bytes)")
+        if str(name).endswith(".json"):
+            frames.append(bench_frame(parse_bench_json(text, source=str(name))))
+            continue
+        ts = timestamp_from_name(str(name))
+        frames.append(
+            parse_prometheus_text(
+                text, source=str(name), timestamp_seconds=math.nan if ts is None else ts,
+                metrics=metrics,
+            )
+        )  # fmt: skip
+    if not frames:
+        raise SourceError("no files given")
     return _concat(frames)
 
 
