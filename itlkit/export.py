@@ -7,8 +7,9 @@ time (histograms in vLLM's bucket bounds, counters, gauges; labels `model_name` 
   `metrics-<UTC time, ISO 8601 basic>.prom` (e.g. `metrics-20261202T152000.000Z.prom`), the
   naming scheme `itlkit.sources.read_scrape_folder` reads; the page layout is vLLM's
   (`itlkit.exposition.render_vllm_metrics`);
-- one OpenMetrics file with a timestamp on every sample, series by series in time order and a
-  final `# EOF`, for `promtool tsdb create-blocks-from openmetrics FILE DIR` (Prometheus backfill).
+- one OpenMetrics file with a timestamp on every sample, each family's points in time order (a
+  histogram's buckets, count and sum together per point) and a final `# EOF`, for
+  `promtool tsdb create-blocks-from openmetrics FILE DIR` (Prometheus backfill).
 
 When each observation lands (vLLM `IterationStats` / `loggers.py` semantics): ITL at the end of
 the step that produced the token, TTFT at the first token, e2e and the per-request histograms at
@@ -271,19 +272,16 @@ def render_openmetrics(
         lines.append(f"# HELP {family} {help_text}")
         lines.append(f"# TYPE {family} {kind}")
         if kind == "histogram":
+            # One MetricPoint per scrape: its buckets, count and sum together, in time order.
             snapshots = series.histograms[name]
-            bounds = snapshots[0].upper_bounds
-            for j, le in enumerate(bounds):
-                label = f'{{{base},le="{floatToGoString(le)}"}}'
+            labels = [f'{{{base},le="{floatToGoString(le)}"}}' for le in snapshots[0].upper_bounds]
+            for h, ts in zip(snapshots, stamps, strict=True):
                 lines += [
-                    f"{name}_bucket{label} {floatToGoString(h.cumulative_counts[j])} {ts}"
-                    for h, ts in zip(snapshots, stamps, strict=True)
+                    f"{name}_bucket{label} {floatToGoString(count)} {ts}"
+                    for label, count in zip(labels, h.cumulative_counts, strict=True)
                 ]
-            for suffix in ("count", "sum"):
-                lines += [
-                    f"{name}_{suffix}{{{base}}} {floatToGoString(getattr(h, suffix))} {ts}"
-                    for h, ts in zip(snapshots, stamps, strict=True)
-                ]
+                lines.append(f"{name}_count{{{base}}} {floatToGoString(h.count)} {ts}")
+                lines.append(f"{name}_sum{{{base}}} {floatToGoString(h.sum)} {ts}")
         else:
             lines += [
                 f"{name}{{{base}}} {floatToGoString(v)} {ts}"
