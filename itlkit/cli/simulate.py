@@ -93,7 +93,8 @@ def add_parser(subparsers) -> None:
     work.add_argument("--seed", type=int, default=0, help="random seed (reproducible runs)")
     eng = p.add_argument_group("engine")
     eng.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192)
-    eng.add_argument("--max-num-seqs", type=_positive_int, default=1024)
+    eng.add_argument("--max-num-seqs", type=_positive_int,
+                     help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
     eng.add_argument("--no-chunked-prefill", action="store_true", help="prefill prompts whole")
     eng.add_argument("--disaggregated", action="store_true",
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
@@ -139,7 +140,7 @@ def run(args) -> int:
         )
     config = SchedulerConfig(
         max_num_batched_tokens=args.max_num_batched_tokens,
-        max_num_seqs=args.max_num_seqs,
+        max_num_seqs=args.max_num_seqs or min(1024, args.max_num_batched_tokens),
         enable_chunked_prefill=not args.no_chunked_prefill,
         disaggregated=args.disaggregated,
         kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
