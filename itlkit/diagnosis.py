@@ -332,7 +332,7 @@ def diagnose(
     mbu_fit = _mbu_fit(timeline, floors, fallback=floor / fast_mode if fast_mode > 0 else math.nan)
     mbu_range = (
         floor / fast.bucket_upper if math.isfinite(fast.bucket_upper) else 0.0,
-        floor / fast.bucket_lower if fast.bucket_lower > 0 else math.inf,
+        min(floor / fast.bucket_lower, 1.0) if fast.bucket_lower > 0 else 1.0,
     )
     if fast.bucket_upper < floor:
         notes.append(
@@ -441,6 +441,7 @@ def _interference(c: _Context) -> Finding:
     dep, t = c.deployment, c.timeline
     weights = t.itl_counts
     ok = np.isfinite(c.by_window)
+    ratio = math.nan
     if ok.any():
         slow_only = float(np.average(c.by_window[ok], weights=weights[ok]))
         has_slow = ok & np.isfinite(c.ratio_by_window)
@@ -500,11 +501,20 @@ def _interference(c: _Context) -> Finding:
     ).steps
     steps_small = prefill_cost(small, prompt_tokens=prompt, chunk_tokens=small_budget).steps
     kv_transfer = prompt * dep.model.kv_bytes_per_token(dep.kv)
+    shrink = f"the slow step shrinks from ~{_ms(c.expected_mixed)} to ~{_ms(slow_small)}"
+    observed_slow = ratio * c.fast_mode
+    if math.isfinite(observed_slow) and c.expected_mixed > 0:
+        # The step model sets the proportion; the observed slow mode sets the scale.
+        scale = observed_slow / c.expected_mixed
+        shrink += (
+            f" by the step model; scaled to the observed slow mode (~{_ms(observed_slow)}), "
+            f"to ~{_ms(float(slow_small) * scale)}"
+        )
     fixes = (
         Fix(
             f"lower max_num_batched_tokens from {c.budget:,} to "
             f"{small_budget + int(c.mean_batch):,}",
-            f"the slow step shrinks from ~{_ms(c.expected_mixed)} to ~{_ms(slow_small)}",
+            shrink,
             f"TTFT rises: a {prompt:,}-token prompt needs {steps_small} chunked steps instead of "
             f"{steps_now}; check TTFT p99 against its SLO",
         ),
@@ -699,3 +709,45 @@ def _preemption(c: _Context) -> Finding:
         "vllm:kv_cache_usage_perc near 1.0 before each preemption",
     )
     return Finding("preemption", float(min(score, 1.0)), tuple(evidence), confirm, fixes)
+
+
+def postmortem_text(d: Diagnosis) -> str:
+    """The diagnosis as a short postmortem a team can read."""
+    t, dep = d.timeline, d.deployment
+    q = d.itl_quantiles_seconds
+    low, high = d.itl_quantile_buckets[0.99]
+    period = (
+        f"{t.snapshots} scrapes, {len(t)} windows over {t.duration_seconds / 60:.1f} min"
+        if t.has_time_axis
+        else "one scrape (cumulative since the server started)"
+    )
+    mbu_low, mbu_high = d.mbu_range
+    lines = [
+        f"ITL postmortem: {period}",
+        f"deployment   {dep.label}, batch ~{d.batch_size:.0f}, context ~{d.context_tokens:,.0f} "
+        "tokens",
+        f"floor        {format_seconds(d.floor_seconds)} (weights + KV at HBM bandwidth)",
+        f"fast mode    {format_seconds(d.fast_mode_seconds)}: MBU fit {100 * d.mbu_fit:.0f}% "
+        f"(its bucket allows {100 * mbu_low:.0f}-{100 * mbu_high:.0f}%)",
+        f"ITL          p50 {format_seconds(q[0.5])}, p90 {format_seconds(q[0.9])}, p99 "
+        f"{format_seconds(q[0.99])} (interpolated in the ({format_seconds(low)}, "
+        f"{'+Inf' if math.isinf(high) else format_seconds(high)}] bucket), mean "
+        f"{format_seconds(t.itl_total.mean)} over {t.itl_total.count:,.0f} observations",
+        "",
+        f"verdict      {d.verdict}",
+        "",
+    ]
+    for rank, finding in enumerate(d.findings, 1):
+        flag = "" if finding.score >= HEALTHY_BELOW else "  (below threshold)"
+        lines.append(f"{rank}. {finding.title}: score {finding.score:.2f}{flag}")
+        lines += [f"   - {e}" for e in finding.evidence]
+        if finding.score >= HEALTHY_BELOW:
+            lines.append("   check next:")
+            lines += [f"   - {c}" for c in finding.confirm]
+            lines.append("   fixes and their price:")
+            lines += [f"   - {f.action}: {f.effect}. Price: {f.price}." for f in finding.fixes]
+        lines.append("")
+    if d.notes:
+        lines.append("notes")
+        lines += [f"- {n}" for n in d.notes]
+    return "\n".join(lines).rstrip()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from itlkit.histogram import Histogram, difference, sum_histograms
+from itlkit.histogram import Histogram, difference, series_window, sum_histograms
 from itlkit.sources import SourceError, histogram_series, scalar_series
 
 DEFAULT_WINDOW_SECONDS = 60.0
@@ -37,6 +37,7 @@ class Timeline:
     end_seconds: np.ndarray
     itl: tuple[Histogram, ...]
     itl_total: Histogram
+    ttft_total: Histogram | None
     first_tokens: np.ndarray
     running: np.ndarray
     waiting: np.ndarray
@@ -221,6 +222,14 @@ def timeline_from_frame(
             return None
         return values if len(itl) == 1 else _counter_increase(np.nan_to_num(values), edges)
 
+    ttft_total = None
+    try:
+        ttft = histogram_series(frame, "ttft")
+        ttft_total = (
+            series_window(ttft).histogram if len(ttft) >= 2 else ttft.snapshot(len(ttft) - 1)
+        )
+    except SourceError:
+        pass
     first_tokens = histogram_count("ttft")
     if first_tokens is None:
         first_tokens = nan.copy()
@@ -236,6 +245,7 @@ def timeline_from_frame(
         end_seconds=end,
         itl=tuple(w.histogram for w in windows),
         itl_total=total,
+        ttft_total=ttft_total,
         first_tokens=first_tokens,
         running=gauge("running"),
         waiting=gauge("waiting"),

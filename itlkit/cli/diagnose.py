@@ -6,11 +6,10 @@ import argparse
 import json
 import math
 
-from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis, diagnose
+from itlkit.diagnosis import diagnose, postmortem_text
 from itlkit.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.roofline import Deployment
 from itlkit.sources import read_paths
-from itlkit.units import format_seconds
 
 
 def _positive(kind):
@@ -105,47 +104,3 @@ def _json_default(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return str(value)
-
-
-def postmortem_text(d: Diagnosis) -> str:
-    """The diagnosis as a short postmortem a team can read."""
-    t, dep = d.timeline, d.deployment
-    q = d.itl_quantiles_seconds
-    low, high = d.itl_quantile_buckets[0.99]
-    period = (
-        f"{t.snapshots} scrapes, {len(t)} windows over {t.duration_seconds / 60:.1f} min"
-        if t.has_time_axis
-        else "one scrape (cumulative since the server started)"
-    )
-    mbu_low, mbu_high = d.mbu_range
-    lines = [
-        f"ITL postmortem: {period}",
-        f"deployment   {dep.label}, batch ~{d.batch_size:.0f}, context ~{d.context_tokens:,.0f} "
-        "tokens",
-        f"floor        {format_seconds(d.floor_seconds)} (weights + KV at HBM bandwidth)",
-        f"fast mode    {format_seconds(d.fast_mode_seconds)}: MBU fit {100 * d.mbu_fit:.0f}% "
-        f"(the bucket allows {100 * mbu_low:.0f}-"
-        + ("inf" if math.isinf(mbu_high) else f"{100 * mbu_high:.0f}")
-        + "%)",
-        f"ITL          p50 {format_seconds(q[0.5])}, p90 {format_seconds(q[0.9])}, p99 "
-        f"{format_seconds(q[0.99])} (interpolated in the ({format_seconds(low)}, "
-        f"{'+Inf' if math.isinf(high) else format_seconds(high)}] bucket), mean "
-        f"{format_seconds(t.itl_total.mean)} over {t.itl_total.count:,.0f} observations",
-        "",
-        f"verdict      {d.verdict}",
-        "",
-    ]
-    for rank, finding in enumerate(d.findings, 1):
-        flag = "" if finding.score >= HEALTHY_BELOW else "  (below threshold)"
-        lines.append(f"{rank}. {finding.title}: score {finding.score:.2f}{flag}")
-        lines += [f"   - {e}" for e in finding.evidence]
-        if finding.score >= HEALTHY_BELOW:
-            lines.append("   check next:")
-            lines += [f"   - {c}" for c in finding.confirm]
-            lines.append("   fixes and their price:")
-            lines += [f"   - {f.action}: {f.effect}. Price: {f.price}." for f in finding.fixes]
-        lines.append("")
-    if d.notes:
-        lines.append("notes")
-        lines += [f"- {n}" for n in d.notes]
-    return "\n".join(lines).rstrip()

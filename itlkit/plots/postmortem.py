@@ -1,0 +1,250 @@
+"""Figures and the HTML report of a postmortem (notebook 04): the ITL histogram over time, the
+slow-mode share against arrivals, and observed vs predicted histograms for a what-if."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis
+from itlkit.histogram import Histogram
+from itlkit.units import MILLISECOND, format_seconds
+from itlkit.whatif import Prediction
+
+
+def _times(seconds: np.ndarray) -> list[dt.datetime]:
+    return [dt.datetime.fromtimestamp(float(s), tz=dt.UTC) for s in seconds]
+
+
+def _bucket_labels(bounds: np.ndarray) -> list[str]:
+    lower = np.concatenate([[0.0], bounds[:-1]])
+    return [
+        f"({a / MILLISECOND:g}, {'+Inf' if math.isinf(b) else f'{b / MILLISECOND:g}'}] ms"
+        for a, b in zip(lower, bounds, strict=True)
+    ]
+
+
+def timeline_data(d: Diagnosis) -> list[dict]:
+    """Trace data of the timeline figure, in trace order (the widget copies it in place)."""
+    t = d.timeline
+    shares = np.array(
+        [h.bucket_counts / h.count if h.count else np.zeros(h.upper_bounds.size) for h in t.itl]
+    ).T
+    when = _times(t.end_seconds) if t.has_time_axis else ["all time"]
+    labels = _bucket_labels(t.itl_total.upper_bounds)
+    return [
+        {"x": when, "y": labels, "z": shares},
+        {"x": when, "y": 100 * np.nan_to_num(d.slow_share_by_window, nan=0.0)},
+        {"x": when, "y": np.nan_to_num(t.first_tokens_per_second)},
+        {"x": when, "y": np.nan_to_num(t.running)},
+    ]
+
+
+def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 620) -> go.Figure:
+    """Histogram shape per window (heatmap) over slow-mode share vs arrivals and batch."""
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.58, 0.42],
+        vertical_spacing=0.08,
+        specs=[[{}], [{"secondary_y": True}]],
+        subplot_titles=(
+            "share of each window's ITL observations per bucket",
+            "slow-mode share vs arrivals (first tokens/s) and running requests",
+        ),
+    )
+    data = timeline_data(d)
+    fig.add_trace(
+        go.Heatmap(
+            **data[0],
+            colorscale="Viridis",
+            colorbar=dict(title="share", len=0.55, y=0.75),
+            name="ITL buckets",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            **data[1], name="slow-mode share (%)", mode="lines+markers", line=dict(color="#C44E52")
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(**data[2], name="first tokens per second", marker_color="rgba(76,114,176,0.45)"),
+        row=2,
+        col=1,
+        secondary_y=True,
+    )
+    fig.add_trace(
+        go.Scatter(
+            **data[3], name="running requests", mode="lines", line=dict(color="black", dash="dot")
+        ),
+        row=2,
+        col=1,
+        secondary_y=True,
+    )
+    fig.update_layout(
+        title=dict(text=timeline_title(d)),
+        width=width,
+        height=height,
+        margin=dict(l=60, r=30, t=90, b=40),
+        legend=dict(orientation="h", y=-0.12),
+    )
+    fig.update_yaxes(title_text="ITL bucket", row=1, col=1)
+    fig.update_yaxes(title_text="slow-mode share (%)", row=2, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="requests/s, requests", row=2, col=1, secondary_y=True)
+    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
+    return fig
+
+
+def timeline_title(d: Diagnosis) -> str:
+    """Headline of the timeline figure: floor, quantiles and the verdict."""
+    q = d.itl_quantiles_seconds
+    return (
+        f"floor {format_seconds(d.floor_seconds)} · ITL p50 {format_seconds(q[0.5])} · "
+        f"p99 {format_seconds(q[0.99])} · {d.verdict}"
+    )
+
+
+def _shares(h: Histogram) -> tuple[np.ndarray, np.ndarray]:
+    """Step-line x (bucket edges, ms, +Inf drawn one decade past the last bound) and shares."""
+    bounds = h.upper_bounds
+    finite = bounds[np.isfinite(bounds)]
+    lower = np.concatenate([[finite[0] / 10 if finite[0] > 0 else 1e-4], bounds[:-1]])
+    upper = np.where(np.isfinite(bounds), bounds, finite[-1] * 10)
+    share = h.bucket_counts / h.count if h.count else np.zeros(bounds.size)
+    x = np.ravel(np.column_stack([lower, upper])) / MILLISECOND
+    y = np.ravel(np.column_stack([share, share])) * 100
+    return x, y
+
+
+def whatif_data(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> list[dict]:
+    """Trace data of the what-if figure, in trace order."""
+    t = d.timeline
+    data = []
+    for hist in (t.itl_total, baseline.itl, prediction.itl):
+        x, y = _shares(hist)
+        data.append({"x": x, "y": y})
+    observed_ttft = t.ttft_total if t.ttft_total is not None else baseline.ttft
+    for hist in (observed_ttft, baseline.ttft, prediction.ttft):
+        x, y = _shares(hist)
+        data.append({"x": x, "y": y})
+    floor = d.floor_seconds / MILLISECOND
+    data.append({"x": [floor, floor], "y": [0, 100]})
+    return data
+
+
+def whatif_title(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> str:
+    """Headline: ITL p99 and TTFT p99, observed -> replayed -> what-if."""
+    t = d.timeline
+    observed_ttft = t.ttft_total.quantile(0.99) if t.ttft_total is not None else math.nan
+    return (
+        f"what-if ({prediction.setting.label}): ITL p99 "
+        f"{format_seconds(t.itl_total.quantile(0.99))} observed, "
+        f"{format_seconds(baseline.itl_quantile(0.99))} replayed, "
+        f"{format_seconds(prediction.itl_quantile(0.99))} predicted · TTFT p99 "
+        f"{format_seconds(observed_ttft)} / {format_seconds(baseline.ttft_quantile(0.99))} / "
+        f"{format_seconds(prediction.ttft_quantile(0.99))}"
+    )
+
+
+def whatif_figure(
+    d: Diagnosis,
+    baseline: Prediction,
+    prediction: Prediction,
+    *,
+    width: int = 1100,
+    height: int = 430,
+) -> go.Figure:
+    """Observed vs replayed vs what-if: ITL and TTFT bucket shares on log time axes."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("ITL per bucket", "TTFT per bucket"))
+    styles = [
+        dict(name="observed", line=dict(color="black", width=3)),
+        dict(name="replay (current settings)", line=dict(color="#4C72B0", dash="dash")),
+        dict(name="what-if", line=dict(color="#C44E52")),
+    ]
+    data = whatif_data(d, baseline, prediction)
+    for i, values in enumerate(data[:3]):
+        fig.add_trace(go.Scatter(**values, mode="lines", **styles[i]), row=1, col=1)
+    for i, values in enumerate(data[3:6]):
+        style = dict(styles[i], showlegend=False)
+        fig.add_trace(go.Scatter(**values, mode="lines", **style), row=1, col=2)
+    fig.add_trace(
+        go.Scatter(
+            **data[6], mode="lines", name="bandwidth floor", line=dict(color="gray", dash="dot")
+        ),
+        row=1,
+        col=1,
+    )
+    fig.update_layout(
+        title=dict(text=whatif_title(d, baseline, prediction), font=dict(size=13)),
+        width=width,
+        height=height,
+        margin=dict(l=60, r=30, t=80, b=50),
+        legend=dict(orientation="h", y=-0.2),
+    )
+    fig.update_xaxes(type="log", title_text="inter-token latency (ms)", row=1, col=1)
+    fig.update_xaxes(type="log", title_text="time to first token (ms)", row=1, col=2)
+    fig.update_yaxes(title_text="share of observations (%)", row=1, col=1)
+    return fig
+
+
+def postmortem_html(
+    d: Diagnosis, figures: list[go.Figure], *, title: str = "ITL postmortem"
+) -> str:
+    """A self-contained HTML report (plotly.js inlined once: it opens offline)."""
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1150px;margin:2em auto;}"
+        "li{margin:.2em 0} .low{color:#777}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p><b>{html.escape(d.verdict)}</b></p>",
+        "<table>",
+    ]
+    q = d.itl_quantiles_seconds
+    rows = [
+        ("deployment", d.deployment.label),
+        ("batch / context", f"~{d.batch_size:.0f} sequences, ~{d.context_tokens:,.0f} tokens"),
+        ("bandwidth floor", format_seconds(d.floor_seconds)),
+        ("fast mode / MBU fit", f"{format_seconds(d.fast_mode_seconds)} / {100 * d.mbu_fit:.0f}%"),
+        ("ITL p50 / p90 / p99", " / ".join(format_seconds(q[k]) for k in (0.5, 0.9, 0.99))),
+        ("observations", f"{d.timeline.itl_total.count:,.0f} over {len(d.timeline)} windows"),
+    ]
+    parts += [f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows]
+    parts.append("</table>")
+    for finding in d.findings:
+        low = finding.score < HEALTHY_BELOW
+        parts.append(
+            f"<h2{' class=low' if low else ''}>{html.escape(finding.title)}: score "
+            f"{finding.score:.2f}</h2><ul>"
+        )
+        parts += [f"<li>{html.escape(e)}</li>" for e in finding.evidence]
+        parts.append("</ul>")
+        if not low:
+            parts.append("<p>Check next:</p><ul>")
+            parts += [f"<li>{html.escape(c)}</li>" for c in finding.confirm]
+            parts.append("</ul><p>Fixes and their price:</p><ul>")
+            parts += [
+                f"<li><b>{html.escape(f.action)}</b>: {html.escape(f.effect)}. "
+                f"Price: {html.escape(f.price)}.</li>"
+                for f in finding.fixes
+            ]
+            parts.append("</ul>")
+    if d.notes:
+        parts.append("<h2>Notes</h2><ul>")
+        parts += [f"<li>{html.escape(n)}</li>" for n in d.notes]
+        parts.append("</ul>")
+    for i, fig in enumerate(figures):
+        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0)))
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,292 @@
+"""Notebook 04's guided postmortem: load metrics, read the verdict, replay what-ifs, export."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import tempfile
+from pathlib import Path
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis, diagnose
+from itlkit.evidence import EvidenceError, timeline_from_frame
+from itlkit.hardware import GPUS
+from itlkit.models import MODELS, ConfigError
+from itlkit.plots.postmortem import (
+    postmortem_html,
+    timeline_data,
+    timeline_figure,
+    timeline_title,
+    whatif_data,
+    whatif_figure,
+    whatif_title,
+)
+from itlkit.roofline import Deployment
+from itlkit.sources import SourceError, read_paths
+from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS, UnknownNameError, format_seconds
+from itlkit.whatif import Prediction, Setting, current_setting, predict
+
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+UPLOAD = "my files (upload below)"
+PROMETHEUS = "a Prometheus server (URL below)"
+_PROBLEMS = (ConfigError, EvidenceError, SourceError, UnknownNameError, ValueError, OSError)
+_WIDE = {"description_width": "170px"}
+
+
+def bundled_scenarios() -> list[str]:
+    """Names of the bundled incident folders (data/scenarios)."""
+    if not SCENARIO_DIR.is_dir():
+        return []
+    return sorted(p.name for p in SCENARIO_DIR.iterdir() if (p / "scenario.json").is_file())
+
+
+class PostmortemExplorer:
+    """Load metrics, diagnose, show the evidence, replay what-ifs and export an HTML report."""
+
+    def __init__(self, *, scenario: str = "mixed", max_num_batched_tokens: int = 2048):
+        self.source = widgets.Dropdown(
+            options=[*bundled_scenarios(), UPLOAD, PROMETHEUS],
+            value=scenario,
+            description="incident metrics",
+            style=_WIDE,
+        )
+        self.upload = widgets.FileUpload(
+            accept=".prom,.txt,.metrics,.json", multiple=True, description="scrapes"
+        )
+        self.url = widgets.Text(
+            placeholder="http://127.0.0.1:9090", description="Prometheus URL", style=_WIDE
+        )
+        self.start = widgets.Text(
+            placeholder="2026-12-02T15:00:00Z", description="start", style=_WIDE
+        )
+        self.end = widgets.Text(placeholder="2026-12-02T16:00:00Z", description="end", style=_WIDE)
+        self.model = widgets.Dropdown(
+            options=list(MODELS), value="llama-3.1-8b", description="model", style=_WIDE
+        )
+        self.gpu = widgets.Dropdown(
+            options=list(GPUS), value="h100-sxm", description="GPU", style=_WIDE
+        )
+        self.weights = widgets.Dropdown(
+            options=WEIGHT_PRECISIONS, value="bf16", description="weights", style=_WIDE
+        )
+        self.kv = widgets.Dropdown(
+            options=KV_PRECISIONS, value="bf16", description="KV cache", style=_WIDE
+        )
+        self.tp = widgets.Dropdown(
+            options=[1, 2, 4, 8], value=1, description="TP (GPUs)", style=_WIDE
+        )
+        self.budget = widgets.BoundedIntText(
+            value=max_num_batched_tokens,
+            min=16,
+            max=65536,
+            description="max_num_batched_tokens (tokens)",
+            style=_WIDE,
+        )
+        self.load = widgets.Button(description="load and diagnose", button_style="primary")
+        self.verdict = widgets.HTML()
+        self.evidence = widgets.HTML()
+        self.whatif_budget = widgets.IntSlider(
+            value=512, min=64, max=16384, step=64, description="what-if budget (tokens)",
+            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="520px"),
+        )  # fmt: skip
+        self.whatif_seqs = widgets.IntSlider(
+            value=1024, min=1, max=1024, description="what-if max_num_seqs (requests)",
+            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="520px"),
+        )  # fmt: skip
+        self.whatif_fp8 = widgets.Checkbox(value=False, description="FP8 KV cache", indent=False)
+        self.whatif_disagg = widgets.Checkbox(
+            value=False, description="disaggregate prefill", indent=False
+        )
+        self.export = widgets.Button(description="export HTML report", icon="download")
+        self.export_status = widgets.HTML()
+        self.report_dir = Path(tempfile.gettempdir())
+
+        self.diagnosis: Diagnosis | None = None
+        self.baseline: Prediction | None = None
+        self.prediction: Prediction | None = None
+        self._run_diagnosis()
+        self.timeline_figure = go.FigureWidget(timeline_figure(self.diagnosis))
+        self._run_whatif()
+        self.whatif_figure = go.FigureWidget(
+            whatif_figure(self.diagnosis, self.baseline, self.prediction)
+        )
+
+        self.load.on_click(lambda _: self.reload())
+        for control in (self.whatif_budget, self.whatif_seqs, self.whatif_fp8, self.whatif_disagg):
+            control.observe(self.update_whatif, names="value")
+        self.export.on_click(lambda _: self.export_report())
+        self.view = widgets.VBox(
+            [
+                widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
+                widgets.HBox(
+                    [
+                        widgets.VBox([self.source, self.upload, self.url, self.start, self.end]),
+                        widgets.VBox(
+                            [self.model, self.gpu, self.weights, self.kv, self.tp, self.budget]
+                        ),
+                    ]
+                ),
+                self.load,
+                widgets.HTML("<h3>2. Verdict</h3>"),
+                self.verdict,
+                widgets.HTML("<h3>3. The histogram over time, against arrivals</h3>"),
+                self.timeline_figure,
+                widgets.HTML("<h3>4. Evidence, what to check next, fixes</h3>"),
+                self.evidence,
+                widgets.HTML(
+                    "<h3>5. What if? Replay the incident's traffic with other settings</h3>"
+                ),
+                widgets.HBox(
+                    [
+                        widgets.VBox([self.whatif_budget, self.whatif_seqs]),
+                        widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
+                    ]
+                ),
+                self.whatif_figure,
+                widgets.HTML("<h3>6. Report</h3>"),
+                widgets.HBox([self.export, self.export_status]),
+            ]
+        )
+
+    # ---- steps ------------------------------------------------------------------------------
+    def _paths(self) -> list[Path]:
+        if self.source.value == UPLOAD:
+            if not self.upload.value:
+                raise ValueError("upload one or more scrape files first")
+            folder = Path(tempfile.mkdtemp(prefix="itlkit-upload-"))
+            for item in self.upload.value:
+                (folder / Path(item["name"]).name).write_bytes(bytes(item["content"]))
+            return (
+                [folder] if len(self.upload.value) > 1 else [folder / self.upload.value[0]["name"]]
+            )
+        return [SCENARIO_DIR / self.source.value]
+
+    def _run_diagnosis(self) -> None:
+        deployment = Deployment.create(
+            model=self.model.value,
+            gpu=self.gpu.value,
+            weight_precision=self.weights.value,
+            kv_precision=self.kv.value,
+            tp=int(self.tp.value),
+        )
+        if self.source.value == PROMETHEUS:
+            from itlkit.evidence import timeline_from_prometheus
+
+            timeline = timeline_from_prometheus(
+                self.url.value.strip(), start=self.start.value.strip(), end=self.end.value.strip()
+            )
+        else:
+            timeline = timeline_from_frame(read_paths(self._paths()))
+        self.diagnosis = diagnose(
+            timeline, deployment, max_num_batched_tokens=int(self.budget.value)
+        )
+        self.verdict.value = verdict_html(self.diagnosis)
+        self.evidence.value = evidence_html(self.diagnosis)
+
+    def _setting(self) -> Setting:
+        base = current_setting(self.diagnosis)
+        return dataclasses.replace(
+            base,
+            max_num_batched_tokens=int(self.whatif_budget.value),
+            max_num_seqs=int(self.whatif_seqs.value),
+            kv_precision="fp8" if self.whatif_fp8.value else base.kv_precision,
+            disaggregated=bool(self.whatif_disagg.value),
+        )
+
+    def _run_whatif(self) -> None:
+        if not self.diagnosis.timeline.has_time_axis:
+            self.baseline = self.prediction = None
+            return
+        self.baseline = predict(self.diagnosis, current_setting(self.diagnosis))
+        self.prediction = predict(self.diagnosis, self._setting())
+
+    def reload(self) -> None:
+        """Load the chosen metrics, diagnose and redraw everything (errors shown, not raised)."""
+        try:
+            self._run_diagnosis()
+        except _PROBLEMS as exc:
+            self.verdict.value = _error(f"{exc}")
+            return
+        with self.timeline_figure.batch_update():
+            for trace, values in zip(
+                self.timeline_figure.data, timeline_data(self.diagnosis), strict=True
+            ):
+                for key, value in values.items():
+                    trace[key] = value
+            self.timeline_figure.layout.title.text = timeline_title(self.diagnosis)
+        self.update_whatif()
+
+    def update_whatif(self, change=None) -> None:
+        """Re-simulate with the what-if controls and redraw the overlay."""
+        try:
+            self._run_whatif()
+        except _PROBLEMS as exc:
+            self.whatif_figure.layout.title.text = f"what-if unavailable: {exc}"
+            return
+        if self.prediction is None:
+            self.whatif_figure.layout.title.text = (
+                "what-if needs a scrape series (a time axis); one scrape cannot be replayed"
+            )
+            return
+        data = whatif_data(self.diagnosis, self.baseline, self.prediction)
+        with self.whatif_figure.batch_update():
+            for trace, values in zip(self.whatif_figure.data, data, strict=True):
+                trace.x, trace.y = values["x"], values["y"]
+            self.whatif_figure.layout.title.text = whatif_title(
+                self.diagnosis, self.baseline, self.prediction
+            )
+
+    def export_report(self, path: str | Path | None = None) -> Path:
+        """Write the self-contained HTML report; returns its path."""
+        figures = [go.Figure(self.timeline_figure)]
+        if self.prediction is not None:
+            figures.append(go.Figure(self.whatif_figure))
+        target = Path(path) if path else self.report_dir / "itlkit-postmortem.html"
+        target.write_text(postmortem_html(self.diagnosis, figures))
+        self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
+        return target
+
+
+def _error(message: str) -> str:
+    return (
+        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
+        f"<b>Cannot diagnose:</b> {html.escape(message)}</div>"
+    )
+
+
+def verdict_html(d: Diagnosis) -> str:
+    """The verdict and the numbers it rests on."""
+    q = d.itl_quantiles_seconds
+    color = "#2a7a2a" if d.healthy else "#a0322a"
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in d.notes)
+    return (
+        f'<div style="font-size:15px;color:{color}"><b>{html.escape(d.verdict)}</b></div>'
+        f"<div>floor {format_seconds(d.floor_seconds)} at batch ~{d.batch_size:.0f}, context "
+        f"~{d.context_tokens:,.0f} tokens; fast mode {format_seconds(d.fast_mode_seconds)} "
+        f"(MBU fit {100 * d.mbu_fit:.0f}%); ITL p50 {format_seconds(q[0.5])}, p99 "
+        f"{format_seconds(q[0.99])}</div>"
+        + (f"<ul style='color:#666'>{notes}</ul>" if notes else "")
+    )
+
+
+def evidence_html(d: Diagnosis) -> str:
+    """Every finding with its evidence; check-next and priced fixes for the likely ones."""
+    parts = []
+    for f in d.findings:
+        style = "" if f.score >= HEALTHY_BELOW else " style='color:#888'"
+        parts.append(f"<h4{style}>{html.escape(f.title)} — score {f.score:.2f}</h4><ul{style}>")
+        parts += [f"<li>{html.escape(e)}</li>" for e in f.evidence]
+        parts.append("</ul>")
+        if f.score >= HEALTHY_BELOW:
+            parts.append("<b>Check next</b><ul>")
+            parts += [f"<li>{html.escape(c)}</li>" for c in f.confirm]
+            parts.append("</ul><b>Fixes and their price</b><ul>")
+            parts += [
+                f"<li><b>{html.escape(x.action)}</b>: {html.escape(x.effect)}. "
+                f"<i>Price:</i> {html.escape(x.price)}.</li>"
+                for x in f.fixes
+            ]
+            parts.append("</ul>")
+    return "".join(parts)

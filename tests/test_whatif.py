@@ -1,0 +1,71 @@
+"""What-if replays of the golden incidents: calibration first, then the trade-offs."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from itlkit.diagnosis import diagnose
+from itlkit.evidence import timeline_from_frame
+from itlkit.models import ConfigError
+from itlkit.roofline import Deployment
+from itlkit.sources import read_paths, read_scrape_folder
+from itlkit.whatif import current_setting, predict
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+H100_8B = dict(model="llama-3.1-8b", gpu="h100-sxm")
+
+
+@pytest.fixture(scope="module")
+def interference():
+    timeline = timeline_from_frame(read_scrape_folder(SCENARIOS / "prefill_interference"))
+    return diagnose(timeline, Deployment.create(**H100_8B), max_num_batched_tokens=2048)
+
+
+@pytest.fixture(scope="module")
+def preemption():
+    timeline = timeline_from_frame(read_scrape_folder(SCENARIOS / "preemption"))
+    return diagnose(timeline, Deployment.create(**H100_8B), max_num_batched_tokens=2048)
+
+
+def test_replay_of_current_settings_matches_what_was_observed(interference):
+    # Before any knob turns, the replay must land near the metrics it was rebuilt from.
+    baseline = predict(interference, current_setting(interference))
+    observed = interference.timeline.itl_total
+    assert baseline.itl_quantile(0.5) == pytest.approx(observed.quantile(0.5), rel=0.25)
+    assert baseline.itl_quantile(0.99) == pytest.approx(observed.quantile(0.99), rel=0.25)
+    ttft = interference.timeline.ttft_total.quantile(0.99)
+    assert baseline.ttft_quantile(0.99) == pytest.approx(ttft, rel=0.5)
+
+
+def test_smaller_budget_trades_itl_p99_for_ttft(interference):
+    baseline = predict(interference, current_setting(interference))
+    small = predict(
+        interference, dataclasses.replace(current_setting(interference), max_num_batched_tokens=512)
+    )
+    assert small.itl_quantile(0.99) < baseline.itl_quantile(0.99) / 2
+    assert small.ttft_quantile(0.99) > baseline.ttft_quantile(0.99)
+
+
+def test_disaggregation_removes_the_slow_mode(interference):
+    split = predict(
+        interference, dataclasses.replace(current_setting(interference), disaggregated=True)
+    )
+    assert split.itl_quantile(0.99) < 2 * interference.fast_mode_seconds
+
+
+def test_kv_room_ends_preemption(preemption):
+    baseline = predict(preemption, current_setting(preemption))
+    assert baseline.preemptions > 0
+    fp8 = predict(preemption, dataclasses.replace(current_setting(preemption), kv_precision="fp8"))
+    assert fp8.preemptions < baseline.preemptions / 2
+    # Cap the batch at what fits: 4,096-token contexts in ~56 GB of KV leave room for ~100.
+    capped = predict(preemption, dataclasses.replace(current_setting(preemption), max_num_seqs=48))
+    assert capped.preemptions == 0
+
+
+def test_a_single_scrape_cannot_be_replayed():
+    last = sorted((SCENARIOS / "healthy").glob("metrics-*.prom"))[-1]
+    result = diagnose(timeline_from_frame(read_paths([last])), Deployment.create(**H100_8B))
+    with pytest.raises(ConfigError, match="needs a scrape series"):
+        predict(result, current_setting(result))
