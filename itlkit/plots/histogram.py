@@ -1,0 +1,247 @@
+"""Figures for reading a vLLM latency histogram honestly (notebook 03).
+
+Buckets have very different widths (10 ms next to 2.5 s), so bar heights are *share of
+observations per decade of latency* on a log time axis: the area of each bucket is its share,
+whatever its width. The first bucket (0, le] has no finite left edge on a log axis and the +Inf
+bucket no right edge; both are drawn one decade wide, in grey, and say so on hover.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from itlkit.histogram import Histogram, ModeTimeline, Summary
+from itlkit.units import format_percent, format_seconds
+
+OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn
+COLORS = {
+    "bucket": "#4C78A8",
+    "open": "#B0B0B0",
+    "mean": "#54A24B",
+    "quantile": "#E45756",
+    "floor": "#222222",
+    "slow": "#F58518",
+}
+
+
+@dataclass(frozen=True)
+class BucketBars:
+    """Drawing geometry of each bucket: edges on a log axis, share, and height per decade."""
+
+    left_seconds: np.ndarray
+    right_seconds: np.ndarray
+    counts: np.ndarray
+    share: np.ndarray
+    share_per_decade: np.ndarray
+    open_ended: np.ndarray  # True for buckets whose drawn edge is not a real bound
+    labels: tuple[str, ...]
+
+
+def _ms(seconds: float) -> str:
+    return "+Inf" if seconds == math.inf else format_seconds(seconds)
+
+
+def bucket_bars(histogram: Histogram) -> BucketBars:
+    """Left/right edges, shares and heights (share per decade) of every non-empty-width bucket."""
+    h = histogram
+    upper = h.upper_bounds.astype(float)
+    lower = h.lower_bounds.astype(float)
+    finite = upper[np.isfinite(upper) & (upper > 0)]
+    if finite.size == 0:
+        raise ValueError("histogram has no positive finite bucket bound to draw on a log axis")
+    left, right = lower.copy(), upper.copy()
+    open_left = ~(left > 0)
+    left[open_left] = right[open_left] / 10**OPEN_BUCKET_DECADES
+    open_right = ~np.isfinite(right)
+    right[open_right] = left[open_right] * 10**OPEN_BUCKET_DECADES
+    counts = h.bucket_counts
+    share = counts / h.count if h.count > 0 else np.zeros_like(counts)
+    decades = np.log10(right / left)
+    labels = tuple(
+        f"({'0' if lo == 0 else _ms(lo)}, {_ms(hi)}]" for lo, hi in zip(lower, upper, strict=True)
+    )
+    keep = right > left  # a first bucket with le <= 0 cannot be drawn on a log axis
+    return BucketBars(
+        left_seconds=left[keep],
+        right_seconds=right[keep],
+        counts=counts[keep],
+        share=share[keep],
+        share_per_decade=(share / decades)[keep],
+        open_ended=(open_left | open_right)[keep],
+        labels=tuple(lab for lab, k in zip(labels, keep, strict=True) if k),
+    )
+
+
+def _outline(bars: BucketBars, mask: np.ndarray) -> tuple[list, list]:
+    """Rectangles (x, y in percent per decade) separated by None, for one filled scatter trace."""
+    xs, ys = [], []
+    for lo, hi, y in zip(bars.left_seconds[mask], bars.right_seconds[mask],
+                         bars.share_per_decade[mask], strict=True):  # fmt: skip
+        xs += [lo, lo, hi, hi, lo, None]
+        ys += [0, 100 * y, 100 * y, 0, 0, None]
+    return xs, ys
+
+
+def _vline(name: str, x: float, top: float, color: str, dash: str, text: str) -> go.Scatter:
+    return go.Scatter(
+        name=name,
+        x=[x, x],
+        y=[0, top],
+        mode="lines",
+        line=dict(color=color, dash=dash, width=2),
+        hovertemplate=f"{text}<extra></extra>",
+    )
+
+
+def histogram_figure(
+    summary: Summary,
+    *,
+    floor_seconds: float | None = None,
+    slow_factor: float | None = None,
+    floor_label: str = "",
+    title: str = "",
+) -> go.Figure:
+    """The bucket histogram with its mean, quantiles (and their buckets) and an optional floor.
+
+    Trace order is fixed (tests and widgets rely on it): 0 buckets, 1 open-ended buckets,
+    2 bucket hover points, 3 mean, 4.. one per quantile, then floor and slow mode.
+    """
+    bars = bucket_bars(summary.histogram)
+    top = 100 * float(bars.share_per_decade.max()) * 1.08 if bars.share.sum() > 0 else 1.0
+    closed_x, closed_y = _outline(bars, ~bars.open_ended)
+    open_x, open_y = _outline(bars, bars.open_ended)
+    centers = np.sqrt(bars.left_seconds * bars.right_seconds)
+    notes = [
+        " (drawn 1 decade wide: the bucket is open-ended)" if o else "" for o in bars.open_ended
+    ]
+    traces = [
+        go.Scatter(name="buckets", x=closed_x, y=closed_y, fill="toself", mode="lines",
+                   line=dict(color=COLORS["bucket"]), hoverinfo="skip"),
+        go.Scatter(name="open-ended buckets", x=open_x, y=open_y, fill="toself", mode="lines",
+                   line=dict(color=COLORS["open"], dash="dot"), hoverinfo="skip"),
+        go.Scatter(
+            name="bucket",
+            x=centers,
+            y=100 * bars.share_per_decade,
+            mode="markers",
+            marker=dict(size=6, color=COLORS["bucket"], opacity=0.0),
+            customdata=np.stack([bars.counts, 100 * bars.share], axis=1),
+            text=[lab + note for lab, note in zip(bars.labels, notes, strict=True)],
+            hovertemplate="bucket %{text}<br>%{customdata[0]:,.0f} observations "
+            "(%{customdata[1]:.2f} %)<extra></extra>",
+            showlegend=False,
+        ),
+        _vline("mean", summary.mean, top, COLORS["mean"], "dot",
+               f"mean {format_seconds(summary.mean)}"),
+    ]  # fmt: skip
+    for est in summary.quantiles:
+        bucket = f"({_ms(est.bucket_lower)}, {_ms(est.bucket_upper)}]"
+        traces.append(
+            _vline(
+                f"p{est.q * 100:g}",
+                est.value,
+                top,
+                COLORS["quantile"],
+                "dash",
+                f"p{est.q * 100:g} {format_seconds(est.value)}, interpolated in bucket {bucket}",
+            )
+        )
+    if floor_seconds is not None:
+        traces.append(_vline("floor", floor_seconds, top, COLORS["floor"], "solid",
+                             f"floor {format_seconds(floor_seconds)} {floor_label}"))  # fmt: skip
+        if slow_factor is not None:
+            traces.append(
+                _vline(
+                    f"{slow_factor:g}× floor",
+                    floor_seconds * slow_factor,
+                    top,
+                    COLORS["slow"],
+                    "dashdot",
+                    f"slow mode at {slow_factor:g}× floor = "
+                    f"{format_seconds(floor_seconds * slow_factor)}",
+                )
+            )
+    fig = go.Figure(traces)
+    fig.update_layout(
+        title=title or None,
+        xaxis=dict(type="log", title="latency (s, log scale)"),
+        yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.25),
+        margin=dict(l=70, r=20, t=60, b=40),
+        height=460,
+    )
+    return fig
+
+
+def summary_lines(summary: Summary) -> list[str]:
+    """The numbers under the figure: count, mean, quantiles with buckets, the mode split."""
+    lines = [
+        f"{summary.count:,.0f} observations, mean {format_seconds(summary.mean)}",
+        *(
+            f"p{e.q * 100:g} {format_seconds(e.value)} (interpolated in bucket "
+            f"({_ms(e.bucket_lower)}, {_ms(e.bucket_upper)}])"
+            for e in summary.quantiles
+        ),
+    ]
+    m = summary.modes
+    if m is not None:
+        if m.warning:
+            lines.append(f"modes: {m.warning}")
+        else:
+            lines.append(
+                f"{format_percent(m.near_floor_share)} within {format_seconds(m.cut_seconds)} "
+                f"(near the floor {format_seconds(m.floor_seconds)}), "
+                f"{format_percent(m.slow_share)} slower"
+            )
+    return lines
+
+
+def series_figure(
+    timeline: ModeTimeline, *, ttft_times_seconds, ttft_count_per_second, start_seconds: float
+) -> go.Figure:
+    """Slow-mode share of ITL per scrape interval, above the TTFT count rate (first tokens/s).
+
+    Trace 0 is the slow share (%), trace 1 the TTFT count rate; x is minutes from `start_seconds`.
+    """
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    minutes = (np.asarray(timeline.midpoints_seconds) - start_seconds) / 60
+    fig.add_trace(
+        go.Scatter(name="slow-mode share", x=minutes, y=100 * np.asarray(timeline.slow_share),
+                   mode="lines+markers", line=dict(color=COLORS["slow"]),
+                   hovertemplate="%{y:.1f} % of ITLs in the slow mode<extra></extra>"),
+        row=1, col=1,
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            name="TTFT count rate",
+            x=(np.asarray(ttft_times_seconds) - start_seconds) / 60,
+            y=np.asarray(ttft_count_per_second),
+            mode="lines+markers",
+            line=dict(color=COLORS["bucket"]),
+            hovertemplate="%{y:.2f} first tokens/s<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    fig.update_yaxes(title_text="slow-mode share (% of ITLs)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="TTFT count rate (1/s)", rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="time since the first scrape (min)", row=2, col=1)
+    fig.update_layout(height=420, margin=dict(l=70, r=20, t=30, b=40), showlegend=False)
+    return fig
+
+
+def empty_series_figure(message: str) -> go.Figure:
+    """A placeholder where a series figure would be (one scrape has no intervals)."""
+    fig = series_figure(
+        ModeTimeline(np.zeros(0), np.zeros(0), np.zeros(0), None),
+        ttft_times_seconds=np.zeros(0),
+        ttft_count_per_second=np.zeros(0),
+        start_seconds=0.0,
+    )
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig

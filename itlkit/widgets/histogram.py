@@ -1,0 +1,207 @@
+"""Notebook 03's explorer: pick an example or upload scrapes, see the bucket histogram with its
+quantiles, mean and the roofline floor, and, for a series, the slow-mode share over time."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import ipywidgets as widgets
+import numpy as np
+import plotly.graph_objects as go
+
+from itlkit.hardware import GPUS
+from itlkit.histogram import (
+    HistogramSeries,
+    counter_rate,
+    series_window,
+    slow_share_over_time,
+    summarize,
+)
+from itlkit.models import MODELS, ConfigError
+from itlkit.plots.histogram import (
+    empty_series_figure,
+    histogram_figure,
+    series_figure,
+    summary_lines,
+)
+from itlkit.roofline import Deployment, decode_step
+from itlkit.sources import SourceError, histogram_series, read_paths, read_texts
+from itlkit.units import UnknownNameError
+from itlkit.vllm_metrics import SECONDS_HISTOGRAMS
+
+_WIDE = {"description_width": "150px"}
+_LAYOUT = widgets.Layout(width="460px")
+QUANTILES = (0.5, 0.9, 0.99)
+_ERRORS = (SourceError, ConfigError, UnknownNameError, ValueError, OSError)
+
+
+class HistogramExplorer:
+    """Controls + two FigureWidgets for reading vLLM latency histograms (notebook 03)."""
+
+    def __init__(
+        self,
+        *,
+        examples: dict[str, str | Path],
+        metric: str = "itl",
+        model: str = "llama-3.1-8b",
+        gpu: str = "h100-sxm",
+        batch_size: int = 64,
+        context_tokens: int = 4096,
+        slow_factor: float = 5.0,
+    ):
+        if not examples:
+            raise ValueError("give at least one example (name → scrape file or folder)")
+        self.examples = {name: Path(path) for name, path in examples.items()}
+        self.example = widgets.Dropdown(
+            options=list(self.examples), description="example", style=_WIDE, layout=_LAYOUT
+        )
+        self.upload = widgets.FileUpload(
+            accept=".prom,.txt,.metrics,.json", multiple=True, description="or upload scrapes"
+        )
+        self.metric = widgets.Dropdown(
+            options=SECONDS_HISTOGRAMS, value=metric, description="histogram", style=_WIDE
+        )
+        self.model = widgets.Dropdown(
+            options=list(MODELS), value=model, description="model", style=_WIDE, layout=_LAYOUT
+        )
+        self.gpu = widgets.Dropdown(
+            options=list(GPUS), value=gpu, description="GPU", style=_WIDE, layout=_LAYOUT
+        )
+        self.batch = widgets.IntSlider(
+            value=batch_size, min=1, max=1024, description="batch (sequences)",
+            continuous_update=False, style=_WIDE, layout=_LAYOUT,
+        )  # fmt: skip
+        self.context = widgets.IntSlider(
+            value=context_tokens, min=128, max=131072, step=128, description="context (tokens)",
+            continuous_update=False, style=_WIDE, layout=_LAYOUT,
+        )  # fmt: skip
+        self.slow_factor = widgets.FloatSlider(
+            value=slow_factor, min=1.5, max=20.0, step=0.5, description="slow mode (× floor)",
+            continuous_update=False, style=_WIDE, layout=_LAYOUT,
+        )  # fmt: skip
+        self.status = widgets.HTML()
+        self.error = widgets.HTML()
+        self._frame = read_paths([self.examples[self.example.value]])
+        self._source = self.example.value
+        hist_fig, series_fig = self._figures()
+        self.figure = go.FigureWidget(hist_fig)
+        self.series_figure = go.FigureWidget(series_fig)
+        self.example.observe(self._on_example, names="value")
+        self.upload.observe(self._on_upload, names="value")
+        for control in (self.metric, self.model, self.gpu, self.batch, self.context,
+                        self.slow_factor):  # fmt: skip
+            control.observe(self.update, names="value")
+        controls = widgets.HBox(
+            [
+                widgets.VBox([self.example, self.upload, self.metric]),
+                widgets.VBox([self.model, self.gpu, self.batch, self.context, self.slow_factor]),
+            ]
+        )
+        self.view = widgets.VBox(
+            [controls, self.error, self.status, self.figure, self.series_figure]
+        )
+
+    # --- computations (pure, from the current controls) ------------------------------------
+
+    def floor_seconds(self) -> float:
+        """Bandwidth floor of one decode step for the chosen model, GPU, batch and context."""
+        dep = Deployment.create(model=self.model.value, gpu=self.gpu.value)
+        step = decode_step(dep, batch_size=self.batch.value, context_tokens=self.context.value)
+        return float(step.floor_seconds)
+
+    def series(self) -> HistogramSeries:
+        """The chosen histogram's snapshots from the current source."""
+        return histogram_series(self._frame, self.metric.value)
+
+    def _figures(self) -> tuple[go.Figure, go.Figure]:
+        series = self.series()
+        floor = self.floor_seconds()
+        k = float(self.slow_factor.value)
+        if len(series) >= 2:
+            window = series_window(series)
+            hist = window.histogram
+            span = f"window of {len(series)} scrapes ({window.duration_seconds / 60:.1f} min)"
+            if window.counter_reset:
+                span += ", counter reset: counts are a lower bound"
+        else:
+            hist = series.snapshot(0)
+            span = "one snapshot: everything since the server started"
+        summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
+        label = f"({self.model.value}, {self.gpu.value}, batch {self.batch.value}, "
+        label += f"{self.context.value} tokens)"
+        title = f"{html.escape(self._source)} · {self.metric.value} · {span}"
+        hist_fig = histogram_figure(
+            summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
+        )
+        self.status.value = "<br>".join(html.escape(line) for line in summary_lines(summary))
+        if len(series) < 2 or not np.isfinite(series.timestamps_seconds).all():
+            return hist_fig, empty_series_figure("a series needs two or more timestamped scrapes")
+        timeline = slow_share_over_time(series, floor_seconds=floor, slow_factor=k)
+        ttft_times, ttft_rate = self._ttft_rate()
+        return hist_fig, series_figure(
+            timeline,
+            ttft_times_seconds=ttft_times,
+            ttft_count_per_second=ttft_rate,
+            start_seconds=float(series.timestamps_seconds[0]),
+        )
+
+    def _ttft_rate(self) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            ttft = histogram_series(self._frame, "ttft")
+        except SourceError:
+            return np.zeros(0), np.zeros(0)
+        t = ttft.timestamps_seconds
+        return (t[1:] + t[:-1]) / 2, counter_rate(t, ttft.counts)
+
+    # --- wiring -----------------------------------------------------------------------------
+
+    def _show(self) -> None:
+        try:
+            hist_fig, series_fig = self._figures()
+        except _ERRORS as exc:
+            self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
+            return
+        self.error.value = ""
+        for target, source in ((self.figure, hist_fig), (self.series_figure, series_fig)):
+            with target.batch_update():
+                _copy(target, source)
+
+    def update(self, change=None) -> None:
+        """Recompute and redraw from the current controls."""
+        self._show()
+
+    def _on_example(self, change) -> None:
+        try:
+            self._frame = read_paths([self.examples[change["new"]]])
+        except _ERRORS as exc:
+            self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
+            return
+        self._source = change["new"]
+        self._show()
+
+    def _on_upload(self, change) -> None:
+        files = change["new"]
+        if not files:
+            return
+        try:
+            texts = {f["name"]: bytes(f["content"]).decode("utf-8") for f in files}
+            self._frame = read_texts(texts)
+        except UnicodeDecodeError as exc:
+            self.error.value = f'<span style="color:#c00">error: not UTF-8 text ({exc})</span>'
+            return
+        except _ERRORS as exc:
+            self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
+            return
+        self._source = ", ".join(sorted(texts)) if len(texts) <= 2 else f"{len(texts)} uploads"
+        self._show()
+
+
+def _copy(target: go.FigureWidget, source: go.Figure) -> None:
+    """Make `target` show `source` (same traces in the same order), inside a batch_update."""
+    for old, new in zip(target.data, source.data, strict=True):
+        fields = new.to_plotly_json()
+        fields.pop("type", None)
+        old.update(fields, overwrite=True)
+    target.layout.update(source.layout.to_plotly_json(), overwrite=True)
+    target.layout.annotations = source.layout.annotations  # update() would keep stale ones

@@ -1,0 +1,133 @@
+"""Notebook 03 wiring: figure builders and the explorer, without a kernel."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pytest
+
+from itlkit.histogram import from_samples, summarize
+from itlkit.plots.histogram import bucket_bars, histogram_figure
+from itlkit.roofline import Deployment, decode_step
+from itlkit.widgets.histogram import HistogramExplorer
+
+LES = ["0.01", "0.025", "0.05", "0.075", "0.1", "+Inf"]
+INF = math.inf
+
+
+def page(itl_counts, itl_sum, ttft_count):
+    lines = ["# TYPE vllm:inter_token_latency_seconds histogram"]
+    for le, c in zip(LES, itl_counts, strict=True):
+        lines.append(
+            f'vllm:inter_token_latency_seconds_bucket{{model_name="m",engine="0",le="{le}"}} {c}'
+        )
+    lines.append(
+        f'vllm:inter_token_latency_seconds_count{{model_name="m",engine="0"}} {itl_counts[-1]}'
+    )
+    lines.append(f'vllm:inter_token_latency_seconds_sum{{model_name="m",engine="0"}} {itl_sum}')
+    ttft = 'vllm:time_to_first_token_seconds_{}{{model_name="m",engine="0"{}}} {}'
+    lines.append("# TYPE vllm:time_to_first_token_seconds histogram")
+    lines.append(ttft.format("bucket", ',le="+Inf"', ttft_count))
+    lines.append(ttft.format("count", "", ttft_count))
+    lines.append(ttft.format("sum", "", 0))
+    return "\n".join(lines) + "\n"
+
+
+# 90 ITLs at 16 ms (bucket 10-25 ms) and 10 at 79 ms (bucket 75-100 ms): p99 = 97.5 ms by hand
+ONE = page([0, 90, 90, 90, 100, 100], 90 * 0.016 + 10 * 0.079, 3)
+
+
+@pytest.fixture
+def examples(tmp_path):
+    single = tmp_path / "metrics-20261202T120000Z.prom"
+    single.write_text(ONE)
+    folder = tmp_path / "series"
+    folder.mkdir()
+    # interval 1: 90 fast + 10 slow (10 % slow); interval 2: 50 fast + 50 slow (50 % slow)
+    pages = [page([0] * 6, 0, 0), ONE, page([0, 140, 140, 140, 200, 200], 6.0, 9)]
+    for i, text in enumerate(pages):
+        (folder / f"metrics-20261202T1200{15 * i:02d}Z.prom").write_text(text)
+    return {"one page": single, "series": folder}
+
+
+def _trace(fig, name):
+    (trace,) = [t for t in fig.data if t.name == name]
+    return trace
+
+
+def test_bucket_bars_are_share_per_decade_with_open_ends():
+    h = from_samples([0.005] * 10 + [0.05] * 30 + [5.0] * 40, upper_bounds=[0.01, 0.1, INF])
+    bars = bucket_bars(h)
+    assert bars.left_seconds.tolist() == pytest.approx([0.001, 0.01, 0.1])
+    assert bars.right_seconds.tolist() == pytest.approx([0.01, 0.1, 1.0])
+    assert bars.share_per_decade.tolist() == pytest.approx([0.125, 0.375, 0.5])
+    assert bars.open_ended.tolist() == [True, False, True]
+    wide = bucket_bars(from_samples([0.5] * 4, upper_bounds=[0.01, 1.0, INF]))
+    assert wide.share_per_decade[1] == pytest.approx(0.5)  # one share over two decades
+
+
+def test_histogram_figure_marks_quantiles_mean_and_floor():
+    h = from_samples([0.016] * 90 + [0.079] * 10, upper_bounds=[0.01, 0.025, 0.05, 0.075, 0.1, INF])
+    fig = histogram_figure(summarize(h), floor_seconds=0.015, slow_factor=5)
+    assert _trace(fig, "p99").x[0] == pytest.approx(0.0975)
+    assert _trace(fig, "mean").x[0] == pytest.approx(0.0223)
+    assert _trace(fig, "floor").x[0] == 0.015
+    assert _trace(fig, "5× floor").x[0] == pytest.approx(0.075)
+    assert "interpolated in bucket (75.00 ms, 100.00 ms]" in _trace(fig, "p99").hovertemplate
+    assert fig.layout.xaxis.type == "log" and "(s, log scale)" in fig.layout.xaxis.title.text
+    assert "% per decade" in fig.layout.yaxis.title.text
+
+
+def test_explorer_initial_numbers(examples):
+    ex = HistogramExplorer(examples=examples)
+    assert _trace(ex.figure, "p99").x[0] == pytest.approx(0.0975)
+    assert _trace(ex.figure, "p50").x[0] == pytest.approx(0.01 + 0.015 * 50 / 90)
+    # llama-3.1-8b bf16 on H100 SXM, batch 64, 4,096 tokens: floor 15.05 ms (project brief)
+    assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
+    assert "p99 97.50 ms (interpolated in bucket (75.00 ms, 100.00 ms])" in ex.status.value
+    for control in (ex.batch, ex.context, ex.slow_factor):
+        assert "(" in control.description  # every slider names its unit
+
+
+def test_explorer_moves_the_floor_with_batch_context_and_factor(examples):
+    ex = HistogramExplorer(examples=examples)
+    ex.batch.value = 256
+    ex.context.value = 8192
+    dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    want = float(decode_step(dep, batch_size=256, context_tokens=8192).floor_seconds)
+    assert _trace(ex.figure, "floor").x[0] == pytest.approx(want)
+    assert want > 0.03  # far from the 15 ms default, so the update is visible
+    ex.slow_factor.value = 3.0
+    assert _trace(ex.figure, "3× floor").x[0] == pytest.approx(3 * want)
+    ex.gpu.value = "h200-sxm"
+    assert _trace(ex.figure, "floor").x[0] < want  # more HBM bandwidth, lower floor
+
+
+def test_explorer_series_shows_slow_share_and_ttft_rate(examples):
+    ex = HistogramExplorer(examples=examples)
+    ex.example.value = "series"
+    slow, ttft = ex.series_figure.data
+    # floor 15.05 ms, 5× = 75 ms: the cut is the 25 ms bound (closest to sqrt(5) × floor)
+    assert np.asarray(slow.y).tolist() == pytest.approx([10.0, 50.0])
+    assert np.asarray(slow.x).tolist() == pytest.approx([0.125, 0.375])  # minutes
+    assert np.asarray(ttft.y).tolist() == pytest.approx([3 / 15, 6 / 15])
+    assert "window of 3 scrapes" in ex.figure.layout.title.text
+    assert _trace(ex.figure, "p50").x[0] == pytest.approx(0.01 + 0.015 * 100 / 140)
+
+
+def test_explorer_upload_and_bad_upload(examples):
+    ex = HistogramExplorer(examples=examples)
+    ex.example.value = "series"
+    now = dt.datetime.now(dt.UTC)
+    upload = {"name": "mine-20261202T130000Z.prom", "type": "text/plain", "size": len(ONE),
+              "last_modified": now, "content": memoryview(ONE.encode())}  # fmt: skip
+    ex.upload.value = (upload,)
+    assert ex.error.value == ""
+    assert "mine-20261202T130000Z.prom" in ex.figure.layout.title.text
+    assert _trace(ex.figure, "p99").x[0] == pytest.approx(0.0975)
+    bad = dict(upload, name="bad.prom", content=memoryview(b"<html>502</html>\n"))
+    ex.upload.value = (bad,)
+    assert "bad.prom:1: malformed exposition line" in ex.error.value
+    assert _trace(ex.figure, "p99").x[0] == pytest.approx(0.0975)  # figure kept
