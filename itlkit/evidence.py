@@ -258,3 +258,122 @@ def timeline_from_frame(
         snapshots=len(itl),
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def parse_time_seconds(text: str) -> float:
+    """Unix seconds, or an RFC 3339 / ISO 8601 time (UTC when no zone is given)."""
+    text = str(text).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = pd.Timestamp(text)
+    except ValueError:
+        raise EvidenceError(
+            f"cannot read time {text!r}: use unix seconds or e.g. 2026-12-02T15:00:00Z"
+        ) from None
+    if when.tzinfo is None:
+        when = when.tz_localize("UTC")
+    return when.timestamp()
+
+
+def timeline_from_prometheus(
+    base_url: str,
+    *,
+    start,
+    end,
+    window_seconds: float = DEFAULT_WINDOW_SECONDS,
+    model_name: str | None = None,
+    timeout_seconds: float = 30.0,
+) -> Timeline:
+    """The same windows from a Prometheus server: `rate(...[window])` x window at each step.
+
+    Each window's histogram is `sum by(le) (rate(bucket[w]))` times w, i.e. Prometheus' own
+    `increase`, so quantiles match what Grafana shows for the same window.
+    """
+    from itlkit.prometheus_api import (
+        PrometheusError,
+        count_rate_query,
+        counter_rate_query,
+        fetch_bucket_rates,
+        gauge_query,
+        query_range,
+    )
+
+    start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
+    if not end_seconds - start_seconds >= window_seconds:
+        raise EvidenceError(
+            f"the period ({end_seconds - start_seconds:g} s) must span at least one window "
+            f"({window_seconds:g} s)"
+        )
+    window = f"{round(window_seconds)}s"
+    span = dict(
+        start_seconds=start_seconds + window_seconds,
+        end_seconds=end_seconds,
+        step_seconds=window_seconds,
+        timeout_seconds=timeout_seconds,
+    )
+    try:
+        itl = fetch_bucket_rates(base_url, "itl", model_name=model_name, rate_window=window, **span)
+    except PrometheusError as exc:
+        if "no " in str(exc) and "data" in str(exc):
+            raise EvidenceError(f"no ITL histogram in that period: {exc}") from None
+        raise
+    times = itl.timestamps_seconds
+    histograms = tuple(
+        Histogram.create(
+            upper_bounds=itl.upper_bounds,
+            cumulative_counts=np.maximum.accumulate(row * window_seconds),
+            sum=float(np.nan_to_num(s) * window_seconds),
+        )
+        for row, s in zip(itl.cumulative_counts, itl.sums, strict=True)
+    )
+    total = sum_histograms(histograms)
+    if total.count == 0:
+        raise EvidenceError("the ITL histogram recorded no observations in the period")
+    notes: list[str] = []
+
+    def series(promql: str, *, scale: float = 1.0) -> np.ndarray:
+        frame = query_range(base_url, promql, **span)
+        if frame.empty:
+            notes.append(f"Prometheus returned nothing for {promql}")
+            return np.full(times.size, math.nan)
+        values = frame.groupby("timestamp_seconds")["value"].sum()
+        return values.reindex(times).to_numpy(dtype=float) * scale
+
+    kw = dict(model_name=model_name, rate_window=window)
+    ttft_total = None
+    try:
+        ttft = fetch_bucket_rates(
+            base_url, "ttft", model_name=model_name, rate_window=window, **span
+        )
+        ttft_total = Histogram.create(
+            upper_bounds=ttft.upper_bounds,
+            cumulative_counts=np.maximum.accumulate(
+                np.nansum(ttft.cumulative_counts, axis=0) * window_seconds
+            ),
+            sum=float(np.nansum(ttft.sums) * window_seconds),
+        )
+    except PrometheusError:
+        notes.append("no TTFT histogram in that period")
+    return Timeline(
+        start_seconds=times - window_seconds,
+        end_seconds=times,
+        itl=histograms,
+        itl_total=total,
+        ttft_total=ttft_total,
+        first_tokens=series(count_rate_query("ttft", **kw), scale=window_seconds),
+        running=series(gauge_query("running", model_name=model_name)),
+        waiting=series(gauge_query("waiting", model_name=model_name)),
+        kv_usage=series(gauge_query("kv_usage", model_name=model_name, how="max")),
+        preemptions=series(counter_rate_query("preemptions", **kw), scale=window_seconds),
+        prompt_tokens=series(counter_rate_query("prompt_tokens", **kw), scale=window_seconds),
+        generation_tokens=series(
+            counter_rate_query("generation_tokens", **kw), scale=window_seconds
+        ),
+        finished_requests=series(count_rate_query("e2e", **kw), scale=window_seconds),
+        counter_resets_seconds=(),
+        snapshots=int(times.size) + 1,
+        notes=tuple(dict.fromkeys(notes)),
+    )

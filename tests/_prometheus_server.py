@@ -1,0 +1,69 @@
+"""A real Prometheus over a backfilled TSDB, for tests (recipe: shared/spec/prometheus-testing.md).
+
+`backfilled_prometheus(root, openmetrics_text, prometheus=..., promtool=...)` builds blocks with
+`promtool tsdb create-blocks-from openmetrics`, serves them on 127.0.0.1 on a free port, yields the
+base URL and stops the server on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def backfilled_prometheus(
+    root: Path, openmetrics_text: str, *, prometheus: Path, promtool: Path
+) -> Iterator[str]:
+    """Serve the OpenMetrics text from a throwaway TSDB; yields http://127.0.0.1:PORT."""
+    (root / "in.om").write_text(openmetrics_text)
+    built = subprocess.run(
+        [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(root / "in.om"),
+         str(root / "data")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if built.returncode != 0:
+        raise RuntimeError(f"promtool failed: {built.stderr}{built.stdout}")
+    (root / "prometheus.yml").write_text("global: {}\nscrape_configs: []\n")
+    port = _free_port()
+    with open(root / "prometheus.log", "w") as log:
+        proc = subprocess.Popen(
+            [str(prometheus), f"--config.file={root / 'prometheus.yml'}",
+             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+             "--storage.tsdb.retention.time=100y"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "prometheus did not become ready:\n" + (root / "prometheus.log").read_text()
+                    )
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
