@@ -96,4 +96,4 @@ def test_figure_builder_is_pure_and_complete():
     fig = scheduler_figure(view)
     assert len(fig.data) == 7
     budgets = [int(b) for b in _trace(fig, "token budget (tokens/step)").text]
-    assert budgets == [512, 1024, 2048, 4096, 8192, 16384]
+    assert budgets == [512, 1024, 2048, 4096, 8192]

@@ -25,7 +25,7 @@ from itlkit.scheduler import (
 from itlkit.units import MILLISECOND
 from itlkit.workload import Workload, synthetic_workload
 
-FRONTIER_BUDGETS = (512, 1024, 2048, 4096, 8192, 16384)
+FRONTIER_BUDGETS = (512, 1024, 2048, 4096, 8192)
 FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)
 _FAST, _SLOW, _ARRIVAL = "#4C72B0", "#C44E52", "#55A868"
 
