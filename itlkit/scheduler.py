@@ -209,6 +209,11 @@ def _allreduce_seconds(dep: Deployment, *, tokens: int) -> float:
     return float(allreduce_cost(dep, tokens=tokens)[1])
 
 
+def transfer_bytes_per_token(deployment: Deployment) -> float:
+    """KV bytes one prompt token sends from the prefill to the decode instance (all layers)."""
+    return float(deployment.model.kv_bytes_per_token(deployment.kv))
+
+
 def kv_capacity_tokens(deployment: Deployment) -> int:
     """KV tokens that fit beside the weights: (HBM x utilisation - weights) / KV bytes per token."""
     budget = capacity(deployment, context_tokens=1).kv_budget_bytes
@@ -947,7 +952,7 @@ def simulate_deployment(
         ),
         kv_capacity_tokens=kv_capacity_tokens(deployment),
         config=config,
-        kv_bytes_per_token=deployment.kv_bytes_per_token_per_gpu * deployment.tp,
+        kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=until_seconds,
     )
 
@@ -964,6 +969,7 @@ __all__ = [
     "roofline_step_function",
     "simulate",
     "simulate_deployment",
+    "transfer_bytes_per_token",
     "weighted_histogram",
     "weighted_quantile",
 ]

@@ -175,7 +175,10 @@ def profile_arrivals(*, profile: RateProfile, duration_seconds: float, seed: See
     # Invert the intensity; flat stretches (rate 0) never receive points.
     segment = np.searchsorted(intensity, unit, side="right") - 1
     segment = np.clip(segment, 0, len(rates[keep]) - 1)
-    return knots[segment] + (unit - intensity[segment]) / rates[keep][segment]
+    rate = rates[keep][segment]
+    # A point exactly on the edge of a zero-rate stretch belongs to that edge.
+    offset = np.divide(unit - intensity[segment], rate, out=np.zeros_like(unit), where=rate > 0)
+    return knots[segment] + offset
 
 
 # ---- the workload --------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from itlkit.scheduler import (
     kv_capacity_tokens,
     roofline_step_function,
     simulate,
+    transfer_bytes_per_token,
 )
 from itlkit.units import MILLISECOND
 from itlkit.workload import Workload, synthetic_workload
@@ -94,7 +95,7 @@ def frontier_points(
             step_function=step,
             kv_capacity_tokens=capacity,
             config=replace(config, max_num_batched_tokens=int(budget)),
-            kv_bytes_per_token=deployment.kv_bytes_per_token_per_gpu * deployment.tp,
+            kv_bytes_per_token=transfer_bytes_per_token(deployment),
             until_seconds=window_seconds,
         )
         summary = run.summary()
@@ -127,7 +128,7 @@ def scheduler_view(
         step_function=roofline_step_function(deployment),
         kv_capacity_tokens=kv_capacity_tokens(deployment),
         config=config,
-        kv_bytes_per_token=deployment.kv_bytes_per_token_per_gpu * deployment.tp,
+        kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=window_seconds,
     )
     if frontier is None:
