@@ -1,0 +1,406 @@
+"""The interview drill graded against the reference answer (shared/spec/worked-example.txt):
+Llama 3.1 8B BF16 on one H100 SXM, 64 sequences at 4K, a 2,048-token chunk -> floor 15.05 ms
+(weights 4.79 ms + KV 10.26 ms), a chunked step of ~79 ms, 8 steps for a 4,096-token prompt at a
+512-token budget (2 at 2,048), a 70B TP=4 weight floor of 10.5 ms (35.3 GB per GPU)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from itlkit.diagnosis import CAUSES
+from itlkit.drill import (
+    CLOSE,
+    CORRECT,
+    DRILL_GPUS,
+    DRILL_MODELS,
+    HIRE,
+    MISSING,
+    STRONG_HIRE,
+    SYMPTOMS,
+    TP_CHOICES,
+    WEAK,
+    WRONG,
+    Answer,
+    draw_scenario,
+    drill_deployment,
+    follow_ups,
+    grade,
+    make_scenario,
+    question_text,
+    verdict_for,
+    worked_example,
+    worked_numbers,
+)
+from itlkit.models import ConfigError, check_tensor_parallel
+from itlkit.roofline import capacity, mixed_step
+
+MS = 1e-3
+REFERENCE = Answer(
+    floor_seconds=15.05 * MS,
+    kv_read_seconds=10.26 * MS,
+    mixed_step_seconds=79 * MS,
+    ranking=CAUSES,
+    p99_meaning="slow_steps",
+    signal="itl_buckets_vs_arrivals",
+    fix="lower_budget",
+    checked_ttft=True,
+    prefill_steps=8,
+)
+
+
+@pytest.fixture(scope="module")
+def example():
+    return worked_example()
+
+
+def test_worked_numbers_are_the_reference_answers(example):
+    w = worked_numbers(example)
+    assert w.weight_bytes == pytest.approx(16.06e9, abs=0.005e9)
+    assert w.kv_bytes == pytest.approx(34.36e9, abs=0.005e9)
+    assert w.weight_read_seconds == pytest.approx(4.79 * MS, abs=0.005 * MS)
+    assert w.kv_read_seconds == pytest.approx(10.26 * MS, abs=0.005 * MS)
+    assert w.floor_seconds == pytest.approx(15.05 * MS, abs=0.005 * MS)
+    assert w.mixed_matmul_seconds == pytest.approx(68.6 * MS, abs=0.05 * MS)
+    assert round(w.mixed_step_seconds / MS) == 79
+    assert round(w.over_floor, 1) == 5.2
+    assert round(w.smaller_mixed_step_seconds / MS) == 29
+    assert (w.prefill_steps, w.smaller_prefill_steps) == (2, 8)
+    assert round(w.ridge_flops_per_byte) == 295
+    assert example.observed_p50_seconds == pytest.approx(24.0 * MS)
+    assert round(w.observed_mbu, 2) == 0.63  # "a measured 24 ms p50 is 63% MBU"
+
+
+def test_reference_answer_is_correct_everywhere(example):
+    result = grade(example, REFERENCE)
+    for key in ("floor", "kv_term", "mixed_step"):
+        assert result.item(key).verdict == CORRECT, result.item(key).feedback
+    assert [i.verdict for i in result.items] == [CORRECT] * len(result.items)
+    assert result.mistakes == ()
+    assert result.rubric.level == STRONG_HIRE
+    assert result.rubric.missing == ()
+    floor = result.item("floor").feedback
+    assert "16.06 GB" in floor and "34.36 GB" in floor and "15.05 ms" in floor
+    assert "78.82 ms" in result.item("mixed_step").feedback
+    assert "5.2x the floor" in result.item("mixed_step").feedback
+    assert "28.96 ms" in result.item("fix").feedback
+    assert "8 steps instead of 2" in result.item("fix").feedback
+    assert "24.00 ms" in result.sanity and "63%" in result.sanity
+
+
+@pytest.mark.parametrize(
+    ("factor", "verdict"),
+    [(1.0, CORRECT), (1.049, CORRECT), (0.951, CORRECT), (1.1, CLOSE), (0.85, CLOSE),
+     (1.25, WRONG), (0.5, WRONG)],
+)  # fmt: skip
+def test_tolerances(example, factor, verdict):
+    floor = worked_numbers(example).floor_seconds
+    item = grade(example, Answer(floor_seconds=floor * factor)).item("floor")
+    assert item.verdict == verdict
+    assert item.relative_error == pytest.approx(abs(factor - 1))
+
+
+@given(
+    worked=st.floats(1e-4, 10.0),
+    error=st.floats(-0.2, 0.2),
+)
+def test_verdict_follows_relative_error(worked, error):
+    verdict, measured = verdict_for(answer=worked * (1 + error), worked=worked)
+    assert measured == pytest.approx(abs(error), abs=1e-9)
+    if abs(error) < 0.0499:
+        assert verdict == CORRECT
+    elif abs(error) > 0.0501:
+        assert verdict in (CLOSE, WRONG)
+        assert verdict == CLOSE or abs(error) > 0.1999
+
+
+def test_blank_numbers_are_not_answered(example):
+    result = grade(example, Answer())
+    assert {i.verdict for i in result.items} == {MISSING}
+    assert result.rubric.level == WEAK
+    assert "15.05 ms" in result.item("floor").feedback  # the worked number is still shown
+
+
+def test_floor_from_weights_alone(example):
+    result = grade(example, dataclasses.replace(REFERENCE, floor_seconds=4.79 * MS))
+    keys = [m.key for m in result.mistakes]
+    assert keys == ["floor_from_weights_alone"]
+    assert result.item("floor").verdict == WRONG
+    detail = result.mistakes[0].detail
+    assert "4.79 ms" in detail and "34.36 GB" in detail and "2.1x" in detail
+    assert result.rubric.level == WEAK
+
+
+def test_a_right_floor_is_not_the_weights_alone_mistake(example):
+    result = grade(example, dataclasses.replace(REFERENCE, floor_seconds=15.0 * MS))
+    assert "floor_from_weights_alone" not in [m.key for m in result.mistakes]
+
+
+def test_weights_alone_is_no_mistake_when_kv_is_negligible():
+    # 70B at batch 8 x 1K: the KV term is 2% of the floor, so a weight-only floor is right.
+    scenario = make_scenario(
+        drill_deployment(model="llama-3.1-70b", gpu="h200-sxm", tp=4),
+        batch_size=8,
+        context_tokens=1024,
+        chunk_tokens=2048,
+        prompt_tokens=4096,
+    )
+    w = worked_numbers(scenario)
+    assert w.kv_read_seconds / w.floor_seconds < 0.05
+    result = grade(scenario, Answer(floor_seconds=w.weight_read_seconds))
+    assert result.item("floor").verdict == CORRECT
+    assert result.mistakes == ()
+
+
+def test_wrong_ranking_is_flagged(example):
+    wrong = ("host_overhead", "prefill_interference", "batch_or_context_growth", "preemption")
+    item = grade(example, dataclasses.replace(REFERENCE, ranking=wrong)).item("ranking")
+    assert item.verdict == WRONG
+    assert "prefill chunks ride in decode steps first, not host overhead" in item.feedback
+    result = grade(example, dataclasses.replace(REFERENCE, ranking=wrong))
+    assert result.rubric.level == WEAK
+    assert "right first cause" in result.rubric.missing
+
+
+def test_ranking_partial_credit_and_bad_rankings(example):
+    swapped = ("prefill_interference", "host_overhead", "batch_or_context_growth", "preemption")
+    item = grade(example, Answer(ranking=swapped)).item("ranking")
+    assert item.verdict == CLOSE
+    assert "second is the batch or the context grew" in item.feedback
+    twice = ("prefill_interference", "prefill_interference", "host_overhead", "preemption")
+    assert grade(example, Answer(ranking=twice)).item("ranking").verdict == WRONG
+    no_first = (None, "prefill_interference", "host_overhead", "preemption")
+    item = grade(example, Answer(ranking=no_first)).item("ranking")
+    assert item.verdict == WRONG and "rank 1 is blank" in item.feedback
+    only_top_two = ("prefill_interference", "batch_or_context_growth")
+    assert grade(example, Answer(ranking=only_top_two)).item("ranking").verdict == CORRECT
+    assert grade(example, Answer(ranking=(None,) * 4)).item("ranking").verdict == MISSING
+    with pytest.raises(ConfigError, match="unknown causes"):
+        grade(example, Answer(ranking=("gpu_contention",)))
+
+
+def test_p99_as_slowest_request(example):
+    result = grade(example, dataclasses.replace(REFERENCE, p99_meaning="slowest_request"))
+    assert [m.key for m in result.mistakes] == ["p99_as_slowest_request"]
+    assert result.item("p99").verdict == WRONG
+    assert "78.82 ms" in result.mistakes[0].detail
+    assert result.rubric.level == HIRE
+
+
+def test_budget_lowered_without_ttft_check(example):
+    result = grade(example, dataclasses.replace(REFERENCE, checked_ttft=False))
+    assert [m.key for m in result.mistakes] == ["budget_without_ttft_check"]
+    assert "into 8 steps (from 2)" in result.mistakes[0].detail
+    assert result.rubric.level == HIRE
+    # Disaggregating does not change the budget, so there is nothing to check there.
+    other = grade(example, dataclasses.replace(REFERENCE, fix="disaggregate", checked_ttft=False))
+    assert other.mistakes == ()
+    assert other.item("fix").verdict == CORRECT
+
+
+def test_gpu_utilisation_signal(example):
+    result = grade(example, dataclasses.replace(REFERENCE, signal="gpu_utilisation"))
+    assert [m.key for m in result.mistakes] == ["gpu_utilisation"]
+    assert result.item("signal").verdict == WRONG
+    assert result.rubric.level == HIRE
+
+
+def test_turning_chunked_prefill_off_is_priced(example):
+    item = grade(example, dataclasses.replace(REFERENCE, fix="chunked_off")).item("fix")
+    assert item.verdict == WRONG
+    whole = mixed_step(example.deployment, batch_size=64, context_tokens=4096, chunk_tokens=4096)
+    assert f"{whole.step_seconds / MS:.2f} ms" in item.feedback
+    assert whole.step_seconds > worked_numbers(example).mixed_step_seconds
+
+
+def test_rubric_levels(example):
+    weak = Answer(floor_seconds=4.79 * MS, signal="mean_itl", fix="add_replicas")
+    assert grade(example, weak).rubric.level == WEAK
+    hire = Answer(
+        floor_seconds=15.05 * MS,
+        kv_read_seconds=10.26 * MS,
+        ranking=CAUSES,
+        fix="lower_budget",
+        checked_ttft=True,
+    )
+    result = grade(example, hire)
+    assert result.rubric.level == HIRE
+    assert "the chunked step quantified" in result.rubric.missing
+    assert "the TTFT price of a smaller budget" in result.rubric.missing
+    # Close numbers (within 20%) still earn Hire; the right cause with the wrong fix does not.
+    close = dataclasses.replace(hire, floor_seconds=17 * MS, kv_read_seconds=11.5 * MS)
+    assert grade(example, close).rubric.level == HIRE
+    assert grade(example, dataclasses.replace(hire, fix="add_replicas")).rubric.level == WEAK
+    assert grade(example, REFERENCE).rubric.level == STRONG_HIRE
+
+
+def test_prefill_steps_off_by_one_is_close(example):
+    assert grade(example, Answer(prefill_steps=7)).item("prefill_steps").verdict == CLOSE
+    assert grade(example, Answer(prefill_steps=2)).item("prefill_steps").verdict == WRONG
+
+
+@pytest.mark.parametrize(
+    ("symptom", "top", "signal", "fix"),
+    [
+        ("shift", "batch_or_context_growth", "p50_vs_running", "cap_or_fp8_kv"),
+        ("host", "host_overhead", "nsight_gaps", "cuda_graphs"),
+        ("gaps", "preemption", "preemptions", "add_replicas"),
+    ],
+)
+def test_other_symptoms_change_the_right_answer(symptom, top, signal, fix):
+    scenario = dataclasses.replace(worked_example(), symptom=symptom)
+    assert scenario.top_cause == top
+    answer = dataclasses.replace(
+        REFERENCE, ranking=SYMPTOMS[symptom].ranking, signal=signal, fix=fix
+    )
+    result = grade(scenario, answer)
+    assert result.item("ranking").verdict == CORRECT
+    assert result.item("signal").verdict == CORRECT
+    assert result.item("fix").verdict == CORRECT
+    assert result.rubric.level == STRONG_HIRE
+    # The interference answer is now the wrong one.
+    assert grade(scenario, REFERENCE).item("ranking").verdict == WRONG
+    assert grade(scenario, REFERENCE).item("fix").verdict == WRONG
+
+
+def test_host_symptom_p50_is_far_above_the_floor():
+    scenario = make_scenario(
+        drill_deployment(model="llama-3.1-8b", gpu="h100-sxm"),
+        batch_size=64,
+        context_tokens=4096,
+        chunk_tokens=2048,
+        prompt_tokens=4096,
+        symptom="host",
+    )
+    result = grade(scenario, Answer())
+    assert result.worked.observed_mbu < 0.3
+    assert "too low for bandwidth alone" in result.sanity
+
+
+def test_follow_ups_carry_this_scenarios_numbers(example):
+    ttft, seventy, chunked_off = follow_ups(example)
+    assert "TTFT" in ttft.question and "2 steps" in ttft.answer and "78.82 ms" in ttft.answer
+    assert "70B" in seventy.question and "TP=4" in seventy.question
+    assert "35.28 GB" in seventy.answer and "10.53 ms" in seventy.answer  # 35.3 GB, 10.5 ms
+    assert "all-reduce" in seventy.answer and "does not fit" not in seventy.answer
+    assert "chunked prefill off" in chunked_off.question
+    assert "145.31 ms" in chunked_off.answer and "worse" in chunked_off.answer
+
+
+def test_seventy_b_follow_up_warns_when_it_does_not_fit():
+    scenario = make_scenario(
+        drill_deployment(model="llama-3.1-8b", gpu="l40s"),
+        batch_size=48,
+        context_tokens=4096,
+        chunk_tokens=2048,
+        prompt_tokens=4096,
+    )
+    seventy = follow_ups(scenario)[1]
+    assert "does not fit" in seventy.answer
+
+
+def test_question_poses_the_scenario_without_the_answers(example):
+    text = " ".join(question_text(example))
+    for fact in ("llama-3.1-8b", "32 layers", "8 KV heads", "3.35 TB/s", "64 running", "4,096",
+                 "2,048", "512-token budget", "24.00 ms"):  # fmt: skip
+        assert fact in text, fact
+    for answer in ("15.05", "10.26", "78.8", "79 ms"):
+        assert answer not in text
+
+
+def test_scenarios_reproduce_by_seed():
+    first = [draw_scenario(np.random.default_rng(2026)) for _ in range(2)]
+    assert first[0] == first[1]
+    rng_a, rng_b = np.random.default_rng(11), np.random.default_rng(11)
+    assert [draw_scenario(rng_a) for _ in range(5)] == [draw_scenario(rng_b) for _ in range(5)]
+    assert draw_scenario(np.random.default_rng(1)) != draw_scenario(np.random.default_rng(2))
+
+
+def test_drawn_scenarios_are_always_valid_and_varied():
+    rng = np.random.default_rng(0)
+    scenarios = [draw_scenario(rng) for _ in range(300)]
+    for s in scenarios:
+        dep = s.deployment
+        assert dep.model.slug in DRILL_MODELS and dep.gpu.slug in DRILL_GPUS
+        check_tensor_parallel(dep.model, tp=dep.tp)
+        dep.validate()
+        assert capacity(dep, context_tokens=s.context_tokens).fits(batch_size=s.batch_size)
+        # The smallest TP that works: every smaller choice is invalid or does not fit.
+        for smaller in (tp for tp in TP_CHOICES if tp < dep.tp):
+            try:
+                candidate = drill_deployment(
+                    model=dep.model.slug,
+                    gpu=dep.gpu.slug,
+                    weight_precision=dep.weights.name,
+                    kv_precision=dep.kv.name,
+                    tp=smaller,
+                )
+            except ConfigError:
+                continue
+            cap = capacity(candidate, context_tokens=s.context_tokens)
+            assert not cap.fits(batch_size=s.batch_size)
+        w = worked_numbers(s)
+        assert w.floor_seconds == pytest.approx(w.weight_read_seconds + w.kv_read_seconds)
+        assert w.mixed_step_seconds > w.floor_seconds
+        assert w.smaller_prefill_steps > w.prefill_steps >= 2
+        assert s.prompt_tokens > s.chunk_tokens > s.smaller_chunk_tokens
+        assert grade(s, Answer()).rubric.level == WEAK
+    assert len({s.deployment.model.slug for s in scenarios}) >= 6
+    assert len({s.deployment.gpu.slug for s in scenarios}) == len(DRILL_GPUS)
+    assert {s.symptom for s in scenarios} == set(SYMPTOMS)
+    assert len({s.deployment.tp for s in scenarios}) >= 3
+
+
+def test_every_drawn_scenario_grades_its_own_worked_numbers_as_correct():
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        s = draw_scenario(rng)
+        w = worked_numbers(s)
+        answer = Answer(
+            floor_seconds=w.floor_seconds,
+            kv_read_seconds=w.kv_read_seconds,
+            mixed_step_seconds=w.mixed_step_seconds,
+            ranking=s.expected_ranking,
+            p99_meaning="slow_steps",
+            signal={
+                "bimodal": "itl_buckets_vs_arrivals",
+                "shift": "p50_vs_running",
+                "host": "nsight_gaps",
+                "gaps": "preemptions",
+            }[s.symptom],
+            fix={
+                "bimodal": "lower_budget",
+                "shift": "cap_or_fp8_kv",
+                "host": "cuda_graphs",
+                "gaps": "cap_or_fp8_kv",
+            }[s.symptom],
+            checked_ttft=True,
+            prefill_steps=w.smaller_prefill_steps,
+        )
+        assert grade(s, answer).rubric.level == STRONG_HIRE
+
+
+def test_bad_input():
+    with pytest.raises(ConfigError, match="does not fit|weights need"):
+        make_scenario(
+            drill_deployment(model="llama-3.1-70b", gpu="h100-sxm"),
+            batch_size=64,
+            context_tokens=4096,
+            chunk_tokens=2048,
+            prompt_tokens=4096,
+        )
+    with pytest.raises(ConfigError, match="unknown symptom"):
+        make_scenario(
+            drill_deployment(model="llama-3.1-8b", gpu="h100-sxm"),
+            batch_size=8,
+            context_tokens=1024,
+            chunk_tokens=2048,
+            prompt_tokens=4096,
+            symptom="gpu contention",
+        )
+    with pytest.raises(ConfigError, match="unknown fix"):
+        grade(worked_example(), Answer(fix="more_gpus"))
+    with pytest.raises(ConfigError, match="unknown signal"):
+        grade(worked_example(), Answer(signal="vibes"))
