@@ -49,7 +49,7 @@ import pandas as pd
 
 from itlkit.histogram import Histogram
 from itlkit.models import ConfigError
-from itlkit.roofline import Deployment, capacity, step_seconds
+from itlkit.roofline import Deployment, allreduce_cost, capacity, step_seconds
 from itlkit.vllm_metrics import (
     ITL_BUCKETS_SECONDS,
     REQUEST_LATENCY_BUCKETS_SECONDS,
@@ -149,7 +149,7 @@ def roofline_step_function(
 
         def scalar_step(*, decode_tokens, prefill_tokens, kv_tokens):
             tokens = decode_tokens + prefill_tokens
-            if isinstance(tokens, np.ndarray):
+            if isinstance(tokens, np.ndarray):  # arrays of tokens; kv_tokens arrays work below
                 return step(
                     decode_tokens=decode_tokens, prefill_tokens=prefill_tokens, kv_tokens=kv_tokens
                 )
@@ -162,18 +162,19 @@ def roofline_step_function(
 
         return scalar_step
 
-    def general(*, decode_tokens, prefill_tokens, kv_tokens):
-        if isinstance(decode_tokens + prefill_tokens, np.ndarray):
-            vector = np.vectorize(lambda d, p, k: general(decode_tokens=d, prefill_tokens=p,
-                                                          kv_tokens=k))  # fmt: skip
-            return vector(decode_tokens, prefill_tokens, kv_tokens)
+    def one(decode_tokens, prefill_tokens, kv_tokens):
         seconds = step_seconds(
             gpu,
             decode_tokens=int(decode_tokens),
             prefill_tokens=int(prefill_tokens),
-            kv_tokens=kv_tokens,
+            kv_tokens=kv_tokens,  # linear in the formula, so an array of them works as is
         )
         return seconds / efficiency + host
+
+    def general(*, decode_tokens, prefill_tokens, kv_tokens):
+        if np.ndim(decode_tokens) or np.ndim(prefill_tokens):
+            return np.vectorize(one)(decode_tokens, prefill_tokens, kv_tokens)
+        return one(decode_tokens, prefill_tokens, kv_tokens)
 
     return general
 
@@ -204,8 +205,6 @@ def _closed_form(dep: Deployment):
 
 
 def _allreduce_seconds(dep: Deployment, *, tokens: int) -> float:
-    from itlkit.roofline import allreduce_cost
-
     return float(allreduce_cost(dep, tokens=tokens)[1])
 
 

@@ -46,6 +46,7 @@ def llama_h100() -> Deployment:
         ("llama-3.1-8b", 1, {}),
         ("llama-3.1-70b", 4, {"allreduce_latency_seconds": 5e-6}),
         ("llama-3.1-8b", 1, {"prefill_attention": True}),
+        ("mixtral-8x7b-v0.1", 2, {}),
     ],
 )
 def test_roofline_step_function_equals_step_seconds(model, tp, terms):
@@ -54,6 +55,12 @@ def test_roofline_step_function_equals_step_seconds(model, tp, terms):
     for decode, prefill, kv in ((1, 0, 10), (64, 0, 64 * 4096), (63, 2049, 63 * 4300), (0, 512, 0)):
         expect = step_seconds(dep, decode_tokens=decode, prefill_tokens=prefill, kv_tokens=kv)
         got = step(decode_tokens=decode, prefill_tokens=prefill, kv_tokens=kv)
+        assert got == pytest.approx(expect, rel=1e-12)
+    # A stretch of decode steps passes its contexts as one array.
+    contexts = np.array([1000, 2000, 3000])
+    stretch = step(decode_tokens=8, prefill_tokens=0, kv_tokens=contexts)
+    for got, kv in zip(stretch, contexts, strict=True):
+        expect = step_seconds(dep, decode_tokens=8, prefill_tokens=0, kv_tokens=int(kv))
         assert got == pytest.approx(expect, rel=1e-12)
 
 
