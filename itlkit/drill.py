@@ -104,8 +104,8 @@ SYMPTOMS: dict[str, Symptom] = {
     "gaps": Symptom(
         "gaps",
         "TTFT is fine and ITL p50 ({p50}) looks normal, but a few requests see pauses of "
-        "several seconds between tokens; vllm:num_preemptions_total keeps climbing and "
-        "KV-cache usage sits near 100%.",
+        "several seconds between tokens; vllm:num_preemptions_total climbs during traffic "
+        "bursts, when KV-cache usage reaches 100%.",
         ("preemption", "batch_or_context_growth", "prefill_interference", "host_overhead"),
     ),
 }
@@ -366,8 +366,8 @@ def question_text(scenario: Scenario) -> tuple[str, ...]:
         "Symptom: " + SYMPTOMS[s.symptom].text.format(p50=_ms(s.observed_p50_seconds)),
         "Your turn: the decode floor, its KV term and the time of a step that carries a full "
         f"chunk (ms); the four causes ranked; what ITL p99 describes; the signal you would read; "
-        f"the fix; and how many chunked steps a {s.prompt_tokens:,}-token prompt needs at a "
-        f"{s.smaller_chunk_tokens:,}-token budget.",
+        f"the fix; and how many chunked steps a prompt of {s.prompt_tokens:,} tokens needs at a "
+        f"budget of {s.smaller_chunk_tokens:,} tokens per step.",
     )
 
 
@@ -487,11 +487,12 @@ def _grade_mixed(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
     bound = (
         "compute-bound: past the ridge"
         if w.mixed_compute_bound
-        else "still memory-bound: below the ridge"
+        else "still memory-bound: short of the ridge"
     )
     how = (
-        f"{w.mixed_tokens:,} tokens through the GEMMs ({bound} of "
-        f"{w.ridge_flops_per_byte:.0f} FLOP/B, about {w.ridge_tokens_per_step:.0f} tokens) take "
+        f"{w.mixed_tokens:,} tokens through the GEMMs ({bound}, which "
+        f"{w.ridge_flops_per_byte:.0f} FLOP/B puts at about {w.ridge_tokens_per_step:.0f} tokens "
+        "per step) take "
         f"{w.mixed_matmul_flops / 1e12:.1f} TFLOP at {format_rate(MFU * dep.peak_flops_per_second)}"
         f" = {_ms(w.mixed_matmul_seconds)}, plus the {_ms(w.kv_read_seconds)} KV read: "
         f"{_ms(w.mixed_step_seconds)}, {w.over_floor:.1f}x the floor"
@@ -630,8 +631,8 @@ def fix_effect(scenario: Scenario, w: Worked, fix: str) -> str:
     if fix == "lower_budget":
         return (
             f"At {s.smaller_chunk_tokens:,} tokens per step the slow step shrinks from "
-            f"{_ms(w.mixed_step_seconds)} to {_ms(w.smaller_mixed_step_seconds)}, but a "
-            f"{s.prompt_tokens:,}-token prompt needs {w.smaller_prefill_steps} steps instead of "
+            f"{_ms(w.mixed_step_seconds)} to {_ms(w.smaller_mixed_step_seconds)}, but a prompt "
+            f"of {s.prompt_tokens:,} tokens needs {w.smaller_prefill_steps} steps instead of "
             f"{w.prefill_steps}, so TTFT rises."
         )
     if fix == "disaggregate":
@@ -673,7 +674,7 @@ def fix_effect(scenario: Scenario, w: Worked, fix: str) -> str:
             chunk_tokens=s.prompt_tokens,
         )
         return (
-            f"A {s.prompt_tokens:,}-token prompt would then go in one step of about "
+            f"A prompt of {s.prompt_tokens:,} tokens would then go in one step of about "
             f"{_ms(whole.step_seconds)} that every running stream waits for: ITL p99 gets worse."
         )
     raise ConfigError(f"unknown fix {fix!r}; valid fixes: {', '.join(FIXES)}")
@@ -712,9 +713,10 @@ def find_mistakes(scenario: Scenario, w: Worked, answer: Answer) -> tuple[Mistak
             Mistake(
                 "budget_without_ttft_check",
                 MISTAKES["budget_without_ttft_check"],
-                f"A {scenario.smaller_chunk_tokens:,}-token budget turns a "
-                f"{scenario.prompt_tokens:,}-token prefill into {w.smaller_prefill_steps} steps "
-                f"(from {w.prefill_steps}); confirm TTFT p99 still meets its SLO before shipping.",
+                f"A budget of {scenario.smaller_chunk_tokens:,} tokens turns the prefill of a "
+                f"prompt of {scenario.prompt_tokens:,} tokens into {w.smaller_prefill_steps} "
+                f"steps (from {w.prefill_steps}); confirm TTFT p99 still meets its SLO before "
+                "shipping.",
             )
         )
     if answer.signal == "gpu_utilisation":
@@ -822,8 +824,8 @@ def follow_ups(scenario: Scenario) -> tuple[FollowUp, ...]:
         FollowUp(
             "ttft_first",
             "The product team says TTFT matters more than ITL. What do you change?",
-            f"Leave the budget at {s.chunk_tokens:,} tokens (or raise it): a "
-            f"{s.prompt_tokens:,}-token prompt finishes prefill in {w.prefill_steps} steps. "
+            f"Leave the budget at {s.chunk_tokens:,} tokens (or raise it): a prompt of "
+            f"{s.prompt_tokens:,} tokens finishes prefill in {w.prefill_steps} steps. "
             f"The cost is that every running stream sits through a {_ms(w.mixed_step_seconds)} "
             f"step ({w.over_floor:.1f}x the floor) whenever a chunk is on board. Make that a "
             "decision you can see: agree an ITL p99 target and alert on it, rather than letting "
@@ -863,8 +865,8 @@ def _follow_up_70b(scenario: Scenario) -> FollowUp:
         f"the MLP in each layer: {_ms(decode.allreduce_seconds)} per decode step over "
         f"{dep.gpu.interconnect}. Each GPU does a quarter of the chunk's GEMMs, "
         f"{float(mixed.matmul_flops) / 1e12:.1f} TFLOP per GPU against "
-        f"{own.mixed_matmul_flops / 1e12:.1f} TFLOP in your scenario, so a "
-        f"{s.chunk_tokens:,}-token chunk makes the step {_ms(mixed.step_seconds)} with the "
+        f"{own.mixed_matmul_flops / 1e12:.1f} TFLOP in your scenario, so a chunk of "
+        f"{s.chunk_tokens:,} tokens makes the step {_ms(mixed.step_seconds)} with the "
         f"all-reduce, {float(mixed.step_seconds) / float(decode.floor_seconds):.1f}x the floor."
         + fits
     )

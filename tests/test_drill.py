@@ -304,7 +304,7 @@ def test_seventy_b_follow_up_warns_when_it_does_not_fit():
 def test_question_poses_the_scenario_without_the_answers(example):
     text = " ".join(question_text(example))
     for fact in ("llama-3.1-8b", "32 layers", "8 KV heads", "3.35 TB/s", "64 running", "4,096",
-                 "2,048", "512-token budget", "24.00 ms"):  # fmt: skip
+                 "2,048", "budget of 512 tokens", "24.00 ms"):  # fmt: skip
         assert fact in text, fact
     for answer in ("15.05", "10.26", "78.8", "79 ms"):
         assert answer not in text
