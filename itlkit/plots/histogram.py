@@ -23,7 +23,7 @@ COLORS = {
     "bucket": "#4C78A8",
     "open": "#B0B0B0",
     "mean": "#54A24B",
-    "quantile": "#E45756",
+    "quantile": ("#F2A0A1", "#E45756", "#9D1C1E"),
     "floor": "#222222",
     "slow": "#F58518",
 }
@@ -92,10 +92,23 @@ def _vline(name: str, x: float, top: float, color: str, dash: str, text: str) ->
         name=name,
         x=[x, x],
         y=[0, top],
-        mode="lines",
+        mode="lines+text",
+        text=["", name],
+        textposition="top center",
+        textfont=dict(color=color, size=11),
         line=dict(color=color, dash=dash, width=2),
         hovertemplate=f"{text}<extra></extra>",
     )
+
+
+def _x_range(bars: BucketBars, marks: list[float]) -> list[float]:
+    """log10 range covering the non-empty buckets and every marked line, with some margin."""
+    full = bars.counts > 0
+    xs = [*bars.left_seconds[full], *bars.right_seconds[full]]
+    xs += [x for x in marks if x is not None and math.isfinite(x) and x > 0]
+    if not xs:
+        xs = [bars.left_seconds.min(), bars.right_seconds.max()]
+    return [math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]
 
 
 def histogram_figure(
@@ -139,14 +152,15 @@ def histogram_figure(
         _vline("mean", summary.mean, top, COLORS["mean"], "dot",
                f"mean {format_seconds(summary.mean)}"),
     ]  # fmt: skip
-    for est in summary.quantiles:
+    shades = COLORS["quantile"]
+    for i, est in enumerate(summary.quantiles):
         bucket = f"({_ms(est.bucket_lower)}, {_ms(est.bucket_upper)}]"
         traces.append(
             _vline(
                 f"p{est.q * 100:g}",
                 est.value,
                 top,
-                COLORS["quantile"],
+                shades[min(i, len(shades) - 1)],
                 "dash",
                 f"p{est.q * 100:g} {format_seconds(est.value)}, interpolated in bucket {bucket}",
             )
@@ -166,10 +180,13 @@ def histogram_figure(
                     f"{format_seconds(floor_seconds * slow_factor)}",
                 )
             )
+    marks = [summary.mean, *(e.value for e in summary.quantiles), floor_seconds]
+    if floor_seconds is not None and slow_factor is not None:
+        marks.append(floor_seconds * slow_factor)
     fig = go.Figure(traces)
     fig.update_layout(
         title=title or None,
-        xaxis=dict(type="log", title="latency (s, log scale)"),
+        xaxis=dict(type="log", title="latency (s, log scale)", range=_x_range(bars, marks)),
         yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
         margin=dict(l=70, r=20, t=60, b=40),
