@@ -231,11 +231,11 @@ class SimulationResult:
     Step arrays (length = steps): start and duration, tokens scheduled, queue lengths when
     scheduled, KV tokens held after the step, preemptions, ITL observations (requests that
     decoded), first tokens, prompt tokens completed and tokens generated.
-    Request arrays (length = workload requests): first scheduled (on the decode instance when
-    disaggregated), first-token and finish time (NaN if none),
-    tokens generated, preemptions. Segment arrays: request i emitted one token at the end of every
-    step from `segment_first_step` to `segment_last_step`. Gap arrays: the ITL observations of
-    requests that resumed after preemption (observed at `gap_end_seconds`).
+    Request arrays (length = workload requests): when first scheduled (on the decode instance
+    when disaggregated), first token and finish (NaN if none), tokens generated, preemptions.
+    Segment arrays: request i emitted one token at the end of every step from
+    `segment_first_step` to `segment_last_step`. Gap arrays: the ITL observations of requests
+    that resumed after preemption (observed at `gap_end_seconds`).
     """
 
     config: SchedulerConfig
