@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from itlkit.exposition import EngineState, render_vllm_metrics
 from itlkit.histogram import from_samples, series_window
@@ -357,3 +358,16 @@ def test_parser_reads_back_any_histogram_exactly(bounds, increments, model, engi
     assert s.upper_bounds.tolist() == [*bounds, INF]
     assert s.cumulative_counts[0].tolist() == cumulative
     assert s.sums[0] == total
+
+
+def test_written_pages_are_valid_exposition_throughout():
+    # Every line, not only the families itlkit reads, must parse with prometheus_client.
+    text = render_vllm_metrics({"0": EngineState(), "1": EngineState()}, model_name="m")
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["vllm:inter_token_latency_seconds"].type == "histogram"
+    assert families["vllm:time_per_output_token_seconds"].type == "histogram"
+    assert families["vllm:num_preemptions"].type == "counter"  # exposed as ..._total
+    assert "vllm:request_success" in families and "vllm:iteration_tokens_total" in families
+    buckets = [s for s in families["vllm:inter_token_latency_seconds"].samples if "le" in s.labels]
+    assert [s.labels["le"] for s in buckets[:3]] == ["0.01", "0.025", "0.05"]
+    assert buckets[19].labels["le"] == "+Inf" and len(buckets) == 40  # two engines
