@@ -741,14 +741,15 @@ def simulate(
                         chunk = budget
                     elif prefill > 0:
                         break
-                if used + chunk > capacity_tokens:
+                # It holds its prefix-cached tokens' KV from now on, plus the chunk's.
+                if used + computed[i] + chunk > capacity_tokens:
                     break
                 waiting.popleft()
                 running.append(i)
                 if first_scheduled[i] != first_scheduled[i]:  # NaN: first time scheduled
                     first_scheduled[i] = t
+                used += computed[i] + chunk
                 computed[i] += chunk
-                used += chunk
                 budget -= chunk
                 prefill += chunk
                 if computed[i] == target[i]:

@@ -161,6 +161,7 @@ def test_every_token_is_counted_once_even_with_preemption():
     assert r.itl_seconds.size == 8 * 299
     assert r.step_generation_tokens.sum() == 8 * 300
     assert r.step_kv_tokens.max() <= 1500
+    assert r.step_kv_tokens.min() >= 0 and r.step_kv_tokens[-1] == 0
 
 
 def test_steady_decode_itl_is_the_model_decode_step(llama_h100):
@@ -378,3 +379,45 @@ def test_step_function_must_return_positive_seconds():
             step_function=lambda *, decode_tokens, prefill_tokens, kv_tokens: 0.0,
             kv_capacity_tokens=100,
         )
+
+
+@pytest.mark.parametrize("disaggregated", [False, True])
+def test_fast_path_matches_step_by_step(llama_h100, monkeypatch, disaggregated):
+    """Pure-decode stretches done in a tight loop or as arrays change nothing in the results."""
+    w = synthetic_workload(
+        duration_seconds=60, rate_per_second=2, prompt_tokens=3000, output_tokens=400, seed=9
+    )
+    config = SchedulerConfig(
+        max_num_batched_tokens=2048, max_num_seqs=64, disaggregated=disaggregated
+    )
+    fast = simulate_deployment(w, deployment=llama_h100, config=config, until_seconds=60)
+    monkeypatch.setattr("itlkit.scheduler.FAST_PATH_MIN_STEPS", 10**9)
+    slow = simulate_deployment(w, deployment=llama_h100, config=config, until_seconds=60)
+    assert fast.steps == slow.steps
+    for name in ("step_start_seconds", "step_duration_seconds"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(slow, name), rtol=1e-12)
+    for name in (
+        "step_decode_tokens", "step_prefill_tokens", "step_running", "step_waiting",
+        "step_kv_tokens", "step_itl_observations", "generated_tokens",
+    ):  # fmt: skip
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name))
+    np.testing.assert_allclose(fast.finish_seconds, slow.finish_seconds, rtol=1e-12)
+
+
+def test_prefix_cache_hits_skip_prefill_but_hold_kv():
+    w = make_workload(
+        arrival_seconds=np.arange(20) * 0.5,
+        prompt_tokens=3000,
+        output_tokens=10,
+        cached_prompt_tokens=2000,
+    )
+    r = simulate(
+        w,
+        step_function=constant_step_function(0.01),
+        kv_capacity_tokens=10**6,
+        config=SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=8),
+    )
+    assert r.step_prefill_tokens.sum() == 20 * 1000  # only the uncached 1,000 tokens each
+    # While one request decodes alone, it holds its whole prompt's KV (cached part included).
+    assert r.step_kv_tokens.max() >= 3000
+    assert r.step_kv_tokens.min() >= 0 and r.step_kv_tokens[-1] == 0  # all freed at the end
