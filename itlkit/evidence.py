@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from itlkit.histogram import Histogram, difference, series_window, sum_histograms
+from itlkit.histogram import Histogram, HistogramSeries, Window, series_window, sum_histograms
 from itlkit.sources import SourceError, histogram_series, scalar_series
 
 DEFAULT_WINDOW_SECONDS = 60.0
@@ -124,6 +124,42 @@ def _gauge_mean(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.array([np.mean(values[a : b + 1]) for a, b in itertools.pairwise(edges)])
 
 
+def _windows(series: HistogramSeries, edges: np.ndarray) -> list[Window]:
+    """Histogram increase over each window [edges[k], edges[k+1]], vectorised over scrapes.
+
+    Between two scrapes a bucket or the count going down is a counter reset (a restart): the
+    later scrape then holds everything since the reset, as PromQL's increase() assumes.
+    """
+    counts, times = series.cumulative_counts, series.timestamps_seconds
+    step = np.diff(counts, axis=0)
+    step_sums = np.diff(series.sums)
+    reset = (step < 0).any(axis=1) | (np.diff(series.counts) < 0)
+    step[reset] = counts[1:][reset]
+    step_sums[reset] = series.sums[1:][reset]
+    step = np.maximum.accumulate(step, axis=1)  # float noise must not break monotonicity
+    cumulative = np.vstack([np.zeros(counts.shape[1]), np.cumsum(step, axis=0)])
+    cumulative_sums = np.concatenate([[0.0], np.cumsum(step_sums)])
+    reset_times = times[1:][reset]
+    windows = []
+    for a, b in itertools.pairwise(edges):
+        histogram = Histogram.create(
+            upper_bounds=series.upper_bounds,
+            cumulative_counts=cumulative[b] - cumulative[a],
+            sum=cumulative_sums[b] - cumulative_sums[a],
+        )
+        inside = reset_times[(reset_times > times[a]) & (reset_times <= times[b])]
+        windows.append(Window(histogram, float(times[a]), float(times[b]), tuple(inside)))
+    return windows
+
+
+def _count_series(frame: pd.DataFrame, key: str) -> pd.Series | None:
+    """A histogram's `_count` per scrape (summed over label sets), without building histograms."""
+    rows = frame[(frame["metric"] == key) & (frame["sample"] == "count")]
+    if rows.empty:
+        return None
+    return rows.groupby("timestamp_seconds", dropna=False)["value"].sum().rename(key)
+
+
 def timeline_from_frame(
     frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
 ) -> Timeline:
@@ -145,30 +181,16 @@ def timeline_from_frame(
         raise EvidenceError(
             "scrapes without timestamps: name each file with its ISO time or pass one file"
         )
-    snaps = [itl.snapshot(i) for i in range(len(itl))]
     if len(itl) == 1:
         notes.append(
             "a single scrape has no time axis: it holds everything since the server started, so "
             "arrival correlation and growth over time cannot be judged"
         )
-        zero = Histogram.create(
-            upper_bounds=itl.upper_bounds,
-            cumulative_counts=np.zeros(itl.upper_bounds.size),
-            sum=0.0,
-        )
-        windows = [difference(zero, snaps[0], start_seconds=math.nan, end_seconds=times[0])]
+        windows = [Window(itl.snapshot(0), math.nan, float(times[0]))]
         edges = np.array([0, 0])
     else:
-        steps = [
-            difference(snaps[i], snaps[i + 1], start_seconds=times[i], end_seconds=times[i + 1])
-            for i in range(len(snaps) - 1)
-        ]
         edges = _window_edges(times, window_seconds)
-        windows = []
-        for a, b in itertools.pairwise(edges):
-            total = sum_histograms([w.histogram for w in steps[a:b]])
-            resets = tuple(t for w in steps[a:b] for t in w.reset_times_seconds)
-            windows.append(type(steps[0])(total, float(times[a]), float(times[b]), resets))
+        windows = _windows(itl, edges)
     resets = tuple(t for w in windows for t in w.reset_times_seconds)
     if resets:
         notes.append(
@@ -213,18 +235,17 @@ def timeline_from_frame(
 
     def histogram_count(key: str) -> np.ndarray | None:
         """Observations per window of a histogram (its _count increase)."""
-        try:
-            series = histogram_series(frame, key)
-        except SourceError:
-            return None
-        values = at_itl_times(pd.Series(series.counts, index=series.timestamps_seconds, name=key))
+        values = at_itl_times(_count_series(frame, key))
         if values is None:
             return None
         return values if len(itl) == 1 else _counter_increase(np.nan_to_num(values), edges)
 
     ttft_total = None
+    ends = (
+        frame["timestamp_seconds"].isin([times[0], times[-1]]) | frame["timestamp_seconds"].isna()
+    )
     try:
-        ttft = histogram_series(frame, "ttft")
+        ttft = histogram_series(frame[ends], "ttft")
         ttft_total = (
             series_window(ttft).histogram if len(ttft) >= 2 else ttft.snapshot(len(ttft) - 1)
         )
