@@ -24,7 +24,7 @@ from itlkit.scheduler import (
     weighted_quantile,
 )
 from itlkit.vllm_metrics import ITL_BUCKETS_SECONDS
-from itlkit.workload import make_workload, steady_workload, synthetic_workload
+from itlkit.workload import LogNormal, Uniform, make_workload, steady_workload, synthetic_workload
 
 FLOOR_SECONDS = 15.05e-3  # worked example: 64 x 4,096 tokens, Llama 3.1 8B BF16, H100 SXM
 CHUNK_2048_SECONDS = 79e-3  # "step with a chunk = ~79 ms"
@@ -421,3 +421,34 @@ def test_prefix_cache_hits_skip_prefill_but_hold_kv():
     # While one request decodes alone, it holds its whole prompt's KV (cached part included).
     assert r.step_kv_tokens.max() >= 3000
     assert r.step_kv_tokens.min() >= 0 and r.step_kv_tokens[-1] == 0  # all freed at the end
+
+
+@pytest.mark.parametrize(
+    "mode", [{}, {"enable_chunked_prefill": False}, {"disaggregated": True}], ids=str
+)
+def test_tokens_and_kv_are_conserved_under_pressure(llama_h100, mode):
+    """Mixed lengths, a shared prefix and a small KV cache: every token once, all KV returned."""
+    w = synthetic_workload(
+        duration_seconds=60,
+        rate_per_second=6,
+        prompt_tokens=Uniform(500, 6000),
+        output_tokens=LogNormal(300, 1.0, max_tokens=4000),
+        shared_prefix_tokens=300,
+        seed=2,
+    )
+    r = simulate(
+        w,
+        step_function=roofline_step_function(llama_h100),
+        kv_capacity_tokens=150_000,
+        config=SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=128, **mode),
+        kv_bytes_per_token=131_072,
+    )
+    assert r.finished.all()
+    np.testing.assert_array_equal(r.generated_tokens, w.output_tokens)
+    assert r.itl_seconds.size == (w.output_tokens - 1).sum()
+    assert r.step_generation_tokens.sum() == w.output_tokens.sum()
+    assert 0 <= r.step_kv_tokens.min() and r.step_kv_tokens.max() <= 150_000
+    assert r.step_kv_tokens[-1] == 0
+    assert (r.step_decode_tokens + r.step_prefill_tokens <= 2048).all() or not mode.get(
+        "enable_chunked_prefill", True
+    )
