@@ -69,6 +69,13 @@ def test_human_report_and_exports(capsys, tmp_path):
     assert om.read_text().endswith("# EOF\n")
 
 
+def test_rate_profile_bursts(capsys):
+    calm = _json(capsys, "--duration", "60", "--rate-profile", "0:1")
+    burst = _json(capsys, "--duration", "60", "--rate-profile", "0:1,20:8,30:1")
+    assert burst["requests_arrived"] > calm["requests_arrived"] + 40
+    assert burst["ttft_p99_seconds"] > calm["ttft_p99_seconds"]
+
+
 def test_workload_replay(capsys, tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_text(
@@ -89,6 +96,7 @@ def test_workload_replay(capsys, tmp_path):
         (["--prompt-tokens", "500000"], "could never finish"),
         (["--rate", "-3"], "argument --rate"),
         (["--prompt-tokens", "lognormal:abc"], "argument --prompt-tokens"),
+        (["--rate-profile", "5:1"], "argument --rate-profile"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):

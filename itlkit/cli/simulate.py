@@ -12,7 +12,14 @@ from itlkit.models import ConfigError
 from itlkit.roofline import Deployment
 from itlkit.scheduler import SchedulerConfig, simulate_deployment
 from itlkit.units import format_seconds
-from itlkit.workload import Fixed, LogNormal, Uniform, read_workload, synthetic_workload
+from itlkit.workload import (
+    Fixed,
+    LogNormal,
+    RateProfile,
+    Uniform,
+    read_workload,
+    synthetic_workload,
+)
 
 
 def _positive_int(text: str) -> int:
@@ -52,6 +59,19 @@ def _lengths(text: str):
     )
 
 
+def _profile(text: str) -> RateProfile:
+    """`START:RATE,START:RATE,...` (seconds, requests/s), starting at 0."""
+    try:
+        pairs = [item.split(":") for item in text.split(",")]
+        starts = tuple(float(a) for a, _ in pairs)
+        rates = tuple(float(b) for _, b in pairs)
+        return RateProfile(starts, rates)
+    except (ValueError, ConfigError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"bad rate profile {text!r}: use START:RATE,... from 0 s ({exc})"
+        ) from None
+
+
 def add_parser(subparsers) -> None:
     """Register `itlkit simulate`."""
     p = subparsers.add_parser(
@@ -80,6 +100,8 @@ def add_parser(subparsers) -> None:
     dep.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9)
     work = p.add_argument_group("workload")
     work.add_argument("--rate", type=_positive_float, default=5.0, help="arrivals per second")
+    work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
+                      help="arrivals/s by time instead of --rate, e.g. 0:2,60:8,90:2")  # fmt: skip
     work.add_argument("--prompt-tokens", type=_lengths, default=Fixed(4096),
                       help="N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA")  # fmt: skip
     work.add_argument("--output-tokens", type=_lengths, default=Fixed(256),
@@ -132,7 +154,8 @@ def run(args) -> int:
     else:
         workload = synthetic_workload(
             duration_seconds=args.duration,
-            rate_per_second=args.rate,
+            rate_per_second=None if args.rate_profile else args.rate,
+            profile=args.rate_profile,
             prompt_tokens=args.prompt_tokens,
             output_tokens=args.output_tokens,
             shared_prefix_tokens=args.shared_prefix_tokens,
