@@ -1,4 +1,4 @@
-"""Notebook 02's wiring, driven from Python: move a control, read the figure.
+"""Notebook 02's wiring, driven from Python (move a control, read the figure) and in a browser.
 
 Expected numbers come from the worked example (shared/spec/worked-example.txt): a step carrying a
 2,048-token chunk beside the running decodes takes ~79 ms, one with a 512-token chunk ~29 ms.
@@ -97,3 +97,35 @@ def test_figure_builder_is_pure_and_complete():
     assert len(fig.data) == 7
     budgets = [int(b) for b in _trace(fig, "token budget (tokens/step)").text]
     assert budgets == [512, 1024, 2048, 4096, 8192]
+
+
+# ---- in a real JupyterLab (headless Chromium; see tests/test_browser.py for the recipe) --------
+
+KERNEL_READY = """() => {
+    const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+    return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
+}"""
+TITLE_CONTAINS = """(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
+    .some((title) => title.textContent.includes(part))"""
+
+
+@pytest.mark.browser
+def test_budget_slider_redraws_notebook_02_in_jupyterlab(
+    page, lab_server, page_errors, artifacts_dir
+):
+    try:
+        page.goto(lab_server.lab_url("02_chunked_prefill.ipynb"))
+        page.wait_for_function(
+            "() => window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell')",
+            timeout=60_000,
+        )
+        page.wait_for_function(KERNEL_READY, timeout=90_000)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_function(TITLE_CONTAINS, arg="budget 2048 tokens/step", timeout=90_000)
+        page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")
+        page.locator(".itlkit-budget .noUi-handle").first.focus()
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function(TITLE_CONTAINS, arg="budget 1024 tokens/step", timeout=30_000)
+    finally:
+        page.screenshot(path=artifacts_dir / "jupyterlab_02_chunked_prefill.png")
+    assert not page_errors, f"uncaught errors in the page: {page_errors}"

@@ -87,6 +87,7 @@ class SchedulerExplorer:
             max=2048,
             step=16,
         )
+        self.budget.add_class("itlkit-budget")  # a handle for browser tests
         self.max_num_seqs = _slider(
             widgets.SelectionSlider,
             "max_num_seqs (requests)",
