@@ -82,13 +82,20 @@ def frontier_points(
     config: SchedulerConfig,
     window_seconds: float,
     budgets=FRONTIER_BUDGETS,
+    known: dict[int, FrontierPoint] | None = None,
 ) -> tuple[FrontierPoint, ...]:
-    """Simulate the same traffic at each token budget: the TTFT p99 / ITL p99 trade."""
+    """Simulate the same traffic at each token budget: the TTFT p99 / ITL p99 trade.
+
+    Points in `known` (by budget; e.g. the run already done for the current setting) are reused.
+    """
     step = roofline_step_function(deployment)
     capacity = kv_capacity_tokens(deployment)
     points = []
     for budget in budgets:
         if budget < config.max_num_seqs:
+            continue
+        if known and budget in known:
+            points.append(known[budget])
             continue
         run = simulate(
             workload,
@@ -132,8 +139,16 @@ def scheduler_view(
         until_seconds=window_seconds,
     )
     if frontier is None:
+        summary = result.summary()
+        current = FrontierPoint(
+            config.max_num_batched_tokens, summary.ttft_p99_seconds, summary.itl_p99_seconds
+        )
         frontier = frontier_points(
-            workload, deployment=deployment, config=config, window_seconds=window_seconds
+            workload,
+            deployment=deployment,
+            config=config,
+            window_seconds=window_seconds,
+            known={current.max_num_batched_tokens: current},
         )
     durations = result.step_duration_seconds
     decoding = result.step_itl_observations

@@ -12,10 +12,8 @@ from itlkit.models import ConfigError
 from itlkit.plots.scheduler import (
     SchedulerView,
     figure_title,
-    frontier_points,
     scheduler_figure,
     scheduler_view,
-    scheduler_workload,
     trace_data,
 )
 from itlkit.roofline import Deployment
@@ -144,25 +142,16 @@ class SchedulerExplorer:
         # The frontier sweeps the budget, so moving only the budget slider reuses it.
         key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
                config.disaggregated)  # fmt: skip
-        if key != self._frontier_key:
-            workload = scheduler_workload(
-                **traffic, window_seconds=self.window_seconds, seed=self.seed
-            )
-            self._frontier = frontier_points(
-                workload,
-                deployment=self.deployment,
-                config=config,
-                window_seconds=self.window_seconds,
-            )
-            self._frontier_key = key
-        return scheduler_view(
+        view = scheduler_view(
             self.deployment,
             **traffic,
             config=config,
             window_seconds=self.window_seconds,
             seed=self.seed,
-            frontier=self._frontier,
+            frontier=self._frontier if key == self._frontier_key else None,
         )
+        self._frontier, self._frontier_key = view.frontier, key
+        return view
 
     def update(self, change=None) -> None:
         """Re-simulate and redraw in place; invalid settings show an error and keep the plot."""
