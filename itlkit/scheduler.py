@@ -3,7 +3,9 @@
 Each engine step (vLLM V1 `Scheduler.schedule`, chunked prefill on, as `vllm serve` defaults):
 
 1. Requests that arrived before the step starts join the FIFO waiting queue.
-2. Every running request that has finished its prefill gets one decode token. Decodes come first.
+2. Every running request that has finished its prefill gets one decode token. Decodes come first
+   (vLLM walks its running list in admission order, decode or not; the request part-way through
+   a prompt is nearly always the newest, so in practice its decodes are served first too).
 3. Running requests still part-way through a prompt get the next chunk, then waiting requests are
    admitted in arrival order while fewer than `max_num_seqs` run, each taking a chunk of at most
    the token budget left: `max_num_batched_tokens` counts decode and prefill tokens together.
