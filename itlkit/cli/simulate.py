@@ -97,7 +97,8 @@ def add_parser(subparsers) -> None:
     )
     dep.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS",
                      help="per-step host time added to every step")  # fmt: skip
-    dep.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9)
+    dep.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9,
+                     help="HBM fraction for weights + KV (sets KV capacity)")  # fmt: skip
     work = p.add_argument_group("workload")
     work.add_argument("--rate", type=_positive_float, default=5.0, help="arrivals per second")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
@@ -114,7 +115,8 @@ def add_parser(subparsers) -> None:
                       help="arrival window and simulated time")  # fmt: skip
     work.add_argument("--seed", type=int, default=0, help="random seed (reproducible runs)")
     eng = p.add_argument_group("engine")
-    eng.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192)
+    eng.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192,
+                     help="token budget per step, decode + prefill tokens")  # fmt: skip
     eng.add_argument("--max-num-seqs", type=_positive_int,
                      help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
     eng.add_argument("--no-chunked-prefill", action="store_true", help="prefill prompts whole")
@@ -126,7 +128,8 @@ def add_parser(subparsers) -> None:
     out.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     out.add_argument("--prom-out", metavar="DIR", help="write vLLM /metrics scrapes here")
     out.add_argument("--openmetrics-out", metavar="FILE", help="write OpenMetrics for backfill")
-    out.add_argument("--scrape-interval", type=_positive_float, default=15.0, metavar="SECONDS")
+    out.add_argument("--scrape-interval", type=_positive_float, default=15.0, metavar="SECONDS",
+                     help="time between exported scrapes")  # fmt: skip
     out.add_argument("--start-unix-seconds", type=float, default=DEFAULT_START_UNIX_SECONDS,
                      help="wall-clock time of simulated t = 0 in the exports")  # fmt: skip
     p.set_defaults(func=run)
@@ -195,6 +198,11 @@ def run(args) -> int:
         values["itl_buckets"] = [
             ["+Inf" if math.isinf(le) else float(le), int(c)]
             for le, c in zip(itl.upper_bounds, itl.cumulative_counts, strict=True)
+        ]
+        ttft = result.ttft_histogram()
+        values["ttft_buckets"] = [
+            ["+Inf" if math.isinf(le) else float(le), int(c)]
+            for le, c in zip(ttft.upper_bounds, ttft.cumulative_counts, strict=True)
         ]
         values["deployment"] = dep.label
         values["config"] = asdict(config)
