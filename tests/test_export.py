@@ -181,3 +181,17 @@ def test_openmetrics_backfills_with_promtool(run, tmp_path, promtool_binary):
 def test_bad_interval_is_a_clear_error(run, tmp_path):
     with pytest.raises(ConfigError, match="interval"):
         export_prometheus_scrapes(run, tmp_path, interval_seconds=0)
+
+
+def test_older_page_layouts_read_back_without_double_counting(run, tmp_path):
+    """vLLM 0.11 exposes ITL twice (with the deprecated TPOT name); 0.9 only as TPOT."""
+    end = scrape_times(run, interval_seconds=45)[-1]
+    direct = weighted_histogram(
+        *run.itl_weighted(until_seconds=end), upper_bounds=ITL_BUCKETS_SECONDS
+    )
+    for version in ("0.9", "0.11"):
+        folder = tmp_path / version
+        export_prometheus_scrapes(run, folder, interval_seconds=45, version=version)
+        frame = sources.read_scrape_folder(folder)
+        read = sources.histogram_series(frame, "itl").snapshot(-1)
+        np.testing.assert_array_equal(read.cumulative_counts, direct.cumulative_counts)
