@@ -68,13 +68,25 @@ def bench_ten_minutes() -> None:
     )
 
 
-def _time_changes(control, values) -> list[float]:
-    seconds = []
+def _time_changes(explorer, control, values) -> tuple[list[float], list[float]]:
+    """Per change: seconds until the run's panels were redrawn, and until the update returned."""
+    draws: list[float] = []
+    draw = explorer._draw
+
+    def timed_draw(view):
+        draw(view)
+        draws.append(time.perf_counter())
+
+    explorer._draw = timed_draw
+    first, total = [], []
     for value in values:
+        draws.clear()
         start = time.perf_counter()
         control.value = value
-        seconds.append(time.perf_counter() - start)
-    return seconds
+        total.append(time.perf_counter() - start)
+        first.append(draws[0] - start)
+    explorer._draw = draw
+    return first, total
 
 
 def bench_notebook() -> None:
@@ -82,21 +94,23 @@ def bench_notebook() -> None:
     cases = {
         # Only the current budget is re-simulated: the frontier is reused.
         "token budget": (explorer.budget, [512, 1024, 2048, 4096, 8192, 2048] * 3),
-        # New traffic: the run and the five-budget frontier are all re-simulated.
+        # New traffic: the run is redrawn, then the frontier's four other budgets follow.
         "arrival rate": (explorer.rate, [2.0, 2.5, 3.0, 3.5] * 3),
         "output length": (explorer.output, [256, 512, 768, 1024] * 3),
         "chunked prefill": (explorer.chunked, [False, True] * 4),
         "disaggregation": (explorer.disaggregated, [True, False] * 4),
     }
-    print("notebook 02: slider change -> re-simulate -> FigureWidget updated (2-minute window)")
-    print(f"  {'control':<16} {'changes':>7} {'median ms':>10} {'max ms':>8}")
+    print("notebook 02: control change -> re-simulate -> FigureWidget updated (2-minute window)")
+    print(f"  {'control':<16} {'changes':>7}  {'run redrawn ms (median/max)':>28}"
+          f"  {'frontier too ms (median/max)':>29}")  # fmt: skip
     for name, (control, values) in cases.items():
-        seconds = _time_changes(control, values)
+        first, total = _time_changes(explorer, control, values)
         print(
-            f"  {name:<16} {len(seconds):>7} {statistics.median(seconds) * 1e3:>10.0f} "
-            f"{max(seconds) * 1e3:>8.0f}"
+            f"  {name:<16} {len(values):>7}  {statistics.median(first) * 1e3:>20.0f} / "
+            f"{max(first) * 1e3:<5.0f}  {statistics.median(total) * 1e3:>21.0f} / "
+            f"{max(total) * 1e3:<5.0f}"
         )
-    print("  goal: under 300 ms")
+    print("  goal: re-simulate and redraw under 300 ms")
 
 
 if __name__ == "__main__":

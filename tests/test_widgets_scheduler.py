@@ -65,6 +65,19 @@ def test_budget_slider_moves_the_slow_mode_and_the_star(explorer):
     explorer.budget.value = 2048
 
 
+def test_new_traffic_redraws_the_run_then_its_frontier(explorer):
+    frontier_before = list(_trace(explorer.figure, "token budget (tokens/step)").y)
+    explorer.rate.value = 2.0
+    fig = explorer.figure
+    assert "2 req/s" in fig.layout.title.text
+    frontier = _trace(fig, "token budget (tokens/step)")
+    assert list(frontier.y) != frontier_before and len(frontier.y) == 5
+    star = _trace(fig, "current setting")
+    point = list(frontier.text).index("2048")
+    assert (star.x[0], star.y[0]) == (frontier.x[point], frontier.y[point])
+    explorer.rate.value = 3.0
+
+
 def test_disaggregation_removes_the_slow_steps(explorer):
     explorer.disaggregated.value = True
     steps = np.asarray(_trace(explorer.figure, "step duration").y)

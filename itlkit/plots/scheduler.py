@@ -122,7 +122,10 @@ def scheduler_view(
     frontier: tuple[FrontierPoint, ...] | None = None,
     timeline_seconds: float = 15.0,
 ) -> SchedulerView:
-    """Simulate one setting (and its frontier unless given) over a window of Poisson traffic."""
+    """Simulate one setting over a window of Poisson traffic, and its frontier unless given.
+
+    `frontier=()` leaves the frontier empty, to be added later with `with_frontier`.
+    """
     workload = scheduler_workload(
         rate_per_second=rate_per_second,
         prompt_tokens=prompt_tokens,
@@ -138,18 +141,6 @@ def scheduler_view(
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=window_seconds,
     )
-    if frontier is None:
-        summary = result.summary()
-        current = FrontierPoint(
-            config.max_num_batched_tokens, summary.ttft_p99_seconds, summary.itl_p99_seconds
-        )
-        frontier = frontier_points(
-            workload,
-            deployment=deployment,
-            config=config,
-            window_seconds=window_seconds,
-            known={current.max_num_batched_tokens: current},
-        )
     durations = result.step_duration_seconds
     decoding = result.step_itl_observations
     busy = durations.sum()
@@ -159,19 +150,36 @@ def scheduler_view(
     context = float(prompt_tokens + output_tokens / 2)
     floor = float(decode_step(deployment, batch_size=batch, context_tokens=context).floor_seconds)
     start = min(max(window_seconds / 2, 0.0), max(window_seconds - timeline_seconds, 0.0))
-    return SchedulerView(
+    view = SchedulerView(
         deployment=deployment,
         config=config,
         rate_per_second=float(rate_per_second),
         window_seconds=float(window_seconds),
         result=result,
-        frontier=frontier,
+        frontier=() if frontier is None else frontier,
         mean_running=mean_running,
         mean_context_tokens=context,
         floor_seconds=floor,
         timeline_start_seconds=start,
         timeline_seconds=float(timeline_seconds),
     )
+    return with_frontier(view) if frontier is None else view
+
+
+def with_frontier(view: SchedulerView) -> SchedulerView:
+    """The view with its frontier: the same traffic at every budget (the current run reused)."""
+    summary = view.result.summary()
+    current = FrontierPoint(
+        view.config.max_num_batched_tokens, summary.ttft_p99_seconds, summary.itl_p99_seconds
+    )
+    frontier = frontier_points(
+        view.result.workload,
+        deployment=view.deployment,
+        config=view.config,
+        window_seconds=view.window_seconds,
+        known={current.max_num_batched_tokens: current},
+    )
+    return replace(view, frontier=frontier)
 
 
 def figure_title(view: SchedulerView) -> str:

@@ -15,6 +15,7 @@ from itlkit.plots.scheduler import (
     scheduler_figure,
     scheduler_view,
     trace_data,
+    with_frontier,
 )
 from itlkit.roofline import Deployment
 from itlkit.scheduler import SchedulerConfig, SimulationResult
@@ -97,9 +98,10 @@ class SchedulerExplorer:
             value=False, description="disaggregated prefill (separate instance)", indent=False
         )
         self.status = widgets.HTML()
-        self._frontier_key = None
-        self._frontier = None
-        self._view = self._compute()
+        self._frontier, self._frontier_key = (), None
+        view, key, _ = self._compute()
+        self._view = with_frontier(view)
+        self._frontier, self._frontier_key = self._view.frontier, key
         self.figure = go.FigureWidget(scheduler_figure(self._view))
         self.status.value = status_html(self._view)
         self.controls = [
@@ -131,7 +133,8 @@ class SchedulerExplorer:
             disaggregated=bool(self.disaggregated.value),
         )
 
-    def _compute(self) -> SchedulerView:
+    def _compute(self) -> tuple[SchedulerView, tuple, bool]:
+        """The new view, its frontier key, and whether its frontier is still to be computed."""
         config = self.config()
         config.validate()
         traffic = dict(
@@ -142,25 +145,36 @@ class SchedulerExplorer:
         # The frontier sweeps the budget, so moving only the budget slider reuses it.
         key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
                config.disaggregated)  # fmt: skip
+        stale = key != self._frontier_key
         view = scheduler_view(
             self.deployment,
             **traffic,
             config=config,
             window_seconds=self.window_seconds,
             seed=self.seed,
-            frontier=self._frontier if key == self._frontier_key else None,
+            frontier=() if stale else self._frontier,
         )
-        self._frontier, self._frontier_key = view.frontier, key
-        return view
+        return view, key, stale
 
     def update(self, change=None) -> None:
-        """Re-simulate and redraw in place; invalid settings show an error and keep the plot."""
+        """Re-simulate and redraw in place; invalid settings show an error and keep the plot.
+
+        The run's panels are redrawn first; when the traffic changed, the frontier (five more
+        runs) follows in a second update, so the histograms never wait for it.
+        """
         try:
-            view = self._compute()
+            view, key, stale = self._compute()
         except (ConfigError, UnknownNameError) as exc:
             self.status.value = _error_html(str(exc))
             self.figure.layout.title.text = f"cannot run this setting: {exc}"
             return
+        self._draw(view)
+        if stale:
+            view = with_frontier(view)
+            self._frontier, self._frontier_key = view.frontier, key
+            self._draw(view)
+
+    def _draw(self, view: SchedulerView) -> None:
         self._view = view
         with self.figure.batch_update():
             for trace, values in zip(self.figure.data, trace_data(view), strict=True):
