@@ -1,6 +1,6 @@
 """Load a day of 15-second vLLM scrapes into itlkit's tidy form; print seconds and peak memory.
 
-    .venv/bin/python benchmarks/bench_load_scrapes.py [--files 5760] [--keep DIR]
+    .venv/bin/python benchmarks/bench_load_scrapes.py [--files 5760] [--keep DIR] [--workers 1]
 
 Writes 5,760 realistic /metrics pages (vLLM 0.11 layout, every vLLM family, one engine, counts
 growing scrape by scrape) into a temporary folder, then loads them in a fresh process with
@@ -59,7 +59,7 @@ def write_pages(folder: Path, files: int) -> int:
     return total
 
 
-def load(folder: Path) -> None:
+def load(folder: Path, workers: int) -> None:
     """Runs in a fresh process: time the load, report peak resident memory."""
     import pandas  # noqa: F401 - count the libraries in the baseline, not in the load
 
@@ -67,7 +67,7 @@ def load(folder: Path) -> None:
 
     base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    frame = read_scrape_folder(folder)
+    frame = read_scrape_folder(folder, workers=workers)
     t1 = time.perf_counter()
     itl = histogram_series(frame, "itl")
     ttft = histogram_series(frame, "ttft")
@@ -75,11 +75,14 @@ def load(folder: Path) -> None:
     t2 = time.perf_counter()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"tidy frame: {len(frame):,} rows, {frame.memory_usage(deep=True).sum() / 1e6:.1f} MB")
-    print(f"read_scrape_folder: {t1 - t0:.1f} s")
+    print(f"read_scrape_folder (workers={workers}): {t1 - t0:.1f} s")
     print(f"ITL/TTFT series + running gauge: {t2 - t1:.1f} s ({len(itl)} and {len(ttft)} "
           f"snapshots, {len(running)} gauge points)")  # fmt: skip
     print(f"total load: {t2 - t0:.1f} s")
     print(f"peak resident memory: {peak_kb / 1e3:.0f} MB (after imports: {base_kb / 1e3:.0f} MB)")
+    if workers > 1:
+        child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print(f"largest worker process: {child_kb / 1e3:.0f} MB")
 
 
 def main() -> int:
@@ -88,18 +91,23 @@ def main() -> int:
     parser.add_argument(
         "--keep", type=Path, default=None, help="write the pages here and keep them"
     )
+    parser.add_argument("--workers", type=int, default=1, help="parse in this many processes")
     parser.add_argument("--load", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
-        load(args.load)
+        load(args.load, args.workers)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        size = write_pages(folder, args.files)
-        print(f"wrote {args.files} pages, {size / 1e6:.0f} MB, in {time.perf_counter() - t0:.0f} s")
-        done = subprocess.run([sys.executable, __file__, "--load", str(folder)], check=False)
+        if len(list(folder.glob("metrics-*.prom"))) != args.files:
+            t0 = time.perf_counter()
+            size = write_pages(folder, args.files)
+            print(
+                f"wrote {args.files} pages, {size / 1e6:.0f} MB, in {time.perf_counter() - t0:.0f} s"
+            )
+        command = [sys.executable, __file__, "--load", str(folder), "--workers", str(args.workers)]
+        done = subprocess.run(command, check=False)
         return done.returncode
 
 

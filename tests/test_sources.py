@@ -371,3 +371,21 @@ def test_written_pages_are_valid_exposition_throughout():
     buckets = [s for s in families["vllm:inter_token_latency_seconds"].samples if "le" in s.labels]
     assert [s.labels["le"] for s in buckets[:3]] == ["0.01", "0.025", "0.05"]
     assert buckets[19].labels["le"] == "+Inf" and len(buckets) == 40  # two engines
+
+
+def test_folder_read_in_two_processes_matches_one(tmp_path):
+    pages = [
+        page(
+            HEAD,
+            itl_lines(
+                "vllm:inter_token_latency_seconds", [i, 2 * i, 3 * i, 3 * i, 4 * i, 5 * i], i
+            ),
+        )
+        for i in range(6)
+    ]
+    _write_series(tmp_path / "s", pages)
+    one = histogram_series(read_scrape_folder(tmp_path / "s"), "itl")
+    two = histogram_series(read_scrape_folder(tmp_path / "s", workers=2), "itl")
+    assert two.cumulative_counts.tolist() == one.cumulative_counts.tolist()
+    assert two.timestamps_seconds.tolist() == one.timestamps_seconds.tolist()
+    assert one.counts.tolist() == [0, 5, 10, 15, 20, 25]
