@@ -103,9 +103,8 @@ def main() -> int:
         if len(list(folder.glob("metrics-*.prom"))) != args.files:
             t0 = time.perf_counter()
             size = write_pages(folder, args.files)
-            print(
-                f"wrote {args.files} pages, {size / 1e6:.0f} MB, in {time.perf_counter() - t0:.0f} s"
-            )
+            seconds = time.perf_counter() - t0
+            print(f"wrote {args.files} pages, {size / 1e6:.0f} MB, in {seconds:.0f} s")
         command = [sys.executable, __file__, "--load", str(folder), "--workers", str(args.workers)]
         done = subprocess.run(command, check=False)
         return done.returncode
