@@ -146,14 +146,16 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
 
     # Gauges: the state of the step in progress at each scrape (zero while idle).
     index = np.searchsorted(r.step_start_seconds, times, side="right") - 1
-    busy = (index >= 0) & (times < ends[np.maximum(index, 0)])
     safe = np.maximum(index, 0)
+    busy = (index >= 0) & (times < ends[safe]) if r.steps else np.zeros(times.size, dtype=bool)
+
+    def gauge(per_step: np.ndarray) -> np.ndarray:
+        return np.where(busy, per_step[safe], 0.0) if r.steps else np.zeros(times.size)
+
     values = {
-        "vllm:num_requests_running": np.where(busy, r.step_running[safe], 0).astype(float),
-        "vllm:num_requests_waiting": np.where(busy, r.step_waiting[safe], 0).astype(float),
-        "vllm:kv_cache_usage_perc": np.where(
-            busy, r.step_kv_tokens[safe] / r.kv_capacity_tokens, 0.0
-        ),
+        "vllm:num_requests_running": gauge(r.step_running.astype(float)),
+        "vllm:num_requests_waiting": gauge(r.step_waiting.astype(float)),
+        "vllm:kv_cache_usage_perc": gauge(r.step_kv_tokens / r.kv_capacity_tokens),
         "vllm:num_preemptions_total": _cumulative(times, r.step_start_seconds, r.step_preemptions),
         "vllm:prompt_tokens_total": _cumulative(times, ends, r.step_prompt_tokens),
         "vllm:generation_tokens_total": _cumulative(times, ends, r.step_generation_tokens),

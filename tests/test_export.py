@@ -195,3 +195,14 @@ def test_older_page_layouts_read_back_without_double_counting(run, tmp_path):
         frame = sources.read_scrape_folder(folder)
         read = sources.histogram_series(frame, "itl").snapshot(-1)
         np.testing.assert_array_equal(read.cumulative_counts, direct.cumulative_counts)
+
+
+def test_a_run_with_no_traffic_exports_zeros(tmp_path):
+    w = make_workload(arrival_seconds=[], prompt_tokens=[], output_tokens=[])
+    dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    r = simulate_deployment(w, deployment=dep, until_seconds=30)
+    export_prometheus_scrapes(r, tmp_path, interval_seconds=15)
+    frame = sources.read_scrape_folder(tmp_path)
+    assert sources.histogram_series(frame, "itl").counts.tolist() == [0, 0, 0]
+    assert sources.scalar_series(frame, "running").tolist() == [0, 0, 0]
+    assert render_openmetrics(r).endswith("# EOF\n")
