@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from itlkit.models import ConfigError
 from itlkit.roofline import Deployment, capacity, decode_step, step_seconds
@@ -452,3 +454,59 @@ def test_tokens_and_kv_are_conserved_under_pressure(llama_h100, mode):
     assert (r.step_decode_tokens + r.step_prefill_tokens <= 2048).all() or not mode.get(
         "enable_chunked_prefill", True
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    chunked=st.booleans(),
+    disaggregated=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_invariants_hold_for_any_small_workload(data, chunked, disaggregated, seed):
+    """Property: whatever the traffic and knobs, tokens are conserved and KV stays in bounds."""
+    rng = np.random.default_rng(seed)
+    n = data.draw(st.integers(1, 25), label="requests")
+    prompt = rng.integers(1, 300, size=n)
+    output = rng.integers(1, 60, size=n)
+    cached = np.minimum(rng.integers(0, 100, size=n), prompt - 1)
+    w = make_workload(
+        arrival_seconds=np.sort(rng.uniform(0, 2, size=n)),
+        prompt_tokens=prompt,
+        output_tokens=output,
+        cached_prompt_tokens=cached,
+    )
+    capacity_tokens = int((prompt + output).max()) + data.draw(st.integers(0, 2000), label="spare")
+    seqs = data.draw(st.integers(1, 16), label="max_num_seqs")
+    budget = data.draw(st.integers(seqs, 512), label="budget")
+    config = SchedulerConfig(
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        enable_chunked_prefill=chunked,
+        disaggregated=disaggregated,
+    )
+    r = simulate(
+        w,
+        step_function=lambda *, decode_tokens, prefill_tokens, kv_tokens: (
+            0.01 + 1e-5 * (decode_tokens + prefill_tokens)
+        ),
+        kv_capacity_tokens=capacity_tokens,
+        config=config,
+        kv_bytes_per_token=1000.0,
+    )
+    assert r.finished.all()
+    np.testing.assert_array_equal(r.generated_tokens, w.output_tokens)
+    assert r.itl_seconds.size == (w.output_tokens - 1).sum()
+    assert np.all(r.itl_seconds > 0)
+    assert r.step_generation_tokens.sum() == w.output_tokens.sum()
+    assert r.step_kv_tokens.min() >= 0 and r.step_kv_tokens.max() <= capacity_tokens
+    assert r.step_kv_tokens[-1] == 0
+    assert r.step_running.max() <= seqs
+    if chunked:
+        assert (r.step_decode_tokens + r.step_prefill_tokens <= budget).all()
+    for i in range(n):
+        times = r.token_times_seconds(i)
+        assert times.size == w.output_tokens[i]
+        assert np.all(np.diff(times) > 0)
+        assert times[0] == r.first_token_seconds[i] and times[-1] == r.finish_seconds[i]
+    assert np.all(r.first_token_seconds >= w.arrival_seconds)
