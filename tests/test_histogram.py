@@ -21,6 +21,7 @@ from itlkit.histogram import (
     quantile,
     series_steps,
     series_window,
+    slow_share_over_time,
     split_modes,
     stack_series,
     sum_histograms,
@@ -232,3 +233,23 @@ def test_counter_rate_handles_a_reset():
     # 0 → 30 → 60 → (restart) 15 → 45 at 15 s steps: 2, 2, 1 (15 since the restart), 2 per second
     rate = counter_rate([0, 15, 30, 45, 60], [0, 30, 60, 15, 45])
     assert rate.tolist() == [2.0, 2.0, 1.0, 2.0]
+
+
+def test_slow_share_over_time_per_interval():
+    bounds = (0.01, 0.025, 0.05, 0.075, 0.1, INF)
+    snaps = [
+        Histogram.create(upper_bounds=bounds, cumulative_counts=[0] * 6, sum=0),
+        Histogram.create(upper_bounds=bounds, cumulative_counts=[0, 90, 90, 90, 100, 100], sum=2),
+        Histogram.create(upper_bounds=bounds, cumulative_counts=[0, 90, 90, 90, 100, 100], sum=2),
+        Histogram.create(
+            upper_bounds=bounds, cumulative_counts=[0, 140, 140, 140, 200, 200], sum=6
+        ),
+    ]
+    timeline = slow_share_over_time(
+        stack_series([0, 15, 30, 45], snaps), floor_seconds=0.015, slow_factor=5
+    )
+    assert timeline.midpoints_seconds.tolist() == [7.5, 22.5, 37.5]
+    assert timeline.observations.tolist() == [100, 0, 100]
+    # 10 of 100 above the 25 ms cut; an empty interval has no share; then 50 of 100
+    assert timeline.slow_share[0] == pytest.approx(0.1) and math.isnan(timeline.slow_share[1])
+    assert timeline.slow_share[2] == pytest.approx(0.5) and timeline.warning is None
