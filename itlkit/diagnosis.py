@@ -584,11 +584,10 @@ def _growth(c: _Context) -> Finding:
     )
     kv_now = decode_step(dep, batch_size=c.mean_batch, context_tokens=c.context)
     kv_fp8 = decode_step(fp8, batch_size=c.mean_batch, context_tokens=c.context)
-    target = float(np.nanmin(c.floors))
-    per_seq = float(kv_now.kv_read_seconds) / c.mean_batch
-    cap_seqs = (
-        max(int((target - float(kv_now.weight_read_seconds)) / per_seq), 1) if per_seq > 0 else 0
-    )
+    # The knee: past the batch whose KV read equals the weight read, KV dominates the floor.
+    per_sequence = float(kv_now.kv_read_seconds) / c.mean_batch
+    cap_seqs = max(int(float(kv_now.weight_read_seconds) / per_sequence), 1) if per_sequence else 1
+    target = float(decode_step(dep, batch_size=cap_seqs, context_tokens=c.context).floor_seconds)
     fixes = (
         Fix(
             "quantize the KV cache to FP8",
@@ -597,9 +596,10 @@ def _growth(c: _Context) -> Finding:
             "a small accuracy risk; check quality on your evals",
         ),
         Fix(
-            f"cap max_num_seqs near {cap_seqs}",
-            f"keeps the floor near its lowest observed value ({_ms(target)})",
-            "extra requests queue instead of slowing everyone: TTFT rises under load",
+            f"cap max_num_seqs near {cap_seqs}, where the KV read equals the weight read",
+            f"the floor stays at or below ~{_ms(target)} (now ~{_ms(c.floor)} at batch "
+            f"{c.mean_batch:.0f})",
+            "requests beyond the cap queue instead of slowing everyone: TTFT rises under load",
         ),
         Fix("add replicas", "each replica runs a smaller batch", "more GPUs"),
     )

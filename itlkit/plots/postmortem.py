@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis
 from itlkit.histogram import Histogram
+from itlkit.roofline import decode_step
 from itlkit.units import MILLISECOND, format_seconds
 from itlkit.whatif import Prediction
 
@@ -38,80 +39,81 @@ def timeline_data(d: Diagnosis) -> list[dict]:
     ).T
     when = _times(t.end_seconds) if t.has_time_axis else ["all time"]
     labels = _bucket_labels(t.itl_total.upper_bounds)
+    floors = np.asarray(
+        decode_step(d.deployment, batch_size=np.maximum(np.nan_to_num(t.running, nan=1.0), 1.0),
+                    context_tokens=d.context_tokens).floor_seconds
+    )  # fmt: skip
     return [
         {"x": when, "y": labels, "z": shares},
         {"x": when, "y": 100 * np.nan_to_num(d.slow_share_by_window, nan=0.0)},
         {"x": when, "y": np.nan_to_num(t.first_tokens_per_second)},
         {"x": when, "y": np.nan_to_num(t.running)},
+        {"x": when, "y": np.atleast_1d(floors) / MILLISECOND},
     ]
 
 
-def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 620) -> go.Figure:
-    """Histogram shape per window (heatmap) over slow-mode share vs arrivals and batch."""
+def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 760) -> go.Figure:
+    """Histogram shape per window (heatmap), slow-mode share vs arrivals, batch and floor."""
     fig = make_subplots(
-        rows=2,
+        rows=3,
         cols=1,
         shared_xaxes=True,
-        row_heights=[0.58, 0.42],
-        vertical_spacing=0.08,
-        specs=[[{}], [{"secondary_y": True}]],
+        row_heights=[0.5, 0.25, 0.25],
+        vertical_spacing=0.07,
+        specs=[[{}], [{"secondary_y": True}], [{"secondary_y": True}]],
         subplot_titles=(
             "share of each window's ITL observations per bucket",
-            "slow-mode share vs arrivals (first tokens/s) and running requests",
+            "slow-mode share vs arrivals (first tokens per second)",
+            "running requests and the bandwidth floor they imply",
         ),
     )
     data = timeline_data(d)
     fig.add_trace(
-        go.Heatmap(
-            **data[0],
-            colorscale="Viridis",
-            colorbar=dict(title="share", len=0.55, y=0.75),
-            name="ITL buckets",
-        ),
-        row=1,
-        col=1,
-    )
+        go.Heatmap(**data[0], colorscale="Viridis", colorbar=dict(title="share", len=0.45, y=0.78),
+                   name="ITL buckets"),
+        row=1, col=1,
+    )  # fmt: skip
     fig.add_trace(
-        go.Scatter(
-            **data[1], name="slow-mode share (%)", mode="lines+markers", line=dict(color="#C44E52")
-        ),
-        row=2,
-        col=1,
-    )
+        go.Scatter(**data[1], name="slow-mode share (%)", mode="lines+markers",
+                   line=dict(color="#C44E52")),
+        row=2, col=1,
+    )  # fmt: skip
     fig.add_trace(
-        go.Bar(**data[2], name="first tokens per second", marker_color="rgba(76,114,176,0.45)"),
-        row=2,
-        col=1,
-        secondary_y=True,
-    )
+        go.Bar(**data[2], name="first tokens per second", marker_color="rgba(76,114,176,0.5)"),
+        row=2, col=1, secondary_y=True,
+    )  # fmt: skip
     fig.add_trace(
-        go.Scatter(
-            **data[3], name="running requests", mode="lines", line=dict(color="black", dash="dot")
-        ),
-        row=2,
-        col=1,
-        secondary_y=True,
-    )
+        go.Scatter(**data[3], name="running requests", mode="lines", line=dict(color="black")),
+        row=3, col=1,
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(**data[4], name="bandwidth floor (ms)", mode="lines",
+                   line=dict(color="#4C72B0", dash="dot")),
+        row=3, col=1, secondary_y=True,
+    )  # fmt: skip
     fig.update_layout(
         title=dict(text=timeline_title(d)),
         width=width,
         height=height,
         margin=dict(l=60, r=30, t=90, b=40),
-        legend=dict(orientation="h", y=-0.12),
+        legend=dict(orientation="h", y=-0.08),
     )
     fig.update_yaxes(title_text="ITL bucket", row=1, col=1)
-    fig.update_yaxes(title_text="slow-mode share (%)", row=2, col=1, secondary_y=False)
-    fig.update_yaxes(title_text="requests/s, requests", row=2, col=1, secondary_y=True)
-    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
+    fig.update_yaxes(title_text="slow share (%)", row=2, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="requests/s", row=2, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="requests", row=3, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="floor (ms)", row=3, col=1, secondary_y=True)
+    fig.update_xaxes(title_text="time (UTC)", row=3, col=1)
     return fig
 
 
 def timeline_title(d: Diagnosis) -> str:
-    """Headline of the timeline figure: floor, quantiles and the verdict."""
+    """Headline of the timeline figure: floor and quantiles (the verdict is shown beside it)."""
     q = d.itl_quantiles_seconds
     return (
-        f"floor {format_seconds(d.floor_seconds)} · ITL p50 {format_seconds(q[0.5])} · "
-        f"p99 {format_seconds(q[0.99])} · {d.verdict}"
+        f"floor {format_seconds(d.floor_seconds)} · fast mode "
+        f"{format_seconds(d.fast_mode_seconds)} · ITL p50 {format_seconds(q[0.5])} · "
+        f"p99 {format_seconds(q[0.99])} over {d.timeline.itl_total.count:,.0f} observations"
     )
 
 
