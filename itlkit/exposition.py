@@ -105,6 +105,16 @@ PAGES: dict[str, tuple[Family, ...]] = {
     "0.11": (*_COMMON_HEAD, _KV_CACHE, *_COUNTERS, *_HISTS, _TPOT_DEPRECATED, _ITL, *_TAIL),
     "0.12": (*_COMMON_HEAD, _KV_CACHE, *_COUNTERS, *_HISTS, _ITL, *_TAIL),
 }
+# An info gauge (value 1) on every V1 page; labels come from vLLM's CacheConfig.
+CACHE_CONFIG_LABELS = (
+    ("block_size", "16"),
+    ("cache_dtype", "auto"),
+    ("enable_prefix_caching", "True"),
+    ("gpu_memory_utilization", "0.9"),
+    ("num_cpu_blocks", "None"),
+    ("num_gpu_blocks", "27710"),
+    ("swap_space", "4"),
+)
 # The same observations feed the old and new names of one metric.
 _ALIASES = {
     "vllm:time_per_output_token_seconds": "vllm:inter_token_latency_seconds",
@@ -202,4 +212,18 @@ def render_vllm_metrics(
                     )
                     value = state.success_by_reason.get(reason, 0.0)
                     out.append(f"vllm:request_success_total{lab} {floatToGoString(value)}")
+    if version != "0.9":  # sleep mode metrics arrived in ~0.11 (vllm-metrics spec §2)
+        out.append(
+            "# HELP vllm:engine_sleep_state Engine sleep state."  # gist; exact HELP not verified
+        )
+        out.append("# TYPE vllm:engine_sleep_state gauge")
+        for engine in engines:
+            for state, value in (("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0)):
+                pairs = [("model_name", model_name), ("engine", engine), ("sleep_state", state)]
+                out.append(f"vllm:engine_sleep_state{_labels(pairs, sort=sorted_labels)} {value}")
+    out.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
+    out.append("# TYPE vllm:cache_config_info gauge")
+    for engine in engines:
+        pairs = [*CACHE_CONFIG_LABELS, ("engine", engine)]
+        out.append(f"vllm:cache_config_info{_labels(pairs, sort=sorted_labels)} 1.0")
     return "\n".join(out) + "\n"
