@@ -129,6 +129,20 @@ def _shares(h: Histogram) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def _occupied_range(histograms: list[Histogram]) -> list[float]:
+    """log10 x-range (ms) spanning the buckets that hold observations, with a little margin."""
+    lows, highs = [], []
+    for h in histograms:
+        x, y = _shares(h)
+        held = x[np.repeat(y[::2] > 0, 2)]
+        if held.size:
+            lows.append(held.min())
+            highs.append(held.max())
+    if not lows:
+        return [-1, 5]
+    return [math.log10(min(lows)) - 0.2, math.log10(max(highs)) + 0.2]
+
+
 def whatif_data(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> list[dict]:
     """Trace data of the what-if figure, in trace order."""
     t = d.timeline
@@ -150,10 +164,10 @@ def whatif_title(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> 
     t = d.timeline
     observed_ttft = t.ttft_total.quantile(0.99) if t.ttft_total is not None else math.nan
     return (
-        f"what-if ({prediction.setting.label}): ITL p99 "
+        f"what-if ({prediction.setting.label})<br>ITL p99 "
         f"{format_seconds(t.itl_total.quantile(0.99))} observed, "
         f"{format_seconds(baseline.itl_quantile(0.99))} replayed, "
-        f"{format_seconds(prediction.itl_quantile(0.99))} predicted · TTFT p99 "
+        f"{format_seconds(prediction.itl_quantile(0.99))} predicted; TTFT p99 "
         f"{format_seconds(observed_ttft)} / {format_seconds(baseline.ttft_quantile(0.99))} / "
         f"{format_seconds(prediction.ttft_quantile(0.99))}"
     )
@@ -191,11 +205,17 @@ def whatif_figure(
         title=dict(text=whatif_title(d, baseline, prediction), font=dict(size=13)),
         width=width,
         height=height,
-        margin=dict(l=60, r=30, t=80, b=50),
+        margin=dict(l=60, r=30, t=95, b=50),
         legend=dict(orientation="h", y=-0.2),
     )
-    fig.update_xaxes(type="log", title_text="inter-token latency (ms)", row=1, col=1)
-    fig.update_xaxes(type="log", title_text="time to first token (ms)", row=1, col=2)
+    itl_range = _occupied_range([d.timeline.itl_total, baseline.itl, prediction.itl])
+    ttft = [h for h in (d.timeline.ttft_total, baseline.ttft, prediction.ttft) if h is not None]
+    fig.update_xaxes(
+        type="log", title_text="inter-token latency (ms)", range=itl_range, row=1, col=1
+    )
+    fig.update_xaxes(
+        type="log", title_text="time to first token (ms)", range=_occupied_range(ttft), row=1, col=2
+    )
     fig.update_yaxes(title_text="share of observations (%)", row=1, col=1)
     return fig
 

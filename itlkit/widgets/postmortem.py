@@ -32,7 +32,7 @@ SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 UPLOAD = "my files (upload below)"
 PROMETHEUS = "a Prometheus server (URL below)"
 _PROBLEMS = (ConfigError, EvidenceError, SourceError, UnknownNameError, ValueError, OSError)
-_WIDE = {"description_width": "170px"}
+_WIDE = {"description_width": "210px"}
 
 
 def bundled_scenarios() -> list[str]:
@@ -89,17 +89,19 @@ class PostmortemExplorer:
         self.evidence = widgets.HTML()
         self.whatif_budget = widgets.IntSlider(
             value=512, min=64, max=16384, step=64, description="what-if budget (tokens)",
-            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="520px"),
+            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="560px"),
         )  # fmt: skip
         self.whatif_seqs = widgets.IntSlider(
             value=1024, min=1, max=1024, description="what-if max_num_seqs (requests)",
-            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="520px"),
+            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="560px"),
         )  # fmt: skip
         self.whatif_fp8 = widgets.Checkbox(value=False, description="FP8 KV cache", indent=False)
         self.whatif_disagg = widgets.Checkbox(
             value=False, description="disaggregate prefill", indent=False
         )
-        self.export = widgets.Button(description="export HTML report", icon="download")
+        self.export = widgets.Button(
+            description="export HTML report", icon="download", layout=widgets.Layout(width="200px")
+        )
         self.export_status = widgets.HTML()
         self.report_dir = Path(tempfile.gettempdir())
 
