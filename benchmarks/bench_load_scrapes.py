@@ -52,7 +52,10 @@ def write_pages(folder: Path, files: int) -> int:
             success_by_reason={"stop": i * 55.0, "length": i * 5.0},
         )
         text = render_vllm_metrics(
-            {"0": state}, model_name="meta-llama/Llama-3.1-8B-Instruct", version="0.11"
+            {"0": state},
+            model_name="meta-llama/Llama-3.1-8B-Instruct",
+            version="0.11",
+            info_families=True,
         )
         (folder / f"metrics-{timestamp_to_name(start + 15 * i)}.prom").write_text(text)
         total += len(text)

@@ -125,7 +125,11 @@ def burst_series(rng):
             preempted = rng.poisson(2.0) if burst else 0
             engine.add(obs, running=running, waiting=12 if burst else 0,
                        kv_usage=running / 160, preemptions=preempted)  # fmt: skip
-        pages.append(render_vllm_metrics({"0": engine.state()}, model_name=MODEL, version="0.11"))
+        pages.append(
+            render_vllm_metrics(
+                {"0": engine.state()}, model_name=MODEL, version="0.11", info_families=True
+            )
+        )
     write_series(HERE / "synthetic-v0.11-llama-3.1-8b-h100-burst", pages)
 
 
@@ -142,7 +146,9 @@ def restart_series(rng):
                 engine.add(obs, running=12, waiting=0, kv_usage=0.3, preemptions=rng.poisson(0.5))
         states = {k: e.state() for k, e in engines.items()}
         pages.append(
-            render_vllm_metrics(states, model_name=MODEL, version="0.9", sorted_labels=True)
+            render_vllm_metrics(
+                states, model_name=MODEL, version="0.9", sorted_labels=True, info_families=True
+            )
         )
     write_series(HERE / "synthetic-v0.9-two-engines-restart", pages)
 
@@ -153,7 +159,9 @@ def one_page(rng):
     for _ in range(20):
         engine.add(interval(rng, arrivals_per_second=3.0, running=9), running=9, waiting=0,
                    kv_usage=0.2, preemptions=0)  # fmt: skip
-    text = render_vllm_metrics({"0": engine.state()}, model_name=MODEL, version="0.12")
+    text = render_vllm_metrics(
+        {"0": engine.state()}, model_name=MODEL, version="0.12", info_families=True
+    )
     (HERE / "synthetic-v0.12-one-page-20261202T120500Z.prom").write_text(text)
 
 

@@ -153,8 +153,13 @@ def render_vllm_metrics(
     sorted_labels: bool = False,
     created_seconds: float = 1.7648e9,
     process_families: bool = True,
+    info_families: bool = False,
 ) -> str:
-    """A /metrics page as vLLM `version` writes it (`sorted_labels`: multiprocess-mode order)."""
+    """A /metrics page as vLLM `version` writes it (`sorted_labels`: multiprocess-mode order).
+
+    `info_families` adds `vllm:cache_config_info` and (0.11 on) `vllm:engine_sleep_state`; off by
+    default so that pages written before they existed here stay byte-identical.
+    """
     page = lookup("vLLM page version", version, PAGES)
     out: list[str] = []
     if process_families:
@@ -212,6 +217,8 @@ def render_vllm_metrics(
                     )
                     value = state.success_by_reason.get(reason, 0.0)
                     out.append(f"vllm:request_success_total{lab} {floatToGoString(value)}")
+    if not info_families:
+        return "\n".join(out) + "\n"
     if version != "0.9":  # sleep mode metrics arrived in ~0.11 (vllm-metrics spec §2)
         out.append(
             "# HELP vllm:engine_sleep_state Engine sleep state."  # gist; exact HELP not verified

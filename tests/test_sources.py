@@ -362,8 +362,12 @@ def test_parser_reads_back_any_histogram_exactly(bounds, increments, model, engi
 
 def test_written_pages_are_valid_exposition_throughout():
     # Every line, not only the families itlkit reads, must parse with prometheus_client.
-    text = render_vllm_metrics({"0": EngineState(), "1": EngineState()}, model_name="m")
+    text = render_vllm_metrics(
+        {"0": EngineState(), "1": EngineState()}, model_name="m", info_families=True
+    )
     families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["vllm:cache_config_info"].samples[1].labels["engine"] == "1"
+    assert len(families["vllm:engine_sleep_state"].samples) == 6
     assert families["vllm:inter_token_latency_seconds"].type == "histogram"
     assert families["vllm:time_per_output_token_seconds"].type == "histogram"
     assert families["vllm:num_preemptions"].type == "counter"  # exposed as ..._total
