@@ -69,12 +69,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--keep", type=Path, help="write the scrapes here and keep them")
+    parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.generate_only:
+        write_day(args.generate_only, args.hours)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        files = write_day(folder, args.hours)
+        # Simulate in a child process: a peak RSS high-water mark survives fork + exec on Linux,
+        # and the diagnosis below must be measured from a small parent.
+        subprocess.run(
+            [sys.executable, __file__, "--generate-only", str(folder), "--hours", str(args.hours)],
+            check=True,
+        )
+        files = len(list(folder.glob("*.prom")))
         size = sum(p.stat().st_size for p in folder.glob("*.prom"))
         print(f"simulated and exported {files:,} scrapes ({size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
