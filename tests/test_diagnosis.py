@@ -266,7 +266,7 @@ def test_cli_postmortem_text():
         ([], "give scrape PATHs or --prometheus URL"),
         (["/nonexistent/folder"], "/nonexistent/folder"),
         ([str(SCENARIO_DIR / "healthy"), "--gpu", "h1000"], "valid GPUs"),
-        ([str(SCENARIO_DIR / "healthy"), "--window", "0"], "--window: must be positive"),
+        ([str(SCENARIO_DIR / "healthy"), "--window", "0"], "--window: must be a positive"),
     ],
 )
 def test_cli_bad_input(args, message):

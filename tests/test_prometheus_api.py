@@ -12,12 +12,11 @@ import math
 import os
 import shutil
 import socket
-import subprocess
 import time
-import urllib.request
 
 import numpy as np
 import pytest
+from _prometheus_server import backfilled_prometheus
 
 from itlkit.histogram import quantile
 from itlkit.prometheus_api import (
@@ -90,65 +89,15 @@ def _openmetrics(start: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     prom, promtool = _binaries()
     root = tmp_path_factory.mktemp("prom")
     start = (int(time.time()) // 3600 - 4) * 3600  # a whole hour, four hours ago
-    (root / "in.om").write_text(_openmetrics(start))
-    built = subprocess.run(
-        [
-            promtool,
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            str(root / "in.om"),
-            str(root / "data"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert built.returncode == 0, built.stderr + built.stdout
-    (root / "prometheus.yml").write_text("global: {}\nscrape_configs: []\n")
-    port = _free_port()
-    log = open(root / "prometheus.log", "w")  # closed at teardown
-    proc = subprocess.Popen(
-        [prom, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    "prometheus did not become ready:\n" + (root / "prometheus.log").read_text()
-                )
-            time.sleep(0.2)
+    with backfilled_prometheus(
+        root, _openmetrics(start), prometheus=prom, promtool=promtool
+    ) as url:
         yield url, start
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _span(start):

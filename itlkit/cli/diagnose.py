@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
+from itlkit.cli._args import positive_float, positive_int
 from itlkit.diagnosis import diagnose, postmortem_text
 from itlkit.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.roofline import Deployment
 from itlkit.sources import read_paths
-
-
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-        if not value > 0 or not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    return parse
 
 
 def add_parser(subparsers) -> None:
@@ -44,18 +31,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--gpu", default="h100-sxm")
     p.add_argument("--weights-precision", default="bf16")
     p.add_argument("--kv-precision", default="bf16")
-    p.add_argument("--tp", type=_positive(int), default=1)
-    p.add_argument("--mfu", type=_positive(float), default=0.5)
-    p.add_argument("--batch", type=_positive(float), help="running sequences (default: metrics)")
+    p.add_argument("--tp", type=positive_int, default=1)
+    p.add_argument("--mfu", type=positive_float, default=0.5)
+    p.add_argument("--batch", type=positive_float, help="running sequences (default: metrics)")
+    p.add_argument("--context", type=positive_float, help="mean context tokens (default: metrics)")
     p.add_argument(
-        "--context", type=_positive(float), help="mean context tokens (default: metrics)"
-    )
-    p.add_argument(
-        "--max-num-batched-tokens", type=_positive(int), help="token budget (default: vLLM's)"
+        "--max-num-batched-tokens", type=positive_int, help="token budget (default: vLLM's)"
     )
     p.add_argument(
         "--window",
-        type=_positive(float),
+        type=positive_float,
         default=DEFAULT_WINDOW_SECONDS,
         metavar="SECONDS",
         help="evidence window length",

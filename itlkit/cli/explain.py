@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from itlkit.cli._args import positive_float, positive_int
 from itlkit.explain import explain
 from itlkit.roofline import Deployment
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
 
 
 def add_parser(subparsers) -> None:
@@ -39,15 +19,15 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--model", default="llama-3.1-8b", help="catalog name or path to config.json")
     p.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
-    p.add_argument("--batch", type=_positive_int, default=64, help="running sequences")
-    p.add_argument("--context", type=_positive_int, default=4096, help="tokens per sequence")
-    p.add_argument("--chunk", type=_positive_int, help="prefill chunk tokens riding in the step")
-    p.add_argument("--prompt", type=_positive_int, help="prompt tokens to prefill (TTFT price)")
+    p.add_argument("--batch", type=positive_int, default=64, help="running sequences")
+    p.add_argument("--context", type=positive_int, default=4096, help="tokens per sequence")
+    p.add_argument("--chunk", type=positive_int, help="prefill chunk tokens riding in the step")
+    p.add_argument("--prompt", type=positive_int, help="prompt tokens to prefill (TTFT price)")
     p.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
     p.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
-    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs")
-    p.add_argument("--mfu", type=_positive_float, default=0.5, help="matmul efficiency (0, 1]")
-    p.add_argument("--measured-step", type=_positive_float, metavar="SECONDS")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    p.add_argument("--mfu", type=positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    p.add_argument("--measured-step", type=positive_float, metavar="SECONDS")
     p.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--allreduce-latency", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--prefill-attention", action="store_true", help="count attention FLOPs")
@@ -55,7 +35,7 @@ def add_parser(subparsers) -> None:
         "--exclude-input-embedding", action="store_true", help="don't count the embedding read"
     )
     p.add_argument(
-        "--gpu-memory-utilization", type=_positive_float, default=0.9, help="vLLM's fraction"
+        "--gpu-memory-utilization", type=positive_float, default=0.9, help="vLLM's fraction"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     p.set_defaults(func=run)

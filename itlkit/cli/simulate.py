@@ -7,6 +7,7 @@ import json
 import math
 from dataclasses import asdict
 
+from itlkit.cli._args import positive_float, positive_int
 from itlkit.export import DEFAULT_START_UNIX_SECONDS, export_openmetrics, export_prometheus_scrapes
 from itlkit.models import ConfigError
 from itlkit.roofline import Deployment
@@ -22,34 +23,14 @@ from itlkit.workload import (
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
 def _lengths(text: str):
     """`4096`, `uniform:LOW:HIGH` or `lognormal:MEDIAN:SIGMA` (tokens)."""
     parts = text.split(":")
     try:
         if len(parts) == 1:
-            return Fixed(_positive_int(parts[0]))
+            return Fixed(positive_int(parts[0]))
         if parts[0] == "uniform" and len(parts) == 3:
-            return Uniform(_positive_int(parts[1]), _positive_int(parts[2]))
+            return Uniform(positive_int(parts[1]), positive_int(parts[2]))
         if parts[0] == "lognormal" and len(parts) == 3:
             return LogNormal(float(parts[1]), float(parts[2]))
     except (argparse.ArgumentTypeError, ValueError) as exc:
@@ -87,20 +68,20 @@ def add_parser(subparsers) -> None:
     dep.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
     dep.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
     dep.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
-    dep.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs")
-    dep.add_argument("--mfu", type=_positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    dep.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    dep.add_argument("--mfu", type=positive_float, default=0.5, help="matmul efficiency (0, 1]")
     dep.add_argument(
         "--efficiency",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         help="fraction of the roofline step speed the server reaches (0, 1]",
     )
     dep.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS",
                      help="per-step host time added to every step")  # fmt: skip
-    dep.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9,
+    dep.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9,
                      help="HBM fraction for weights + KV (sets KV capacity)")  # fmt: skip
     work = p.add_argument_group("workload")
-    work.add_argument("--rate", type=_positive_float, default=5.0, help="arrivals per second")
+    work.add_argument("--rate", type=positive_float, default=5.0, help="arrivals per second")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
                       help="arrivals/s by time instead of --rate, e.g. 0:2,60:8,90:2")  # fmt: skip
     work.add_argument("--prompt-tokens", type=_lengths, default=Fixed(4096),
@@ -111,24 +92,24 @@ def add_parser(subparsers) -> None:
                       help="system-prompt tokens every request shares (prefix cached)")  # fmt: skip
     work.add_argument("--workload", metavar="FILE",
                       help="replay a CSV or a `vllm bench serve` result JSON")  # fmt: skip
-    work.add_argument("--duration", type=_positive_float, default=60.0, metavar="SECONDS",
+    work.add_argument("--duration", type=positive_float, default=60.0, metavar="SECONDS",
                       help="arrival window and simulated time")  # fmt: skip
     work.add_argument("--seed", type=int, default=0, help="random seed (reproducible runs)")
     eng = p.add_argument_group("engine")
-    eng.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192,
+    eng.add_argument("--max-num-batched-tokens", type=positive_int, default=8192,
                      help="token budget per step, decode + prefill tokens")  # fmt: skip
-    eng.add_argument("--max-num-seqs", type=_positive_int,
+    eng.add_argument("--max-num-seqs", type=positive_int,
                      help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
     eng.add_argument("--no-chunked-prefill", action="store_true", help="prefill prompts whole")
     eng.add_argument("--disaggregated", action="store_true",
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
-    eng.add_argument("--kv-transfer-bandwidth", type=_positive_float, default=50e9,
+    eng.add_argument("--kv-transfer-bandwidth", type=positive_float, default=50e9,
                      metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     out.add_argument("--prom-out", metavar="DIR", help="write vLLM /metrics scrapes here")
     out.add_argument("--openmetrics-out", metavar="FILE", help="write OpenMetrics for backfill")
-    out.add_argument("--scrape-interval", type=_positive_float, default=15.0, metavar="SECONDS",
+    out.add_argument("--scrape-interval", type=positive_float, default=15.0, metavar="SECONDS",
                      help="time between exported scrapes")  # fmt: skip
     out.add_argument("--start-unix-seconds", type=float, default=DEFAULT_START_UNIX_SECONDS,
                      help="wall-clock time of simulated t = 0 in the exports")  # fmt: skip

@@ -21,13 +21,11 @@ from itlkit.units import (
     format_bytes,
     format_seconds,
 )
-
-_WIDE = {"description_width": "150px"}
-_LAYOUT = widgets.Layout(width="460px")
+from itlkit.widgets._style import error_banner, labelled
 
 
 def _slider(kind, description: str, **kwargs):
-    return kind(description=description, style=_WIDE, layout=_LAYOUT, **kwargs)
+    return labelled(kind, description, **kwargs)
 
 
 class DecodeExplorer:
@@ -46,25 +44,21 @@ class DecodeExplorer:
         tp: int = 1,
         mfu: float = 0.5,
     ):
-        self.model = widgets.Dropdown(
-            options=list(MODELS), value=model, description="model", style=_WIDE, layout=_LAYOUT
-        )
-        self.model_path = widgets.Text(
+        self.model = labelled(widgets.Dropdown, "model", options=list(MODELS), value=model)
+        self.model_path = labelled(
+            widgets.Text,
+            "own config.json",
             value="",
             placeholder="path/to/config.json (overrides the model above)",
-            description="own config.json",
             continuous_update=False,
-            style=_WIDE,
-            layout=_LAYOUT,
         )
-        self.gpu = widgets.Dropdown(
-            options=list(GPUS), value=gpu, description="GPU", style=_WIDE, layout=_LAYOUT
-        )
-        self.weights = widgets.Dropdown(
-            options=WEIGHT_PRECISIONS, value=weight_precision, description="weights", style=_WIDE
-        )
-        self.kv = widgets.Dropdown(
-            options=KV_PRECISIONS, value=kv_precision, description="KV cache", style=_WIDE
+        self.gpu = labelled(widgets.Dropdown, "GPU", options=list(GPUS), value=gpu)
+        self.weights = labelled(
+            widgets.Dropdown, "weights", width="300px", options=WEIGHT_PRECISIONS,
+            value=weight_precision,
+        )  # fmt: skip
+        self.kv = labelled(
+            widgets.Dropdown, "KV cache", width="300px", options=KV_PRECISIONS, value=kv_precision
         )
         self.batch = _slider(
             widgets.IntSlider, "batch (sequences)", value=batch_size, min=1, max=1024, step=1
@@ -158,7 +152,7 @@ class DecodeExplorer:
         try:
             view = self._compute()
         except (ConfigError, UnknownNameError) as exc:
-            self.status.value = _error_html(str(exc))
+            self.status.value = error_banner("Cannot run:", str(exc))
             self.figure.layout.title.text = f"cannot run this configuration: {exc}"
             return
         self._view = view
@@ -168,13 +162,6 @@ class DecodeExplorer:
                 trace.y = values["y"]
             self.figure.layout.title.text = figure_title(view)
         self.status.value = status_html(view)
-
-
-def _error_html(message: str) -> str:
-    return (
-        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
-        f"<b>Cannot run:</b> {html.escape(message)}</div>"
-    )
 
 
 def status_html(view: DecodeView) -> str:

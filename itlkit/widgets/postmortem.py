@@ -27,6 +27,7 @@ from itlkit.roofline import Deployment
 from itlkit.sources import SourceError, read_paths
 from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS, UnknownNameError, format_seconds
 from itlkit.whatif import Prediction, Setting, current_setting, predict
+from itlkit.widgets._style import error_banner
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 UPLOAD = "my files (upload below)"
@@ -209,7 +210,7 @@ class PostmortemExplorer:
         try:
             self._run_diagnosis()
         except _PROBLEMS as exc:
-            self.verdict.value = _error(f"{exc}")
+            self.verdict.value = error_banner("Cannot diagnose:", str(exc))
             return
         with self.timeline_figure.batch_update():
             for trace, values in zip(
@@ -249,13 +250,6 @@ class PostmortemExplorer:
         target.write_text(postmortem_html(self.diagnosis, figures))
         self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
         return target
-
-
-def _error(message: str) -> str:
-    return (
-        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
-        f"<b>Cannot diagnose:</b> {html.escape(message)}</div>"
-    )
 
 
 def verdict_html(d: Diagnosis) -> str:

@@ -20,6 +20,7 @@ from itlkit.plots.scheduler import (
 from itlkit.roofline import Deployment
 from itlkit.scheduler import SchedulerConfig, SimulationResult
 from itlkit.units import UnknownNameError
+from itlkit.widgets._style import error_banner, labelled
 
 _WIDE = {"description_width": "190px"}
 _LAYOUT = widgets.Layout(width="480px")
@@ -28,12 +29,8 @@ MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 def _slider(kind, description: str, **kwargs):
-    return kind(
-        description=description,
-        style=_WIDE,
-        layout=_LAYOUT,
-        continuous_update=False,
-        **kwargs,
+    return labelled(
+        kind, description, width="480px", label_width="190px", continuous_update=False, **kwargs
     )
 
 
@@ -165,7 +162,7 @@ class SchedulerExplorer:
         try:
             view, key, stale = self._compute()
         except (ConfigError, UnknownNameError) as exc:
-            self.status.value = _error_html(str(exc))
+            self.status.value = error_banner("Cannot run:", str(exc))
             self.figure.layout.title.text = f"cannot run this setting: {exc}"
             return
         self._draw(view)
@@ -181,13 +178,6 @@ class SchedulerExplorer:
                 trace.update(values)
             self.figure.layout.title.text = figure_title(view)
         self.status.value = status_html(view)
-
-
-def _error_html(message: str) -> str:
-    return (
-        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
-        f"<b>Cannot run:</b> {html.escape(message)}</div>"
-    )
 
 
 def status_html(view: SchedulerView) -> str:

@@ -1,0 +1,25 @@
+"""Look and feel shared by the notebooks' widgets: labelled controls and the error banner."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+
+def labelled(kind, description: str, *, width="460px", label_width="150px", **kwargs):
+    """A control of type `kind` with a wide label (units go in `description`)."""
+    return kind(
+        description=description,
+        style={"description_width": label_width},
+        layout=widgets.Layout(width=width),
+        **kwargs,
+    )
+
+
+def error_banner(title: str, message: str) -> str:
+    """A red HTML banner: `title` in bold, then the message (escaped)."""
+    return (
+        '<div style="background:#fde2e1;border-left:4px solid #c00;padding:6px">'
+        f"<b>{html.escape(title)}</b> {html.escape(message)}</div>"
+    )
