@@ -49,6 +49,15 @@ class Timeline:
     counter_resets_seconds: tuple[float, ...]
     snapshots: int
     notes: tuple[str, ...] = ()
+    prefix_cache_queries: np.ndarray | None = None
+    prefix_cache_hits: np.ndarray | None = None
+
+    def prefix_cache_hit_rate(self) -> float:
+        """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
+        if self.prefix_cache_queries is None or self.prefix_cache_hits is None:
+            return 0.0
+        queries = np.nansum(self.prefix_cache_queries)
+        return float(np.nansum(self.prefix_cache_hits) / queries) if queries > 0 else 0.0
 
     def __len__(self) -> int:
         return int(self.start_seconds.size)
@@ -225,6 +234,16 @@ def timeline_from_frame(
             return values
         return _counter_increase(np.nan_to_num(values), edges)
 
+    def optional_counter(key: str) -> np.ndarray | None:
+        """A counter that older servers do not export: None without a note when missing."""
+        try:
+            values = at_itl_times(scalar_series(frame, key, how="sum"))
+        except SourceError:
+            return None
+        if values is None or len(itl) == 1:
+            return values
+        return _counter_increase(np.nan_to_num(values), edges)
+
     def gauge(key: str) -> np.ndarray:
         values = at_itl_times(
             _optional_scalar(frame, key, "sum" if key != "kv_usage" else "mean", notes)
@@ -278,6 +297,8 @@ def timeline_from_frame(
         counter_resets_seconds=resets,
         snapshots=len(itl),
         notes=tuple(dict.fromkeys(notes)),
+        prefix_cache_queries=optional_counter("prefix_cache_queries"),
+        prefix_cache_hits=optional_counter("prefix_cache_hits"),
     )
 
 

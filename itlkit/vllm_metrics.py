@@ -134,6 +134,20 @@ _METRICS = [
         "generated tokens",
     ),
     VllmMetric(
+        "prefix_cache_queries",
+        ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        "counter",
+        "tokens",
+        "prompt tokens looked up in the prefix cache (renamed from gpu_prefix_cache_* in 0.9.2)",
+    ),
+    VllmMetric(
+        "prefix_cache_hits",
+        ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        "counter",
+        "tokens",
+        "prompt tokens served from the prefix cache",
+    ),
+    VllmMetric(
         "request_success",
         ("vllm:request_success_total",),
         "counter",

@@ -2,10 +2,10 @@
 
 The traffic is rebuilt from the metrics themselves: arrivals follow the observed rate of first
 tokens window by window (a Poisson process with that piecewise rate), and prompts and outputs
-take the mean lengths the counters give. The engine runs at the bandwidth efficiency the
-diagnosis fitted (plus the per-step host overhead it inferred, when the fit is too low for
-bandwidth alone), so the baseline replay can be checked against what was observed before any
-knob is turned.
+take the mean lengths the counters give. The engine's speed is calibrated first: the
+replay of the current settings must reproduce the observed mean ITL (the one exact statistic a
+histogram keeps), and the baseline replay can be checked against the observed histogram before
+any knob is turned.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from itlkit.diagnosis import PLAUSIBLE_MBU, TYPICAL_MBU, Diagnosis
+from itlkit.diagnosis import TYPICAL_MBU, Diagnosis
 from itlkit.histogram import Histogram
 from itlkit.models import ConfigError
 from itlkit.scheduler import SchedulerConfig, simulate_deployment
@@ -70,7 +70,8 @@ def current_setting(diagnosis: Diagnosis) -> Setting:
 
 
 def replay_workload(diagnosis: Diagnosis, *, seed: int = 0) -> Workload:
-    """The incident's traffic: observed arrival rate per window, mean prompt and output."""
+    """The incident's traffic: observed arrival rate per window, mean prompt and output, and
+    the prefix cache's hit rate."""
     t = diagnosis.timeline
     if not t.has_time_axis:
         raise ConfigError("a what-if needs a scrape series (a time axis), not a single scrape")
@@ -86,32 +87,34 @@ def replay_workload(diagnosis: Diagnosis, *, seed: int = 0) -> Workload:
         prompt = diagnosis.context_tokens
     if not math.isfinite(output):
         output = 256.0
+    prompt_tokens = max(round(prompt), 1)
     return synthetic_workload(
         duration_seconds=duration,
         profile=RateProfile(tuple(starts[keep]), tuple(rates[keep])),
-        prompt_tokens=max(round(prompt), 1),
+        prompt_tokens=prompt_tokens,
         output_tokens=max(round(output), 1),
+        # The prefix cache's observed hit rate, spread evenly over the prompts.
+        shared_prefix_tokens=round(t.prefix_cache_hit_rate() * prompt_tokens),
         seed=seed,
     )
 
 
-def engine_speed(diagnosis: Diagnosis) -> tuple[float, float]:
-    """(efficiency, host overhead seconds) that reproduce the observed fast mode."""
-    fit = diagnosis.mbu_fit
-    if math.isfinite(fit) and fit >= PLAUSIBLE_MBU[0]:
-        return float(min(fit, 1.0)), 0.0
-    # Bandwidth efficiency alone cannot explain a fast mode this slow: the rest is host time.
-    host = diagnosis.fast_mode_seconds - diagnosis.floor_seconds / TYPICAL_MBU
-    return TYPICAL_MBU, max(float(host), 0.0)
+@dataclass(frozen=True)
+class EngineSpeed:
+    """How fast the replayed engine runs: GPU time / efficiency + host seconds per step."""
+
+    efficiency: float
+    host_overhead_seconds: float
+    replay_itl_mean_seconds: float
+    observed_itl_mean_seconds: float
 
 
-def predict(diagnosis: Diagnosis, setting: Setting, *, seed: int = 0) -> Prediction:
-    """Replay the incident's traffic under `setting`; histograms in the observed layouts."""
+def _simulate(diagnosis: Diagnosis, setting: Setting, speed, *, seed: int):
     dep = diagnosis.deployment
     if setting.kv_precision != dep.kv.name:
         dep = replace(dep, kv=kv_precision(setting.kv_precision))
-    efficiency, host = engine_speed(diagnosis)
-    result = simulate_deployment(
+    efficiency, host = speed
+    return simulate_deployment(
         replay_workload(diagnosis, seed=seed),
         deployment=dep,
         config=SchedulerConfig(
@@ -123,6 +126,52 @@ def predict(diagnosis: Diagnosis, setting: Setting, *, seed: int = 0) -> Predict
         efficiency=efficiency,
         host_overhead_seconds=host,
         until_seconds=min(diagnosis.timeline.duration_seconds, MAX_REPLAY_SECONDS),
+    )
+
+
+def _mean_itl(result) -> float:
+    values, weights = result.itl_weighted()
+    return float(np.average(values, weights=weights)) if np.sum(weights) > 0 else math.nan
+
+
+def calibrate(diagnosis: Diagnosis, *, seed: int = 0, iterations: int = 8) -> EngineSpeed:
+    """Find the engine speed whose replay of the current settings gives the observed mean ITL.
+
+    The mean is the one exact statistic a histogram keeps (sum / count), so it is matched by
+    bisection on the efficiency; when even a slow GPU (efficiency 0.15) replays too fast, the
+    efficiency stays at a typical 60% and the rest is bisected as per-step host time.
+    """
+    target = diagnosis.timeline.itl_total.mean
+    setting = current_setting(diagnosis)
+
+    def mean_at(efficiency: float, host: float) -> float:
+        return _mean_itl(_simulate(diagnosis, setting, (efficiency, host), seed=seed))
+
+    low, high = 0.15, 1.0
+    if mean_at(low, 0.0) >= target:
+        for _ in range(iterations):  # the mean falls as the efficiency rises
+            mid = math.sqrt(low * high)
+            low, high = (mid, high) if mean_at(mid, 0.0) > target else (low, mid)
+        efficiency, host = math.sqrt(low * high), 0.0
+    else:
+        low_host, high_host = 0.0, target
+        for _ in range(iterations):
+            mid = (low_host + high_host) / 2
+            low_host, high_host = (
+                (low_host, mid) if mean_at(TYPICAL_MBU, mid) > target else (mid, high_host)
+            )
+        efficiency, host = TYPICAL_MBU, (low_host + high_host) / 2
+    return EngineSpeed(efficiency, host, mean_at(efficiency, host), target)
+
+
+def predict(
+    diagnosis: Diagnosis, setting: Setting, *, speed: EngineSpeed | None = None, seed: int = 0
+) -> Prediction:
+    """Replay the incident's traffic under `setting` (calibrated first unless `speed` is
+    given); histograms in the observed layouts."""
+    speed = speed or calibrate(diagnosis, seed=seed)
+    result = _simulate(
+        diagnosis, setting, (speed.efficiency, speed.host_overhead_seconds), seed=seed
     )
     t = diagnosis.timeline
     itl_bounds = t.itl_total.upper_bounds if t.itl_total is not None else ITL_BUCKETS_SECONDS

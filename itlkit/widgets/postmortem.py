@@ -26,7 +26,7 @@ from itlkit.plots.postmortem import (
 from itlkit.roofline import Deployment
 from itlkit.sources import SourceError, read_paths
 from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS, UnknownNameError, format_seconds
-from itlkit.whatif import Prediction, Setting, current_setting, predict
+from itlkit.whatif import EngineSpeed, Prediction, Setting, calibrate, current_setting, predict
 from itlkit.widgets._style import error_banner
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
@@ -107,6 +107,7 @@ class PostmortemExplorer:
         self.report_dir = Path(tempfile.gettempdir())
 
         self.diagnosis: Diagnosis | None = None
+        self.speed: EngineSpeed | None = None
         self.baseline: Prediction | None = None
         self.prediction: Prediction | None = None
         self._run_diagnosis()
@@ -185,6 +186,7 @@ class PostmortemExplorer:
         self.diagnosis = diagnose(
             timeline, deployment, max_num_batched_tokens=int(self.budget.value)
         )
+        self.speed = None  # the replay is calibrated again for new metrics
         self.verdict.value = verdict_html(self.diagnosis)
         self.evidence.value = evidence_html(self.diagnosis)
 
@@ -202,8 +204,10 @@ class PostmortemExplorer:
         if not self.diagnosis.timeline.has_time_axis:
             self.baseline = self.prediction = None
             return
-        self.baseline = predict(self.diagnosis, current_setting(self.diagnosis))
-        self.prediction = predict(self.diagnosis, self._setting())
+        if self.speed is None:
+            self.speed = calibrate(self.diagnosis)
+        self.baseline = predict(self.diagnosis, current_setting(self.diagnosis), speed=self.speed)
+        self.prediction = predict(self.diagnosis, self._setting(), speed=self.speed)
 
     def reload(self) -> None:
         """Load the chosen metrics, diagnose and redraw everything (errors shown, not raised)."""
