@@ -681,15 +681,17 @@ def _preemption(c: _Context) -> Finding:
         score = 0.45 * _ramp(gaps, 0, 5)
     if np.isfinite(t.kv_usage).any():
         evidence.append(f"KV cache usage peaked at {100 * np.nanmax(t.kv_usage):.0f}%")
-    cap = capacity(dep, context_tokens=c.context)
+    # A request holds its prompt and, by its end, all of its output: size the cap for that.
+    longest = max(c.mean_prompt + 2 * (c.context - c.mean_prompt), c.context)
+    cap = capacity(dep, context_tokens=longest)
     fp8 = (
         Deployment(**{**vars(dep), "kv": type(dep.kv)("fp8", 1.0)}) if dep.kv.name != "fp8" else dep
     )
-    cap_fp8 = capacity(fp8, context_tokens=c.context)
+    cap_fp8 = capacity(fp8, context_tokens=longest)
     fixes = (
         Fix(
             f"cap max_num_seqs at ~{cap.max_sequences}",
-            f"{cap.max_sequences} sequences of {c.context:,.0f} tokens fit in "
+            f"{cap.max_sequences} sequences of {longest:,.0f} tokens (prompt + full output) fit in "
             f"{format_bytes(cap.kv_budget_bytes)} of KV per GPU",
             "requests beyond it wait in the queue (TTFT) instead of being evicted mid-stream",
         ),

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,11 @@ def test_kv_room_ends_preemption(preemption):
     assert baseline.preemptions > 0
     fp8 = predict(preemption, dataclasses.replace(current_setting(preemption), kv_precision="fp8"))
     assert fp8.preemptions < baseline.preemptions  # twice the KV room, fewer evictions
-    # Cap the batch at what fits: 4,096-token contexts in ~56 GB of KV leave room for ~100.
-    capped = predict(preemption, dataclasses.replace(current_setting(preemption), max_num_seqs=48))
+    # The diagnosis' own fix: cap max_num_seqs where prompt + full output of every running
+    # request fits in the KV budget. Then nothing is ever evicted.
+    fix = next(f for f in preemption.findings if f.cause == "preemption").fixes[0]
+    cap = int(re.search(r"cap max_num_seqs at ~(\d+)", fix.action).group(1))
+    capped = predict(preemption, dataclasses.replace(current_setting(preemption), max_num_seqs=cap))
     assert capped.preemptions == 0
 
 
