@@ -319,7 +319,7 @@ def diagnose(
     floor = float(np.average(floors, weights=weights) if weights.sum() > 0 else floors.mean())
     mean_batch = float(np.average(batch, weights=weights) if weights.sum() > 0 else batch.mean())
     cap = capacity(deployment, context_tokens=context)
-    if not cap.fits(batch_size=math.ceil(mean_batch)):
+    if not cap.weights_fit:
         notes.append(
             "the deployment as given does not fit in GPU memory "
             f"({cap.explain(batch_size=math.ceil(mean_batch))}); "
@@ -681,6 +681,13 @@ def _preemption(c: _Context) -> Finding:
         score = 0.45 * _ramp(gaps, 0, 5)
     if np.isfinite(t.kv_usage).any():
         evidence.append(f"KV cache usage peaked at {100 * np.nanmax(t.kv_usage):.0f}%")
+    at_mean = capacity(dep, context_tokens=c.context)
+    if at_mean.weights_fit and c.mean_batch > at_mean.max_sequences:
+        evidence.append(
+            f"~{c.mean_batch:.0f} running sequences of ~{c.context:,.0f} tokens need more KV than "
+            f"the {format_bytes(at_mean.kv_budget_bytes)} left after weights "
+            f"(room for {at_mean.max_sequences}): the cache runs full"
+        )
     # A request holds its prompt and, by its end, all of its output: size the cap for that.
     longest = max(c.mean_prompt + 2 * (c.context - c.mean_prompt), c.context)
     cap = capacity(dep, context_tokens=longest)

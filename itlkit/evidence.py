@@ -51,6 +51,9 @@ class Timeline:
     notes: tuple[str, ...] = ()
     prefix_cache_queries: np.ndarray | None = None
     prefix_cache_hits: np.ndarray | None = None
+    finished_prompt_tokens: np.ndarray | None = None  # vllm:request_prompt_tokens _sum
+    finished_generation_tokens: np.ndarray | None = None  # vllm:request_generation_tokens _sum
+    finished_counted: np.ndarray | None = None  # vllm:request_prompt_tokens _count
 
     def prefix_cache_hit_rate(self) -> float:
         """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
@@ -84,14 +87,27 @@ class Timeline:
             return np.full(len(self), math.nan)
         return self.first_tokens / self.durations_seconds
 
+    def _per_finished(self, tokens: np.ndarray | None) -> float:
+        if tokens is None or self.finished_counted is None:
+            return math.nan
+        count = np.nansum(self.finished_counted)
+        return float(np.nansum(tokens) / count) if count > 0 else math.nan
+
     def mean_prompt_tokens(self) -> float:
-        """Prompt tokens per prefilled request over the whole period (NaN if unknown)."""
+        """Prompt tokens per request: from the per-request histogram when exported (exact), else
+        prompt-token counter over first tokens (inflated by recomputed prompts); NaN if unknown."""
+        exact = self._per_finished(self.finished_prompt_tokens)
+        if math.isfinite(exact):
+            return exact
         first_tokens = np.nansum(self.first_tokens)
         prompt = np.nansum(self.prompt_tokens)
         return float(prompt / first_tokens) if first_tokens > 0 and prompt > 0 else math.nan
 
     def mean_output_tokens(self) -> float:
         """Generated tokens per finished request over the whole period (NaN if unknown)."""
+        exact = self._per_finished(self.finished_generation_tokens)
+        if math.isfinite(exact):
+            return exact
         finished, generated = np.nansum(self.finished_requests), np.nansum(self.generation_tokens)
         return float(generated / finished) if finished > 0 and generated > 0 else math.nan
 
@@ -299,6 +315,9 @@ def timeline_from_frame(
         notes=tuple(dict.fromkeys(notes)),
         prefix_cache_queries=optional_counter("prefix_cache_queries"),
         prefix_cache_hits=optional_counter("prefix_cache_hits"),
+        finished_prompt_tokens=optional_counter("request_prompt_tokens_sum"),
+        finished_generation_tokens=optional_counter("request_generation_tokens_sum"),
+        finished_counted=optional_counter("request_prompt_tokens_count"),
     )
 
 

@@ -165,7 +165,8 @@ class _Parser:
 # What the diagnosis reads; pass `metrics=ALL_METRICS` (or a list of keys) for more.
 DEFAULT_METRICS = (
     "itl", "ttft", "e2e", "running", "waiting", "kv_usage", "preemptions", "prompt_tokens",
-    "generation_tokens", "prefix_cache_queries", "prefix_cache_hits",
+    "generation_tokens", "prefix_cache_queries", "prefix_cache_hits", "request_prompt_tokens_sum",
+    "request_prompt_tokens_count", "request_generation_tokens_sum",
 )  # fmt: skip
 ALL_METRICS = tuple(METRICS)
 _DEFAULT = _Parser.for_keys(DEFAULT_METRICS)

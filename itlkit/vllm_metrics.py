@@ -147,6 +147,29 @@ _METRICS = [
         "tokens",
         "prompt tokens served from the prefix cache",
     ),
+    # Only the _sum and _count of the per-request token histograms: exact mean prompt and output
+    # lengths of finished requests (a recomputed prompt is not counted twice here).
+    VllmMetric(
+        "request_prompt_tokens_sum",
+        ("vllm:request_prompt_tokens_sum",),
+        "counter",
+        "tokens",
+        "prompt tokens of finished requests (the vllm:request_prompt_tokens histogram's _sum)",
+    ),
+    VllmMetric(
+        "request_prompt_tokens_count",
+        ("vllm:request_prompt_tokens_count",),
+        "counter",
+        "requests",
+        "finished requests (the vllm:request_prompt_tokens histogram's _count)",
+    ),
+    VllmMetric(
+        "request_generation_tokens_sum",
+        ("vllm:request_generation_tokens_sum",),
+        "counter",
+        "tokens",
+        "generated tokens of finished requests (vllm:request_generation_tokens _sum)",
+    ),
     VllmMetric(
         "request_success",
         ("vllm:request_success_total",),
