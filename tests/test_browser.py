@@ -78,3 +78,45 @@ def test_batch_slider_redraws_plot_in_jupyterlab(
     finally:
         page.screenshot(path=artifacts_dir / "jupyterlab_01_decode_floor.png")
     assert not page_errors, f"uncaught errors in the page: {page_errors}; console: {console_errors}"
+
+
+TITLES_CONTAIN = """(parts) => {
+    const nodes = document.querySelectorAll('.js-plotly-plot .gtitle');
+    const titles = [...nodes].map((t) => t.textContent);
+    return parts.every((part) => titles.some((title) => title.includes(part)));
+}"""
+
+
+def test_postmortem_verdict_and_whatif_in_jupyterlab(
+    page, lab_server, page_errors, console_errors, artifacts_dir: Path
+):
+    from itlkit.diagnosis import diagnose
+    from itlkit.evidence import timeline_from_frame
+    from itlkit.sources import read_scrape_folder
+
+    scenario = Path(__file__).resolve().parents[1] / "data" / "scenarios" / "mixed"
+    expected = diagnose(
+        timeline_from_frame(read_scrape_folder(scenario)),
+        Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"),
+        max_num_batched_tokens=2048,
+    )
+    floor = f"floor {expected.floor_seconds * 1e3:.2f} ms"
+    try:
+        page.goto(lab_server.lab_url("04_postmortem.ipynb"))
+        page.wait_for_function(
+            "() => window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell')",
+            timeout=60_000,
+        )
+        page.wait_for_function(KERNEL_READY, timeout=90_000)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_function(TITLES_CONTAIN, arg=[floor, "what-if (budget 512,"], timeout=120_000)
+        verdict = page.get_by_text(expected.verdict.split(" (score")[0]).first
+        assert verdict.is_visible()
+
+        page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")
+        page.locator(".itlkit-whatif-budget .noUi-handle").first.focus()
+        page.keyboard.press("ArrowRight")  # 512 -> 576 tokens: re-simulates in the kernel
+        page.wait_for_function(TITLES_CONTAIN, arg=["what-if (budget 576,"], timeout=60_000)
+    finally:
+        page.screenshot(path=artifacts_dir / "jupyterlab_04_postmortem.png", full_page=True)
+    assert not page_errors, f"uncaught errors in the page: {page_errors}; console: {console_errors}"

@@ -89,11 +89,12 @@ class PostmortemExplorer:
         self.verdict = widgets.HTML()
         self.evidence = widgets.HTML()
         self.whatif_budget = widgets.IntSlider(
-            value=512, min=64, max=16384, step=64, description="what-if budget (tokens)",
+            value=512, min=64, max=16384, step=64, description="token budget (tokens/step)",
             continuous_update=False, style=_WIDE, layout=widgets.Layout(width="560px"),
         )  # fmt: skip
+        self.whatif_budget.add_class("itlkit-whatif-budget")
         self.whatif_seqs = widgets.IntSlider(
-            value=1024, min=1, max=1024, description="what-if max_num_seqs (requests)",
+            value=1024, min=1, max=1024, description="max_num_seqs (requests)",
             continuous_update=False, style=_WIDE, layout=widgets.Layout(width="560px"),
         )  # fmt: skip
         self.whatif_fp8 = widgets.Checkbox(value=False, description="FP8 KV cache", indent=False)
