@@ -64,3 +64,13 @@ def test_export_is_self_contained(explorer, tmp_path):
     assert text.count("plotly.js v") >= 1
     assert not re.search(r"<script[^>]+src=", text)
     assert str(path) in explorer.export_status.value
+
+
+def test_own_config_json_as_the_model(explorer, tmp_path):
+    config = tmp_path / "missing" / "config.json"
+    explorer.model_path.value = str(config)
+    explorer.reload()
+    assert "cannot read model config" in explorer.verdict.value
+    explorer.model_path.value = ""
+    explorer.reload()
+    assert "Cannot diagnose" not in explorer.verdict.value

@@ -66,6 +66,11 @@ class PostmortemExplorer:
         self.model = widgets.Dropdown(
             options=list(MODELS), value="llama-3.1-8b", description="model", style=_WIDE
         )
+        self.model_path = widgets.Text(
+            placeholder="path/to/config.json (overrides the model)",
+            description="own config.json",
+            style=_WIDE,
+        )
         self.gpu = widgets.Dropdown(
             options=list(GPUS), value="h100-sxm", description="GPU", style=_WIDE
         )
@@ -129,7 +134,15 @@ class PostmortemExplorer:
                     [
                         widgets.VBox([self.source, self.upload, self.url, self.start, self.end]),
                         widgets.VBox(
-                            [self.model, self.gpu, self.weights, self.kv, self.tp, self.budget]
+                            [
+                                self.model,
+                                self.model_path,
+                                self.gpu,
+                                self.weights,
+                                self.kv,
+                                self.tp,
+                                self.budget,
+                            ]
                         ),
                     ]
                 ),
@@ -170,7 +183,7 @@ class PostmortemExplorer:
 
     def _run_diagnosis(self) -> None:
         deployment = Deployment.create(
-            model=self.model.value,
+            model=self.model_path.value.strip() or self.model.value,
             gpu=self.gpu.value,
             weight_precision=self.weights.value,
             kv_precision=self.kv.value,
