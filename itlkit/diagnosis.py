@@ -26,7 +26,7 @@ import numpy as np
 from itlkit.evidence import EvidenceError, Timeline
 from itlkit.histogram import Histogram, split_modes
 from itlkit.roofline import Deployment, capacity, decode_step, mixed_step, prefill_cost
-from itlkit.units import format_bytes, format_seconds
+from itlkit.units import PRECISIONS, format_bytes, format_seconds
 
 CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
 TITLES = {
@@ -86,6 +86,7 @@ class Diagnosis:
     slow_share: float
     slow_cut_seconds: float
     slow_share_by_window: np.ndarray
+    floor_seconds_by_window: np.ndarray
     findings: tuple[Finding, ...]
     notes: tuple[str, ...] = field(default=())
 
@@ -408,6 +409,7 @@ def diagnose(
         slow_share=slow_share,
         slow_cut_seconds=split.cut_seconds,
         slow_share_by_window=shares,
+        floor_seconds_by_window=floors,
         findings=tuple(findings),
         notes=tuple(dict.fromkeys(notes)),
     )
@@ -579,9 +581,7 @@ def _growth(c: _Context) -> Finding:
         score = shift * (0.4 + 0.6 * max(r, 0.0)) if math.isfinite(r) else shift * 0.5
     else:
         evidence.append("growth over time cannot be judged without a time axis")
-    fp8 = (
-        Deployment(**{**vars(dep), "kv": type(dep.kv)("fp8", 1.0)}) if dep.kv.name != "fp8" else dep
-    )
+    fp8 = dataclasses.replace(dep, kv=PRECISIONS["fp8"])
     kv_now = decode_step(dep, batch_size=c.mean_batch, context_tokens=c.context)
     kv_fp8 = decode_step(fp8, batch_size=c.mean_batch, context_tokens=c.context)
     # The knee: past the batch whose KV read equals the weight read, KV dominates the floor.
@@ -691,9 +691,7 @@ def _preemption(c: _Context) -> Finding:
     # A request holds its prompt and, by its end, all of its output: size the cap for that.
     longest = max(c.mean_prompt + 2 * (c.context - c.mean_prompt), c.context)
     cap = capacity(dep, context_tokens=longest)
-    fp8 = (
-        Deployment(**{**vars(dep), "kv": type(dep.kv)("fp8", 1.0)}) if dep.kv.name != "fp8" else dep
-    )
+    fp8 = dataclasses.replace(dep, kv=PRECISIONS["fp8"])
     cap_fp8 = capacity(fp8, context_tokens=longest)
     fixes = (
         Fix(

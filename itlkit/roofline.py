@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from itlkit import units
 from itlkit.hardware import Hardware, compute_precision, get_gpu, peak_flops_per_second
 from itlkit.models import ConfigError, Model, check_tensor_parallel, get_model
-from itlkit.units import Precision, format_bytes, kv_precision, weight_precision
+from itlkit.units import Precision, format_bytes
 
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
 
@@ -59,8 +60,8 @@ class Deployment:
         deployment = cls(
             model=get_model(model),
             gpu=get_gpu(gpu),
-            weights=_weight_precision(weight_precision),
-            kv=_kv_precision(kv_precision),
+            weights=units.weight_precision(weight_precision),
+            kv=units.kv_precision(kv_precision),
             tp=tp,
             mfu=mfu,
             **terms,
@@ -124,14 +125,6 @@ class Deployment:
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes one token adds on one GPU, ignoring sliding windows."""
         return self.model.kv_bytes_per_token(self.kv) * self.model.kv_fraction_per_gpu(tp=self.tp)
-
-
-def _weight_precision(value):
-    return weight_precision(value)
-
-
-def _kv_precision(value):
-    return kv_precision(value)
 
 
 @dataclass(frozen=True)

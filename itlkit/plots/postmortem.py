@@ -14,7 +14,6 @@ from plotly.subplots import make_subplots
 
 from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis
 from itlkit.histogram import Histogram
-from itlkit.roofline import decode_step
 from itlkit.units import MILLISECOND, format_seconds
 from itlkit.whatif import Prediction
 
@@ -39,16 +38,12 @@ def timeline_data(d: Diagnosis) -> list[dict]:
     ).T
     when = _times(t.end_seconds) if t.has_time_axis else ["all time"]
     labels = _bucket_labels(t.itl_total.upper_bounds)
-    floors = np.asarray(
-        decode_step(d.deployment, batch_size=np.maximum(np.nan_to_num(t.running, nan=1.0), 1.0),
-                    context_tokens=d.context_tokens).floor_seconds
-    )  # fmt: skip
     return [
         {"x": when, "y": labels, "z": shares},
         {"x": when, "y": 100 * np.nan_to_num(d.slow_share_by_window, nan=0.0)},
         {"x": when, "y": np.nan_to_num(t.first_tokens_per_second)},
         {"x": when, "y": np.nan_to_num(t.running)},
-        {"x": when, "y": np.atleast_1d(floors) / MILLISECOND},
+        {"x": when, "y": np.atleast_1d(d.floor_seconds_by_window) / MILLISECOND},
     ]
 
 
