@@ -468,10 +468,8 @@ def capacity(deployment: Deployment, *, context_tokens) -> Capacity:
     dep = deployment
     context = float(_positive("context tokens", context_tokens))
     usable = dep.gpu.hbm_bytes * dep.gpu_memory_utilization
-    weights = float(
-        dep.model.streamed_params(tokens=dep.model.num_experts or 1) * dep.weights.bytes_per_element
-    )
-    weights /= dep.tp
+    # Every weight is resident, experts included, whatever a step happens to read.
+    weights = dep.model.total_params * dep.weights.bytes_per_element / dep.tp
     budget = usable - weights
     per_sequence = float(dep.kv_bytes_per_sequence_per_gpu(context_tokens=context))
     max_sequences = int(budget // per_sequence) if budget > 0 else 0

@@ -294,3 +294,14 @@ def test_bad_deployments_are_clear_errors():
         Deployment.create(model="llama-3.1-8b", gpu="h100-sxm", mfu=1.5)
     with pytest.raises(ConfigError, match="measured step seconds"):
         mbu(floor_seconds=0.015, measured_seconds=0)
+
+
+def test_every_expert_is_resident_in_memory():
+    # Mixtral 8x7B in BF16: 46,702,792,704 params x 2 B = 93.4 GB, more than an 80 GB H100,
+    # even though a batch-1 step reads only 2 of the 8 experts.
+    dep = Deployment.create(model="mixtral-8x7b-v0.1", gpu="h100-sxm")
+    cap = capacity(dep, context_tokens=1)
+    assert cap.weight_bytes == 46_702_792_704 * 2
+    assert not cap.weights_fit
+    assert capacity(Deployment.create(model="mixtral-8x7b-v0.1", gpu="h100-sxm", tp=2),
+                    context_tokens=1).weights_fit  # fmt: skip
