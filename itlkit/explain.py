@@ -71,7 +71,7 @@ def explain(
         ),
         ExplainLine(
             "weights" + per_gpu,
-            f"{params:,.0f} params x {wbytes:g} B{tp_div}",
+            f"{params:,.0f} params x {wbytes:g} B{tp_div}" + _moe_note(dep, batch_size),
             f"{format_bytes(step.weight_bytes)} -> {format_seconds(step.weight_read_seconds)}",
         ),
         ExplainLine(
@@ -179,6 +179,18 @@ def explain(
     values["max_sequences"] = cap.max_sequences
     values["kv_budget_bytes"] = cap.kv_budget_bytes
     return Explanation(tuple(lines), values)
+
+
+def _moe_note(dep: Deployment, batch_size: int) -> str:
+    """For MoE models: how many experts a decode batch is expected to touch (uniform routing)."""
+    m = dep.model
+    if not m.is_moe:
+        return ""
+    touched = float(m.expected_experts_touched(tokens=batch_size))
+    return (
+        f" (of {m.total_params:,.0f}: {touched:.1f} of {m.num_experts} experts per layer "
+        f"expected at {batch_size} tokens, top-{m.experts_per_token})"
+    )
 
 
 def _kv_formula(dep: Deployment) -> str:
