@@ -527,7 +527,8 @@ def _interference(c: _Context) -> Finding:
             "the network before its first token",
         ),
         Fix(
-            "keep the budget but set an explicit ITL p99 SLO and alert on it",
+            "keep the budget, and make the stalls a tracked number: an ITL p99 objective "
+            "with an alert",
             "the stalls become a measured trade for faster first tokens",
             "ITL p99 stays near the slow mode",
         ),
@@ -639,13 +640,13 @@ def _host_overhead(c: _Context) -> Finding:
         score = min(1.0, score * 1.15)
     fixes = (
         Fix(
-            "take an Nsight Systems trace of a few steps",
+            "profile a handful of engine steps with Nsight Systems",
             "gaps between kernels on the GPU timeline show the host is the bottleneck",
             "minutes of profiling",
         ),
         Fix(
-            "turn CUDA graphs on (drop --enforce-eager) and move sampling and "
-            "detokenization off the critical path",
+            "turn CUDA graphs on (drop --enforce-eager); keep sampling and detokenizing from "
+            "blocking the next step",
             "removes launch and Python gaps: the step can fall toward "
             f"{_ms(c.floor / TYPICAL_MBU)}",
             "more GPU memory for graph capture; some sampling options disable graphs",

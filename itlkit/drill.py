@@ -123,7 +123,7 @@ SIGNALS = {
         "ITL histogram buckets (slow share) against the arrival rate "
         "(rate of vllm:time_to_first_token_seconds_count)"
     ),
-    "p50_vs_running": "ITL p50 against vllm:num_requests_running and mean context",
+    "p50_vs_running": "how ITL p50 moves with the running requests and their context",
     "nsight_gaps": "an Nsight Systems trace: idle gaps between kernels",
     "preemptions": "rate of vllm:num_preemptions_total and KV-cache usage",
     "gpu_utilisation": "GPU utilisation (nvidia-smi / DCGM)",
@@ -137,11 +137,11 @@ SIGNAL_FOR_CAUSE = {
 }
 
 FIXES = {
-    "lower_budget": "lower the per-step token budget (max_num_batched_tokens)",
+    "lower_budget": "shrink max_num_batched_tokens (tokens per engine step)",
     "disaggregate": "disaggregate prefill from decode",
     "cap_or_fp8_kv": "cap max_num_seqs or quantise the KV cache to FP8",
     "add_replicas": "add GPUs / replicas",
-    "cuda_graphs": "CUDA graphs on; sampling and detokenisation off the critical path",
+    "cuda_graphs": "CUDA graphs on; sampling and detokenising no longer block the next step",
     "chunked_off": "turn chunked prefill off",
 }
 FIXES_FOR_CAUSE = {
@@ -823,7 +823,7 @@ def follow_ups(scenario: Scenario) -> tuple[FollowUp, ...]:
     return (
         FollowUp(
             "ttft_first",
-            "The product team says TTFT matters more than ITL. What do you change?",
+            "Product now ranks TTFT above smooth streaming. What would you change?",
             f"Leave the budget at {s.chunk_tokens:,} tokens (or raise it): a prompt of "
             f"{s.prompt_tokens:,} tokens finishes prefill in {w.prefill_steps} steps. "
             f"The cost is that every running stream sits through a {_ms(w.mixed_step_seconds)} "
@@ -838,7 +838,7 @@ def follow_ups(scenario: Scenario) -> tuple[FollowUp, ...]:
 
 def _follow_up_70b(scenario: Scenario) -> FollowUp:
     s, dep, own = scenario, scenario.deployment, worked_numbers(scenario)
-    question = "Now it is a 70B model on TP=4. What changes?"
+    question = "Same traffic, but the model is Llama 3.1 70B split over 4 GPUs (TP=4). What moves?"
     big = Deployment.create(
         model="llama-3.1-70b",
         gpu=dep.gpu,
@@ -880,7 +880,7 @@ def _follow_up_chunked_off(scenario: Scenario, w: Worked) -> FollowUp:
     )
     return FollowUp(
         "chunked_off",
-        "Why not just turn chunked prefill off?",
+        "Chunked prefill causes the stalls, so why not run with chunked prefill off?",
         f"The prompt does not go away, it arrives in one piece: a {s.prompt_tokens:,}-token "
         f"prefill becomes one step of about {_ms(whole.step_seconds)} instead of "
         f"{w.prefill_steps} steps of {_ms(w.mixed_step_seconds)}, and every running stream waits "

@@ -1,6 +1,7 @@
 """The step-time model: what one engine step costs, term by term.
 
-A decode step reads every weight once and every live sequence's KV cache once, so
+To emit one token per running sequence, a decode step must stream all the weights and each
+sequence's cached keys and values out of HBM, so
 `(weight bytes + KV bytes) / HBM bandwidth` bounds it from below (the floor). A step that also
 carries a prefill chunk multiplies the matmul work; past the roofline ridge its GEMMs turn
 compute-bound and every running stream waits for them. Numbers are per GPU under tensor

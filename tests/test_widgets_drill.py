@@ -89,7 +89,9 @@ def test_follow_ups_unlock_after_a_check(drill):
     assert "35.28 GB" in drill.follow_up_answers[1].value
     assert "10.53 ms" in drill.follow_up_answers[1].value
     assert drill.follow_up_answers[0].value == ""  # only the one clicked
-    assert drill.follow_ups.titles[2] == "Why not just turn chunked prefill off?"
+    assert drill.follow_ups.titles[2] == (
+        "Chunked prefill causes the stalls, so why not run with chunked prefill off?"
+    )
 
 
 def test_new_scenario_draws_from_the_seed_and_clears(drill):
