@@ -116,11 +116,15 @@ class Timeline:
         return self.end_seconds - self.start_seconds
 
 
-def _optional_scalar(frame: pd.DataFrame, key: str, how: str, notes: list[str]) -> pd.Series | None:
+def _optional_scalar(
+    frame: pd.DataFrame, key: str, how: str, notes: list[str] | None
+) -> pd.Series | None:
+    """The metric's series, or None when absent (with a note, unless `notes` is None)."""
     try:
         return scalar_series(frame, key, how=how)
     except SourceError:
-        notes.append(f"no {key} metric in the input: evidence that needs it is skipped")
+        if notes is not None:
+            notes.append(f"no {key} metric in the input: evidence that needs it is skipped")
         return None
 
 
@@ -242,23 +246,20 @@ def timeline_from_frame(
             notes.append(f"{series.name} is missing in some scrapes; those windows show NaN")
         return aligned.to_numpy(dtype=float)
 
-    def counter(key: str) -> np.ndarray:
-        values = at_itl_times(_optional_scalar(frame, key, "sum", notes))
-        if values is None:
-            return nan.copy()
-        if len(itl) == 1:
-            return values
-        return _counter_increase(np.nan_to_num(values), edges)
-
-    def optional_counter(key: str) -> np.ndarray | None:
-        """A counter that older servers do not export: None without a note when missing."""
-        try:
-            values = at_itl_times(scalar_series(frame, key, how="sum"))
-        except SourceError:
-            return None
+    def increase(series: pd.Series | None) -> np.ndarray | None:
+        """A counter's increase per window (the cumulative value itself for one scrape)."""
+        values = at_itl_times(series)
         if values is None or len(itl) == 1:
             return values
         return _counter_increase(np.nan_to_num(values), edges)
+
+    def counter(key: str) -> np.ndarray:
+        values = increase(_optional_scalar(frame, key, "sum", notes))
+        return nan.copy() if values is None else values
+
+    def optional_counter(key: str) -> np.ndarray | None:
+        """A counter that older servers do not export: None without a note when missing."""
+        return increase(_optional_scalar(frame, key, "sum", None))
 
     def gauge(key: str) -> np.ndarray:
         values = at_itl_times(
@@ -270,10 +271,7 @@ def timeline_from_frame(
 
     def histogram_count(key: str) -> np.ndarray | None:
         """Observations per window of a histogram (its _count increase)."""
-        values = at_itl_times(_count_series(frame, key))
-        if values is None:
-            return None
-        return values if len(itl) == 1 else _counter_increase(np.nan_to_num(values), edges)
+        return increase(_count_series(frame, key))
 
     ttft_total = None
     ends = (
