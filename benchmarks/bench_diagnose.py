@@ -22,10 +22,10 @@ import numpy as np
 
 def write_day(folder: Path, hours: float) -> int:
     """Simulate and export; returns the number of scrape files."""
-    from itlkit.export import export_prometheus_scrapes
-    from itlkit.roofline import Deployment
-    from itlkit.scheduler import SchedulerConfig, simulate_deployment
-    from itlkit.workload import RateProfile, synthetic_workload
+    from itlkit.physics.roofline import Deployment
+    from itlkit.sim.export import export_prometheus_scrapes
+    from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
+    from itlkit.sim.workload import RateProfile, synthetic_workload
 
     duration = hours * 3600
     starts = np.arange(0, duration, 3600.0)

@@ -15,10 +15,10 @@ import tracemalloc
 
 import numpy as np
 
-from itlkit.roofline import Deployment
-from itlkit.scheduler import SchedulerConfig, simulate_deployment
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
+from itlkit.sim.workload import synthetic_workload
 from itlkit.widgets.scheduler import SchedulerExplorer
-from itlkit.workload import synthetic_workload
 
 DURATION_SECONDS = 600.0
 RATE_PER_SECOND = 5.0  # keeps ~64 requests running at these lengths

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from itlkit.errors import UnknownNameError
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -38,13 +40,6 @@ PRECISIONS: dict[str, Precision] = {
 }
 WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_PRECISIONS = ("bf16", "fp16", "fp8")
-
-
-class UnknownNameError(KeyError, ValueError):
-    """A catalog lookup by a name that does not exist; the message lists the valid names."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def lookup(kind: str, name: str, valid: dict):

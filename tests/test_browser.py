@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from itlkit.roofline import Deployment, decode_step
+from itlkit.bundled import scenario_folder
+from itlkit.physics.roofline import Deployment, decode_step
 
 pytestmark = pytest.mark.browser
 
@@ -90,11 +91,11 @@ TITLES_CONTAIN = """(parts) => {
 def test_postmortem_verdict_and_whatif_in_jupyterlab(
     page, lab_server, page_errors, console_errors, artifacts_dir: Path
 ):
-    from itlkit.diagnosis import diagnose
-    from itlkit.evidence import timeline_from_frame
-    from itlkit.sources import read_scrape_folder
+    from itlkit.diagnosis.evidence import timeline_from_frame
+    from itlkit.diagnosis.scoring import diagnose
+    from itlkit.metrics.sources import read_scrape_folder
 
-    scenario = Path(__file__).resolve().parents[1] / "data" / "scenarios" / "mixed"
+    scenario = scenario_folder() / "mixed"
     expected = diagnose(
         timeline_from_frame(read_scrape_folder(scenario)),
         Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"),

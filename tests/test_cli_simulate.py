@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from itlkit import sources
 from itlkit.cli import main
-from itlkit.vllm_metrics import ITL_BUCKETS_SECONDS
+from itlkit.metrics import sources
+from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS
 
 KEYS = (
     "itl_mean_seconds", "itl_p50_seconds", "itl_p99_seconds", "ttft_mean_seconds",

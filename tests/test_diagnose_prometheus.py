@@ -13,13 +13,13 @@ import time
 import pytest
 from _prometheus_server import backfilled_prometheus
 
-from itlkit.diagnosis import diagnose
-from itlkit.evidence import EvidenceError, timeline_from_frame, timeline_from_prometheus
-from itlkit.export import export_prometheus_scrapes, render_openmetrics
-from itlkit.prometheus_api import PrometheusError
-from itlkit.roofline import Deployment
-from itlkit.scenarios import SCENARIOS, run_scenario
-from itlkit.sources import read_scrape_folder
+from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
+from itlkit.diagnosis.scoring import diagnose
+from itlkit.errors import EvidenceError, PrometheusError
+from itlkit.metrics.sources import read_scrape_folder
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.export import export_prometheus_scrapes, render_openmetrics
+from itlkit.sim.scenarios import SCENARIOS, run_scenario
 
 pytestmark = pytest.mark.prometheus
 SCENARIO = SCENARIOS["prefill_interference"]

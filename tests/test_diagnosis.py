@@ -5,19 +5,20 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from itlkit.diagnosis import CAUSES, HEALTHY_BELOW, diagnose
-from itlkit.evidence import EvidenceError, timeline_from_frame
-from itlkit.histogram import Histogram
-from itlkit.roofline import Deployment
-from itlkit.scenarios import SCENARIOS, write_scenario
-from itlkit.sources import SourceError, read_paths, read_scrape_folder
+from itlkit.bundled import scenario_folder
+from itlkit.diagnosis.evidence import timeline_from_frame
+from itlkit.diagnosis.scoring import CAUSES, HEALTHY_BELOW, diagnose
+from itlkit.errors import EvidenceError, SourceError
+from itlkit.metrics.histogram import Histogram
+from itlkit.metrics.sources import read_paths, read_scrape_folder
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.scenarios import SCENARIOS, write_scenario
 
-SCENARIO_DIR = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+SCENARIO_DIR = scenario_folder()
 
 
 def _meta(name: str) -> dict:

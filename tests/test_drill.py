@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from itlkit.diagnosis import CAUSES
-from itlkit.drill import (
+from itlkit.diagnosis.scoring import CAUSES
+from itlkit.drill.drill import (
     CLOSE,
     CORRECT,
     DRILL_GPUS,
@@ -34,8 +34,9 @@ from itlkit.drill import (
     worked_example,
     worked_numbers,
 )
-from itlkit.models import ConfigError, check_tensor_parallel
-from itlkit.roofline import capacity, mixed_step
+from itlkit.errors import ConfigError
+from itlkit.physics.models import check_tensor_parallel
+from itlkit.physics.roofline import capacity, mixed_step
 
 MS = 1e-3
 REFERENCE = Answer(

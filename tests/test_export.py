@@ -1,4 +1,4 @@
-"""Simulator exports read back the way a real vLLM scrape would be: through itlkit.sources,
+"""Simulator exports read back the way a real vLLM scrape would be: through itlkit.metrics.sources,
 prometheus_client's parsers and promtool. The bar: the same numbers as the run's own samples."""
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from itlkit import sources
-from itlkit.export import (
+from itlkit.errors import ConfigError
+from itlkit.metrics import sources
+from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS, TTFT_BUCKETS_SECONDS
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.export import (
     DEFAULT_START_UNIX_SECONDS,
     export_openmetrics,
     export_prometheus_scrapes,
@@ -21,11 +24,8 @@ from itlkit.export import (
     scrape_series,
     scrape_times,
 )
-from itlkit.models import ConfigError
-from itlkit.roofline import Deployment
-from itlkit.scheduler import SchedulerConfig, simulate_deployment, weighted_histogram
-from itlkit.vllm_metrics import ITL_BUCKETS_SECONDS, TTFT_BUCKETS_SECONDS
-from itlkit.workload import make_workload, synthetic_workload
+from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment, weighted_histogram
+from itlkit.sim.workload import make_workload, synthetic_workload
 
 MAIN_FAMILIES = (
     "vllm:inter_token_latency_seconds",

@@ -3,8 +3,9 @@ import json
 import pytest
 from _paths import DATA
 
-from itlkit.hardware import GPUS, get_gpu, ridge_flops_per_byte
-from itlkit.units import PRECISIONS, UnknownNameError
+from itlkit.errors import UnknownNameError
+from itlkit.physics.hardware import GPUS, get_gpu, ridge_flops_per_byte
+from itlkit.units import PRECISIONS
 
 SPEC = json.loads((DATA / "gpus.json").read_text())["gpus"]
 

@@ -1,4 +1,4 @@
-"""itlkit.histogram against Prometheus' own histogram_quantile cases and hand-computed numbers."""
+"""metrics.histogram against Prometheus' own histogram_quantile cases and hand-computed numbers."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from itlkit.histogram import (
+from itlkit.errors import HistogramError
+from itlkit.metrics.histogram import (
     Histogram,
-    HistogramError,
     counter_rate,
     difference,
     from_samples,

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from _paths import DATA
 
-from itlkit.models import MODELS, ConfigError, check_tensor_parallel, get_model
-from itlkit.units import PRECISIONS, UnknownNameError
+from itlkit.errors import ConfigError, UnknownNameError
+from itlkit.physics.models import MODELS, check_tensor_parallel, get_model
+from itlkit.units import PRECISIONS
 
 PUBLISHED = json.loads((DATA / "published_counts.json").read_text())
 BF16, FP8 = PRECISIONS["bf16"], PRECISIONS["fp8"]

@@ -1,4 +1,4 @@
-"""itlkit.prometheus_api against a real Prometheus server over a backfilled TSDB.
+"""itlkit.metrics.prometheus_api against a real Prometheus server over a backfilled TSDB.
 
 The test writes an OpenMetrics file of three vLLM servers (ITL only, ITL plus the deprecated
 TPOT, TPOT only), builds blocks with `promtool tsdb create-blocks-from openmetrics`, starts
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from _prometheus_server import backfilled_prometheus
 
-from itlkit.histogram import quantile
-from itlkit.prometheus_api import (
-    PrometheusError,
+from itlkit.errors import PrometheusError
+from itlkit.metrics.histogram import quantile
+from itlkit.metrics.prometheus_api import (
     bucket_rate_query,
     fetch_bucket_rates,
     fetch_vllm_summary,

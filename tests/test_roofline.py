@@ -9,8 +9,8 @@ from _paths import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from itlkit.models import ConfigError
-from itlkit.roofline import (
+from itlkit.errors import ConfigError
+from itlkit.physics.roofline import (
     Deployment,
     capacity,
     check_fits,

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from itlkit.models import ConfigError
-from itlkit.roofline import Deployment, capacity, decode_step, step_seconds
-from itlkit.scheduler import (
+from itlkit.errors import ConfigError
+from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS
+from itlkit.physics.roofline import Deployment, capacity, decode_step, step_seconds
+from itlkit.sim.scheduler import (
     SchedulerConfig,
     constant_step_function,
     fine_buckets_seconds,
@@ -25,8 +26,13 @@ from itlkit.scheduler import (
     simulate_deployment,
     weighted_quantile,
 )
-from itlkit.vllm_metrics import ITL_BUCKETS_SECONDS
-from itlkit.workload import LogNormal, Uniform, make_workload, steady_workload, synthetic_workload
+from itlkit.sim.workload import (
+    LogNormal,
+    Uniform,
+    make_workload,
+    steady_workload,
+    synthetic_workload,
+)
 
 FLOOR_SECONDS = 15.05e-3  # worked example: 64 x 4,096 tokens, Llama 3.1 8B BF16, H100 SXM
 CHUNK_2048_SECONDS = 79e-3  # "step with a chunk = ~79 ms"
@@ -393,7 +399,7 @@ def test_fast_path_matches_step_by_step(llama_h100, monkeypatch, disaggregated):
         max_num_batched_tokens=2048, max_num_seqs=64, disaggregated=disaggregated
     )
     fast = simulate_deployment(w, deployment=llama_h100, config=config, until_seconds=60)
-    monkeypatch.setattr("itlkit.scheduler.FAST_PATH_MIN_STEPS", 10**9)
+    monkeypatch.setattr("itlkit.sim.scheduler.FAST_PATH_MIN_STEPS", 10**9)
     slow = simulate_deployment(w, deployment=llama_h100, config=config, until_seconds=60)
     assert fast.steps == slow.steps
     for name in ("step_start_seconds", "step_duration_seconds"):

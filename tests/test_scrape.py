@@ -1,4 +1,4 @@
-"""itlkit.scrape and `itlkit scrape` against tiny local servers on 127.0.0.1 only."""
+"""itlkit.metrics.scrape and `itlkit scrape` against tiny local servers on 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from itlkit.cli import main
-from itlkit.scrape import (
-    ScrapeError,
-    fetch_metrics,
-    parse_duration_seconds,
-    scrape_series,
-)
-from itlkit.sources import histogram_series, read_scrape_folder
+from itlkit.errors import ScrapeError
+from itlkit.metrics.scrape import fetch_metrics, parse_duration_seconds, scrape_series
+from itlkit.metrics.sources import histogram_series, read_scrape_folder
 
 PAGE = """# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
 # TYPE vllm:inter_token_latency_seconds histogram

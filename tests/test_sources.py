@@ -1,4 +1,4 @@
-"""itlkit.sources: real vLLM text pages, folders of scrapes, bench JSON, and bad input."""
+"""itlkit.metrics.sources: real vLLM text pages, folders of scrapes, bench JSON, and bad input."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from itlkit.exposition import EngineState, render_vllm_metrics
-from itlkit.histogram import from_samples, series_window
-from itlkit.sources import (
-    SourceError,
+from itlkit.errors import SourceError
+from itlkit.metrics.exposition import EngineState, render_vllm_metrics
+from itlkit.metrics.histogram import from_samples, series_window
+from itlkit.metrics.sources import (
     histogram_series,
     parse_prometheus_text,
     read_bench_json,

@@ -1,13 +1,7 @@
 import pytest
 
-from itlkit.units import (
-    PRECISIONS,
-    UnknownNameError,
-    format_bytes,
-    format_seconds,
-    kv_precision,
-    weight_precision,
-)
+from itlkit.errors import UnknownNameError
+from itlkit.units import PRECISIONS, format_bytes, format_seconds, kv_precision, weight_precision
 
 
 def test_bytes_per_element_are_floats_and_int4_is_half_a_byte():

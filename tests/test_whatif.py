@@ -3,18 +3,18 @@
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from itlkit.diagnosis import diagnose
-from itlkit.evidence import timeline_from_frame
-from itlkit.models import ConfigError
-from itlkit.roofline import Deployment
-from itlkit.sources import read_paths, read_scrape_folder
-from itlkit.whatif import calibrate, current_setting, predict
+from itlkit.bundled import scenario_folder
+from itlkit.diagnosis.evidence import timeline_from_frame
+from itlkit.diagnosis.scoring import diagnose
+from itlkit.diagnosis.whatif import calibrate, current_setting, predict
+from itlkit.errors import ConfigError
+from itlkit.metrics.sources import read_paths, read_scrape_folder
+from itlkit.physics.roofline import Deployment
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+SCENARIOS = scenario_folder()
 H100_8B = dict(model="llama-3.1-8b", gpu="h100-sxm")
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from itlkit.roofline import Deployment, decode_step, mixed_step
+from itlkit.physics.roofline import Deployment, decode_step, mixed_step
 from itlkit.widgets.decode import DecodeExplorer
 
 

@@ -4,8 +4,8 @@ feedback and the figure. Reference numbers: shared/spec/worked-example.txt."""
 import numpy as np
 import pytest
 
-from itlkit.diagnosis import CAUSES
-from itlkit.drill import draw_scenario, follow_ups, worked_numbers
+from itlkit.diagnosis.scoring import CAUSES
+from itlkit.drill.drill import draw_scenario, follow_ups, worked_numbers
 from itlkit.plots.drill import answer_figure, trace_data
 from itlkit.widgets.drill import InterviewDrill
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from itlkit.histogram import from_samples, summarize
+from itlkit.metrics.histogram import from_samples, summarize
+from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots.histogram import bucket_bars, histogram_figure
-from itlkit.roofline import Deployment, decode_step
 from itlkit.widgets.histogram import HistogramExplorer
 
 LES = ["0.01", "0.025", "0.05", "0.075", "0.1", "+Inf"]

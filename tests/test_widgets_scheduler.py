@@ -8,9 +8,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from itlkit.physics.roofline import Deployment
 from itlkit.plots.scheduler import scheduler_figure, scheduler_view
-from itlkit.roofline import Deployment
-from itlkit.scheduler import SchedulerConfig
+from itlkit.sim.scheduler import SchedulerConfig
 from itlkit.widgets.scheduler import SchedulerExplorer
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from itlkit.models import ConfigError
-from itlkit.workload import (
+from itlkit.errors import ConfigError
+from itlkit.sim.workload import (
     Fixed,
     LogNormal,
     RateProfile,

@@ -12,8 +12,7 @@ import importlib
 import pkgutil
 import sys
 
-from itlkit.models import ConfigError
-from itlkit.units import UnknownNameError
+from itlkit.errors import ConfigError, UnknownNameError
 
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, UnknownNameError, ValueError, OSError)
 

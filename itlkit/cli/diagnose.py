@@ -6,10 +6,10 @@ import json
 import math
 
 from itlkit.cli._args import positive_float, positive_int
-from itlkit.diagnosis import diagnose, postmortem_text
-from itlkit.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
-from itlkit.roofline import Deployment
-from itlkit.sources import read_paths
+from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
+from itlkit.diagnosis.scoring import diagnose, postmortem_text
+from itlkit.metrics.sources import read_paths
+from itlkit.physics.roofline import Deployment
 
 
 def add_parser(subparsers) -> None:
@@ -62,7 +62,7 @@ def run(args) -> int:
         mfu=args.mfu,
     )
     if args.prometheus:
-        from itlkit.evidence import timeline_from_prometheus
+        from itlkit.diagnosis.evidence import timeline_from_prometheus
 
         if not (args.start and args.end):
             raise ValueError("--prometheus needs --start and --end")

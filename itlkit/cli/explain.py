@@ -6,8 +6,8 @@ import json
 import sys
 
 from itlkit.cli._args import positive_float, positive_int
-from itlkit.explain import explain
-from itlkit.roofline import Deployment
+from itlkit.physics.explain import explain
+from itlkit.physics.roofline import Deployment
 
 
 def add_parser(subparsers) -> None:

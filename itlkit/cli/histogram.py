@@ -12,10 +12,10 @@ import datetime as dt
 import json
 import math
 
-from itlkit.histogram import Summary, series_window, summarize
-from itlkit.sources import histogram_series, read_paths
+from itlkit.metrics.histogram import Summary, series_window, summarize
+from itlkit.metrics.sources import histogram_series, read_paths
+from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS, metric
 from itlkit.units import format_percent, format_seconds
-from itlkit.vllm_metrics import SECONDS_HISTOGRAMS, metric
 
 QUANTILES = (0.5, 0.9, 0.99)
 

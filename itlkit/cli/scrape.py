@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from itlkit.scrape import parse_duration_seconds, scrape_series
+from itlkit.metrics.scrape import parse_duration_seconds, scrape_series
 
 
 def add_parser(subparsers) -> None:

@@ -8,12 +8,15 @@ import math
 from dataclasses import asdict
 
 from itlkit.cli._args import positive_float, positive_int
-from itlkit.export import DEFAULT_START_UNIX_SECONDS, export_openmetrics, export_prometheus_scrapes
-from itlkit.models import ConfigError
-from itlkit.roofline import Deployment
-from itlkit.scheduler import SchedulerConfig, simulate_deployment
-from itlkit.units import format_seconds
-from itlkit.workload import (
+from itlkit.errors import ConfigError
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.export import (
+    DEFAULT_START_UNIX_SECONDS,
+    export_openmetrics,
+    export_prometheus_scrapes,
+)
+from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
+from itlkit.sim.workload import (
     Fixed,
     LogNormal,
     RateProfile,
@@ -21,6 +24,7 @@ from itlkit.workload import (
     read_workload,
     synthetic_workload,
 )
+from itlkit.units import format_seconds
 
 
 def _lengths(text: str):

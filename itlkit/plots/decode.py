@@ -9,7 +9,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from itlkit.roofline import Capacity, Deployment, StepTime, capacity, decode_step, mixed_step
+from itlkit.physics.roofline import (
+    Capacity,
+    Deployment,
+    StepTime,
+    capacity,
+    decode_step,
+    mixed_step,
+)
 from itlkit.units import MILLISECOND, TERA
 
 BATCH_AXIS = np.unique(np.round(np.geomspace(1, 1024, 160)).astype(int))

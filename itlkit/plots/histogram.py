@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from itlkit.histogram import Histogram, ModeTimeline, Summary
+from itlkit.metrics.histogram import Histogram, ModeTimeline, Summary
 from itlkit.units import format_percent, format_seconds
 
 OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn

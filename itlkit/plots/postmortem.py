@@ -12,10 +12,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis
-from itlkit.histogram import Histogram
+from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
+from itlkit.diagnosis.whatif import Prediction
+from itlkit.metrics.histogram import Histogram
 from itlkit.units import MILLISECOND, format_seconds
-from itlkit.whatif import Prediction
 
 
 def _times(seconds: np.ndarray) -> list[dt.datetime]:

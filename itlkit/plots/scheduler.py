@@ -13,8 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from itlkit.roofline import Deployment, decode_step
-from itlkit.scheduler import (
+from itlkit.physics.roofline import Deployment, decode_step
+from itlkit.sim.scheduler import (
     SchedulerConfig,
     SimulationResult,
     fine_buckets_seconds,
@@ -23,8 +23,8 @@ from itlkit.scheduler import (
     simulate,
     transfer_bytes_per_token,
 )
+from itlkit.sim.workload import Workload, synthetic_workload
 from itlkit.units import MILLISECOND
-from itlkit.workload import Workload, synthetic_workload
 
 FRONTIER_BUDGETS = (512, 1024, 2048, 4096, 8192)
 FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)

@@ -8,16 +8,16 @@ import html
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from itlkit.hardware import GPUS
-from itlkit.models import MODELS, ConfigError
+from itlkit.errors import ConfigError, UnknownNameError
+from itlkit.physics.hardware import GPUS
+from itlkit.physics.models import MODELS
+from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
 from itlkit.plots.decode import DecodeView, decode_figure, decode_view, figure_title, trace_data
-from itlkit.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
 from itlkit.units import (
     KV_PRECISIONS,
     MICROSECOND,
     MILLISECOND,
     WEIGHT_PRECISIONS,
-    UnknownNameError,
     format_bytes,
     format_seconds,
 )

@@ -10,8 +10,8 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
-from itlkit.diagnosis import CAUSES, TITLES
-from itlkit.drill import (
+from itlkit.diagnosis.scoring import CAUSES, TITLES
+from itlkit.drill.drill import (
     CLOSE,
     CORRECT,
     FIXES,

@@ -10,25 +10,25 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
-from itlkit.hardware import GPUS
-from itlkit.histogram import (
+from itlkit.errors import ConfigError, SourceError, UnknownNameError
+from itlkit.metrics.histogram import (
     HistogramSeries,
     counter_rate,
     series_window,
     slow_share_over_time,
     summarize,
 )
-from itlkit.models import MODELS, ConfigError
+from itlkit.metrics.sources import histogram_series, read_paths, read_texts
+from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
+from itlkit.physics.hardware import GPUS
+from itlkit.physics.models import MODELS
+from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots.histogram import (
     empty_series_figure,
     histogram_figure,
     series_figure,
     summary_lines,
 )
-from itlkit.roofline import Deployment, decode_step
-from itlkit.sources import SourceError, histogram_series, read_paths, read_texts
-from itlkit.units import UnknownNameError
-from itlkit.vllm_metrics import SECONDS_HISTOGRAMS
 
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")

@@ -10,10 +10,22 @@ from pathlib import Path
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from itlkit.diagnosis import HEALTHY_BELOW, Diagnosis, diagnose
-from itlkit.evidence import EvidenceError, timeline_from_frame
-from itlkit.hardware import GPUS
-from itlkit.models import MODELS, ConfigError
+from itlkit.bundled import scenario_folder
+from itlkit.diagnosis.evidence import timeline_from_frame
+from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis, diagnose
+from itlkit.diagnosis.whatif import (
+    EngineSpeed,
+    Prediction,
+    Setting,
+    calibrate,
+    current_setting,
+    predict,
+)
+from itlkit.errors import ConfigError, EvidenceError, SourceError, UnknownNameError
+from itlkit.metrics.sources import read_paths
+from itlkit.physics.hardware import GPUS
+from itlkit.physics.models import MODELS
+from itlkit.physics.roofline import Deployment
 from itlkit.plots.postmortem import (
     postmortem_html,
     timeline_data,
@@ -23,13 +35,10 @@ from itlkit.plots.postmortem import (
     whatif_figure,
     whatif_title,
 )
-from itlkit.roofline import Deployment
-from itlkit.sources import SourceError, read_paths
-from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS, UnknownNameError, format_seconds
-from itlkit.whatif import EngineSpeed, Prediction, Setting, calibrate, current_setting, predict
+from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS, format_seconds
 from itlkit.widgets._style import error_banner
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+SCENARIO_DIR = scenario_folder()
 UPLOAD = "my files (upload below)"
 PROMETHEUS = "a Prometheus server (URL below)"
 _PROBLEMS = (ConfigError, EvidenceError, SourceError, UnknownNameError, ValueError, OSError)
@@ -190,7 +199,7 @@ class PostmortemExplorer:
             tp=int(self.tp.value),
         )
         if self.source.value == PROMETHEUS:
-            from itlkit.evidence import timeline_from_prometheus
+            from itlkit.diagnosis.evidence import timeline_from_prometheus
 
             timeline = timeline_from_prometheus(
                 self.url.value.strip(), start=self.start.value.strip(), end=self.end.value.strip()

@@ -8,7 +8,8 @@ import html
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from itlkit.models import ConfigError
+from itlkit.errors import ConfigError, UnknownNameError
+from itlkit.physics.roofline import Deployment
 from itlkit.plots.scheduler import (
     SchedulerView,
     figure_title,
@@ -17,9 +18,7 @@ from itlkit.plots.scheduler import (
     trace_data,
     with_frontier,
 )
-from itlkit.roofline import Deployment
-from itlkit.scheduler import SchedulerConfig, SimulationResult
-from itlkit.units import UnknownNameError
+from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
 from itlkit.widgets._style import error_banner, labelled
 
 _WIDE = {"description_width": "190px"}

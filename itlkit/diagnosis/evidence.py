@@ -1,0 +1,441 @@
+"""The evidence of an ITL incident, as windows in time.
+
+A scrape series is cumulative: counters and histogram buckets only grow. Diagnosis needs what
+happened *in* each stretch of time, so this module cuts the series into windows and takes, per
+window, the ITL histogram increase, the rate of first tokens (the TTFT histogram's count rate,
+i.e. prefill completions, vLLM's arrival signal), the mean of the running/waiting gauges, and the
+increase of the preemption and token counters. Counter resets are detected and reported.
+
+Every source (scrape folder, one saved page, a Prometheus server, a simulator export) ends up as
+one `Timeline`, so the diagnosis does not care where the numbers came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from itlkit.errors import EvidenceError, SourceError
+from itlkit.metrics.histogram import (
+    Histogram,
+    HistogramSeries,
+    Window,
+    series_window,
+    sum_histograms,
+)
+from itlkit.metrics.sources import histogram_series, scalar_series
+
+DEFAULT_WINDOW_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Per-window evidence; arrays have one entry per window, NaN where a metric is missing."""
+
+    start_seconds: np.ndarray
+    end_seconds: np.ndarray
+    itl: tuple[Histogram, ...]
+    itl_total: Histogram
+    ttft_total: Histogram | None
+    first_tokens: np.ndarray
+    running: np.ndarray
+    waiting: np.ndarray
+    kv_usage: np.ndarray
+    preemptions: np.ndarray
+    prompt_tokens: np.ndarray
+    generation_tokens: np.ndarray
+    finished_requests: np.ndarray
+    counter_resets_seconds: tuple[float, ...]
+    snapshots: int
+    notes: tuple[str, ...] = ()
+    prefix_cache_queries: np.ndarray | None = None
+    prefix_cache_hits: np.ndarray | None = None
+    finished_prompt_tokens: np.ndarray | None = None  # vllm:request_prompt_tokens _sum
+    finished_generation_tokens: np.ndarray | None = None  # vllm:request_generation_tokens _sum
+    finished_counted: np.ndarray | None = None  # vllm:request_prompt_tokens _count
+
+    def prefix_cache_hit_rate(self) -> float:
+        """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
+        if self.prefix_cache_queries is None or self.prefix_cache_hits is None:
+            return 0.0
+        queries = np.nansum(self.prefix_cache_queries)
+        return float(np.nansum(self.prefix_cache_hits) / queries) if queries > 0 else 0.0
+
+    def __len__(self) -> int:
+        return int(self.start_seconds.size)
+
+    @property
+    def has_time_axis(self) -> bool:
+        return (
+            self.snapshots >= 2 and len(self) >= 1 and bool(np.all(np.isfinite(self.end_seconds)))
+        )
+
+    @property
+    def duration_seconds(self) -> float:
+        return float(self.end_seconds[-1] - self.start_seconds[0]) if len(self) else 0.0
+
+    @property
+    def itl_counts(self) -> np.ndarray:
+        """ITL observations per window."""
+        return np.array([h.count for h in self.itl])
+
+    @property
+    def first_tokens_per_second(self) -> np.ndarray:
+        """Rate of first tokens per window: prefill completions, the arrival signal."""
+        if not self.has_time_axis:
+            return np.full(len(self), math.nan)
+        return self.first_tokens / self.durations_seconds
+
+    def _per_finished(self, tokens: np.ndarray | None) -> float:
+        if tokens is None or self.finished_counted is None:
+            return math.nan
+        count = np.nansum(self.finished_counted)
+        return float(np.nansum(tokens) / count) if count > 0 else math.nan
+
+    def mean_prompt_tokens(self) -> float:
+        """Prompt tokens per request: from the per-request histogram when exported (exact), else
+        prompt-token counter over first tokens (inflated by recomputed prompts); NaN if unknown."""
+        exact = self._per_finished(self.finished_prompt_tokens)
+        if math.isfinite(exact):
+            return exact
+        first_tokens = np.nansum(self.first_tokens)
+        prompt = np.nansum(self.prompt_tokens)
+        return float(prompt / first_tokens) if first_tokens > 0 and prompt > 0 else math.nan
+
+    def mean_output_tokens(self) -> float:
+        """Generated tokens per finished request over the whole period (NaN if unknown)."""
+        exact = self._per_finished(self.finished_generation_tokens)
+        if math.isfinite(exact):
+            return exact
+        finished, generated = np.nansum(self.finished_requests), np.nansum(self.generation_tokens)
+        return float(generated / finished) if finished > 0 and generated > 0 else math.nan
+
+    @property
+    def durations_seconds(self) -> np.ndarray:
+        return self.end_seconds - self.start_seconds
+
+
+def _optional_scalar(
+    frame: pd.DataFrame, key: str, how: str, notes: list[str] | None
+) -> pd.Series | None:
+    """The metric's series, or None when absent (with a note, unless `notes` is None)."""
+    try:
+        return scalar_series(frame, key, how=how)
+    except SourceError:
+        if notes is not None:
+            notes.append(f"no {key} metric in the input: evidence that needs it is skipped")
+        return None
+
+
+def _window_edges(times: np.ndarray, window_seconds: float) -> np.ndarray:
+    """Indices of the snapshots that start each window (greedy: each window >= window_seconds)."""
+    edges = [0]
+    for i in range(1, times.size):
+        if times[i] - times[edges[-1]] >= window_seconds - 1e-9:
+            edges.append(i)
+    if edges[-1] != times.size - 1:
+        edges.append(times.size - 1)
+    return np.asarray(edges)
+
+
+def _counter_increase(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Increase of a counter over each window; after a reset, the value since the reset."""
+    steps = np.diff(values)
+    resets = steps < 0
+    steps[resets] = values[1:][resets]
+    cumulative = np.concatenate([[0.0], np.cumsum(steps)])
+    return cumulative[edges[1:]] - cumulative[edges[:-1]]
+
+
+def _gauge_mean(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Mean of a gauge over the snapshots of each window (both ends included)."""
+    return np.array([np.mean(values[a : b + 1]) for a, b in itertools.pairwise(edges)])
+
+
+def _windows(series: HistogramSeries, edges: np.ndarray) -> list[Window]:
+    """Histogram increase over each window [edges[k], edges[k+1]], vectorised over scrapes.
+
+    Between two scrapes a bucket or the count going down is a counter reset (a restart): the
+    later scrape then holds everything since the reset, as PromQL's increase() assumes.
+    """
+    counts, times = series.cumulative_counts, series.timestamps_seconds
+    step = np.diff(counts, axis=0)
+    step_sums = np.diff(series.sums)
+    reset = (step < 0).any(axis=1) | (np.diff(series.counts) < 0)
+    step[reset] = counts[1:][reset]
+    step_sums[reset] = series.sums[1:][reset]
+    step = np.maximum.accumulate(step, axis=1)  # float noise must not break monotonicity
+    cumulative = np.vstack([np.zeros(counts.shape[1]), np.cumsum(step, axis=0)])
+    cumulative_sums = np.concatenate([[0.0], np.cumsum(step_sums)])
+    reset_times = times[1:][reset]
+    windows = []
+    for a, b in itertools.pairwise(edges):
+        histogram = Histogram.create(
+            upper_bounds=series.upper_bounds,
+            cumulative_counts=cumulative[b] - cumulative[a],
+            sum=cumulative_sums[b] - cumulative_sums[a],
+        )
+        inside = reset_times[(reset_times > times[a]) & (reset_times <= times[b])]
+        windows.append(Window(histogram, float(times[a]), float(times[b]), tuple(inside)))
+    return windows
+
+
+def _count_series(frame: pd.DataFrame, key: str) -> pd.Series | None:
+    """A histogram's `_count` per scrape (summed over label sets), without building histograms."""
+    rows = frame[(frame["metric"] == key) & (frame["sample"] == "count")]
+    if rows.empty:
+        return None
+    return rows.groupby("timestamp_seconds", dropna=False)["value"].sum().rename(key)
+
+
+def timeline_from_frame(
+    frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
+) -> Timeline:
+    """Cut a tidy scrape table (metrics.sources) into windows of at least `window_seconds`."""
+    if not window_seconds > 0:
+        raise EvidenceError(f"window must be positive, got {window_seconds}")
+    notes: list[str] = []
+    try:
+        itl = histogram_series(frame, "itl")
+    except SourceError as exc:
+        if (frame["metric"] == "itl").any():
+            raise  # the histogram is there but broken: the message names file and series
+        raise EvidenceError(
+            "the metrics hold no ITL histogram (vllm:inter_token_latency_seconds or "
+            f"vllm:time_per_output_token_seconds): {exc}"
+        ) from None
+    times = itl.timestamps_seconds
+    if len(itl) >= 2 and not np.all(np.isfinite(times)):
+        raise EvidenceError(
+            "scrapes without timestamps: name each file with its ISO time or pass one file"
+        )
+    if len(itl) == 1:
+        notes.append(
+            "a single scrape has no time axis: it holds everything since the server started, so "
+            "arrival correlation and growth over time cannot be judged"
+        )
+        windows = [Window(itl.snapshot(0), math.nan, float(times[0]))]
+        edges = np.array([0, 0])
+    else:
+        edges = _window_edges(times, window_seconds)
+        windows = _windows(itl, edges)
+    resets = tuple(t for w in windows for t in w.reset_times_seconds)
+    if resets:
+        notes.append(
+            f"{len(resets)} counter reset(s) (server restart) at "
+            + ", ".join(pd.to_datetime(list(resets), unit="s").strftime("%H:%M:%S"))
+            + ": counts around them are lower bounds"
+        )
+    total = sum_histograms([w.histogram for w in windows])
+    if total.count == 0:
+        raise EvidenceError("the ITL histogram recorded no observations in the period")
+    n = len(windows)
+    start = np.array([w.start_seconds for w in windows])
+    end = np.array([w.end_seconds for w in windows])
+    nan = np.full(n, math.nan)
+
+    def at_itl_times(series: pd.Series | None) -> np.ndarray | None:
+        if series is None:
+            return None
+        series = series[~series.index.duplicated(keep="last")]
+        if len(itl) == 1:
+            return series.to_numpy()[-1:] if len(series) else None
+        aligned = series.reindex(times)
+        if aligned.isna().any():
+            notes.append(f"{series.name} is missing in some scrapes; those windows show NaN")
+        return aligned.to_numpy(dtype=float)
+
+    def increase(series: pd.Series | None) -> np.ndarray | None:
+        """A counter's increase per window (the cumulative value itself for one scrape)."""
+        values = at_itl_times(series)
+        if values is None or len(itl) == 1:
+            return values
+        return _counter_increase(np.nan_to_num(values), edges)
+
+    def counter(key: str) -> np.ndarray:
+        values = increase(_optional_scalar(frame, key, "sum", notes))
+        return nan.copy() if values is None else values
+
+    def optional_counter(key: str) -> np.ndarray | None:
+        """A counter that older servers do not export: None without a note when missing."""
+        return increase(_optional_scalar(frame, key, "sum", None))
+
+    def gauge(key: str) -> np.ndarray:
+        values = at_itl_times(
+            _optional_scalar(frame, key, "sum" if key != "kv_usage" else "mean", notes)
+        )
+        if values is None:
+            return nan.copy()
+        return values if len(itl) == 1 else _gauge_mean(values, edges)
+
+    def histogram_count(key: str) -> np.ndarray | None:
+        """Observations per window of a histogram (its _count increase)."""
+        return increase(_count_series(frame, key))
+
+    ttft_total = None
+    ends = (
+        frame["timestamp_seconds"].isin([times[0], times[-1]]) | frame["timestamp_seconds"].isna()
+    )
+    try:
+        ttft = histogram_series(frame[ends], "ttft")
+        ttft_total = (
+            series_window(ttft).histogram if len(ttft) >= 2 else ttft.snapshot(len(ttft) - 1)
+        )
+    except SourceError:
+        pass
+    first_tokens = histogram_count("ttft")
+    if first_tokens is None:
+        first_tokens = nan.copy()
+        notes.append(
+            "no TTFT histogram: the arrival signal (rate of first tokens) is missing, so slow-mode "
+            "correlation with arrivals cannot be checked"
+        )
+    finished = histogram_count("e2e")
+    if finished is None:
+        finished = counter("request_success")
+    return Timeline(
+        start_seconds=start,
+        end_seconds=end,
+        itl=tuple(w.histogram for w in windows),
+        itl_total=total,
+        ttft_total=ttft_total,
+        first_tokens=first_tokens,
+        running=gauge("running"),
+        waiting=gauge("waiting"),
+        kv_usage=gauge("kv_usage"),
+        preemptions=counter("preemptions"),
+        prompt_tokens=counter("prompt_tokens"),
+        generation_tokens=counter("generation_tokens"),
+        finished_requests=finished,
+        counter_resets_seconds=resets,
+        snapshots=len(itl),
+        notes=tuple(dict.fromkeys(notes)),
+        prefix_cache_queries=optional_counter("prefix_cache_queries"),
+        prefix_cache_hits=optional_counter("prefix_cache_hits"),
+        finished_prompt_tokens=optional_counter("request_prompt_tokens_sum"),
+        finished_generation_tokens=optional_counter("request_generation_tokens_sum"),
+        finished_counted=optional_counter("request_prompt_tokens_count"),
+    )
+
+
+def parse_time_seconds(text: str) -> float:
+    """Unix seconds, or an RFC 3339 / ISO 8601 time (UTC when no zone is given)."""
+    text = str(text).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = pd.Timestamp(text)
+    except ValueError:
+        raise EvidenceError(
+            f"cannot read time {text!r}: use unix seconds or e.g. 2026-12-02T15:00:00Z"
+        ) from None
+    if when.tzinfo is None:
+        when = when.tz_localize("UTC")
+    return when.timestamp()
+
+
+def timeline_from_prometheus(
+    base_url: str,
+    *,
+    start,
+    end,
+    window_seconds: float = DEFAULT_WINDOW_SECONDS,
+    model_name: str | None = None,
+    timeout_seconds: float = 30.0,
+) -> Timeline:
+    """The same windows from a Prometheus server: `rate(...[window])` x window at each step.
+
+    Each window's histogram is `sum by(le) (rate(bucket[w]))` times w, i.e. Prometheus' own
+    `increase`, so quantiles match what Grafana shows for the same window.
+    """
+    from itlkit.errors import PrometheusError
+    from itlkit.metrics.prometheus_api import (
+        count_rate_query,
+        counter_rate_query,
+        fetch_bucket_rates,
+        gauge_query,
+        query_range,
+    )
+
+    start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
+    if not end_seconds - start_seconds >= window_seconds:
+        raise EvidenceError(
+            f"the period ({end_seconds - start_seconds:g} s) must span at least one window "
+            f"({window_seconds:g} s)"
+        )
+    window = f"{round(window_seconds)}s"
+    span = dict(
+        start_seconds=start_seconds + window_seconds,
+        end_seconds=end_seconds,
+        step_seconds=window_seconds,
+        timeout_seconds=timeout_seconds,
+    )
+    try:
+        itl = fetch_bucket_rates(base_url, "itl", model_name=model_name, rate_window=window, **span)
+    except PrometheusError as exc:
+        if "no " in str(exc) and "data" in str(exc):
+            raise EvidenceError(f"no ITL histogram in that period: {exc}") from None
+        raise
+    times = itl.timestamps_seconds
+    histograms = tuple(
+        Histogram.create(
+            upper_bounds=itl.upper_bounds,
+            cumulative_counts=np.maximum.accumulate(row * window_seconds),
+            sum=float(np.nan_to_num(s) * window_seconds),
+        )
+        for row, s in zip(itl.cumulative_counts, itl.sums, strict=True)
+    )
+    total = sum_histograms(histograms)
+    if total.count == 0:
+        raise EvidenceError("the ITL histogram recorded no observations in the period")
+    notes: list[str] = []
+
+    def series(promql: str, *, scale: float = 1.0) -> np.ndarray:
+        frame = query_range(base_url, promql, **span)
+        if frame.empty:
+            notes.append(f"Prometheus returned nothing for {promql}")
+            return np.full(times.size, math.nan)
+        values = frame.groupby("timestamp_seconds")["value"].sum()
+        return values.reindex(times).to_numpy(dtype=float) * scale
+
+    kw = dict(model_name=model_name, rate_window=window)
+    ttft_total = None
+    try:
+        ttft = fetch_bucket_rates(
+            base_url, "ttft", model_name=model_name, rate_window=window, **span
+        )
+        ttft_total = Histogram.create(
+            upper_bounds=ttft.upper_bounds,
+            cumulative_counts=np.maximum.accumulate(
+                np.nansum(ttft.cumulative_counts, axis=0) * window_seconds
+            ),
+            sum=float(np.nansum(ttft.sums) * window_seconds),
+        )
+    except PrometheusError:
+        notes.append("no TTFT histogram in that period")
+    return Timeline(
+        start_seconds=times - window_seconds,
+        end_seconds=times,
+        itl=histograms,
+        itl_total=total,
+        ttft_total=ttft_total,
+        first_tokens=series(count_rate_query("ttft", **kw), scale=window_seconds),
+        running=series(gauge_query("running", model_name=model_name)),
+        waiting=series(gauge_query("waiting", model_name=model_name)),
+        kv_usage=series(gauge_query("kv_usage", model_name=model_name, how="max")),
+        preemptions=series(counter_rate_query("preemptions", **kw), scale=window_seconds),
+        prompt_tokens=series(counter_rate_query("prompt_tokens", **kw), scale=window_seconds),
+        generation_tokens=series(
+            counter_rate_query("generation_tokens", **kw), scale=window_seconds
+        ),
+        finished_requests=series(count_rate_query("e2e", **kw), scale=window_seconds),
+        counter_resets_seconds=(),
+        snapshots=int(times.size) + 1,
+        notes=tuple(dict.fromkeys(notes)),
+    )

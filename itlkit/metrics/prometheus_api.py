@@ -1,0 +1,226 @@
+"""Read vLLM metrics from a Prometheus server's HTTP API (`/api/v1/query_range`).
+
+The PromQL is the one vLLM's Grafana dashboard uses (vllm-project/vllm
+`examples/observability/prometheus_grafana/grafana.json` @ 4b5c627c):
+`histogram_quantile(q, sum by(le) (rate(<metric>_bucket{model_name="…"}[window])))`, with
+`rate(_sum)/rate(_count)` for the mean. For ITL the current and the deprecated name are joined
+with PromQL `or` after `sum by(le)`: where both exist the current one wins, so nothing is counted
+twice, and servers older than vLLM 0.10.2 still answer. Only the stdlib (urllib) talks to it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import numpy as np
+import pandas as pd
+
+from itlkit.errors import PrometheusError
+from itlkit.metrics.histogram import HistogramSeries
+from itlkit.metrics.vllm_metrics import metric
+
+_WINDOW = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\$__rate_interval|\$__range|\$__interval")
+
+
+def _selector(model_name: str | None) -> str:
+    if model_name is None:
+        return ""
+    escaped = model_name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{{model_name="{escaped}"}}'
+
+
+def _check_window(rate_window: str) -> str:
+    if not _WINDOW.fullmatch(rate_window):
+        raise PrometheusError(f"bad rate window {rate_window!r}: use a PromQL duration like 1m")
+    return rate_window
+
+
+def _joined(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else " or ".join(f"({p})" for p in parts)
+
+
+def bucket_rate_query(
+    metric_key: str = "itl", *, model_name: str | None = None, rate_window: str = "1m"
+) -> str:
+    """`sum by(le) (rate(<metric>_bucket{model_name="…"}[window]))`, old names joined by `or`."""
+    sel, w = _selector(model_name), _check_window(rate_window)
+    return _joined([f"sum by(le) (rate({n}_bucket{sel}[{w}]))" for n in metric(metric_key).names])
+
+
+def quantile_query(
+    q: float, metric_key: str = "itl", *, model_name: str | None = None, rate_window: str = "1m"
+) -> str:
+    """The Grafana panel query: `histogram_quantile(q, sum by(le) (rate(…_bucket[window])))`."""
+    inner = bucket_rate_query(metric_key, model_name=model_name, rate_window=rate_window)
+    return f"histogram_quantile({q:g}, {inner})"
+
+
+def _sum_rate(metric_key: str, suffix: str, model_name, rate_window) -> str:
+    sel, w = _selector(model_name), _check_window(rate_window)
+    return _joined([f"sum(rate({n}{suffix}{sel}[{w}]))" for n in metric(metric_key).names])
+
+
+def mean_query(metric_key: str = "itl", *, model_name=None, rate_window: str = "1m") -> str:
+    """Mean observation over the window: rate of `_sum` over rate of `_count` (Grafana's mean)."""
+    s = _sum_rate(metric_key, "_sum", model_name, rate_window)
+    c = _sum_rate(metric_key, "_count", model_name, rate_window)
+    return f"({s}) / ({c})"
+
+
+def count_rate_query(metric_key: str = "ttft", *, model_name=None, rate_window: str = "1m") -> str:
+    """Observations per second (for TTFT: first tokens produced per second)."""
+    return _sum_rate(metric_key, "_count", model_name, rate_window)
+
+
+def counter_rate_query(metric_key: str, *, model_name=None, rate_window: str = "1m") -> str:
+    """Per-second rate of a counter summed over engines, e.g. preemptions."""
+    return _sum_rate(metric_key, "", model_name, rate_window)
+
+
+def gauge_query(metric_key: str, *, model_name=None, how: str = "sum") -> str:
+    """A gauge combined over engines (`sum` for requests, `avg` for KV-cache usage)."""
+    sel = _selector(model_name)
+    return _joined([f"{how}({n}{sel})" for n in metric(metric_key).names])
+
+
+def query_range(
+    base_url: str,
+    promql: str,
+    *,
+    start_seconds: float,
+    end_seconds: float,
+    step_seconds: float,
+    timeout_seconds: float = 30.0,
+) -> pd.DataFrame:
+    """Run `/api/v1/query_range`; one row per (series, time): labels, timestamp_seconds, value."""
+    params = urllib.parse.urlencode(
+        {"query": promql, "start": f"{start_seconds:.3f}", "end": f"{end_seconds:.3f}",
+         "step": f"{step_seconds:g}"}
+    )  # fmt: skip
+    url = f"{base_url.rstrip('/')}/api/v1/query_range?{params}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_seconds) as response:
+            doc = json.load(response)
+    except urllib.error.HTTPError as exc:
+        try:
+            detail = json.load(exc).get("error", exc.reason)
+        except (ValueError, AttributeError):
+            detail = exc.reason
+        raise PrometheusError(f"{base_url}: query rejected (HTTP {exc.code}): {detail}") from None
+    except urllib.error.URLError as exc:
+        raise PrometheusError(f"{base_url}: cannot reach Prometheus ({exc.reason})") from None
+    except TimeoutError:
+        raise PrometheusError(f"{base_url}: no answer within {timeout_seconds:g} s") from None
+    except ValueError as exc:
+        raise PrometheusError(f"{base_url}: answer is not JSON ({exc})") from None
+    if doc.get("status") != "success":
+        raise PrometheusError(f"{base_url}: {doc.get('errorType')}: {doc.get('error')}")
+    rows = []
+    for series in doc["data"]["result"]:
+        labels = series.get("metric", {})
+        for t, v in series.get("values", []):
+            rows.append({**labels, "timestamp_seconds": float(t), "value": float(v)})
+    return pd.DataFrame(rows, columns=None if rows else ["timestamp_seconds", "value"])
+
+
+def _one_series(frame: pd.DataFrame, times: np.ndarray) -> np.ndarray:
+    """Values aligned on `times` (NaN where Prometheus returned no point)."""
+    if frame.empty:
+        return np.full(times.size, math.nan)
+    values = frame.groupby("timestamp_seconds")["value"].sum()
+    return values.reindex(times).to_numpy()
+
+
+def fetch_vllm_summary(
+    base_url: str,
+    *,
+    start_seconds: float,
+    end_seconds: float,
+    step_seconds: float,
+    model_name: str | None = None,
+    rate_window: str = "1m",
+    timeout_seconds: float = 30.0,
+) -> pd.DataFrame:
+    """ITL quantiles and mean, TTFT count rate, running requests and preemption rate over time.
+
+    Every number is Prometheus' own evaluation of the Grafana-style PromQL; index:
+    timestamp_seconds.
+    """
+    kw = dict(model_name=model_name, rate_window=rate_window)
+    queries = {
+        "itl_p50_seconds": quantile_query(0.5, "itl", **kw),
+        "itl_p90_seconds": quantile_query(0.9, "itl", **kw),
+        "itl_p99_seconds": quantile_query(0.99, "itl", **kw),
+        "itl_mean_seconds": mean_query("itl", **kw),
+        "ttft_count_per_second": count_rate_query("ttft", **kw),
+        "running_requests": gauge_query("running", model_name=model_name),
+        "preemptions_per_second": counter_rate_query("preemptions", **kw),
+    }
+    n = math.floor((end_seconds - start_seconds) / step_seconds + 1e-9) + 1
+    times = start_seconds + step_seconds * np.arange(n)
+    columns = {
+        name: _one_series(
+            query_range(
+                base_url,
+                promql,
+                start_seconds=start_seconds,
+                end_seconds=end_seconds,
+                step_seconds=step_seconds,
+                timeout_seconds=timeout_seconds,
+            ),
+            times,
+        )
+        for name, promql in queries.items()
+    }
+    return pd.DataFrame(columns, index=pd.Index(times, name="timestamp_seconds"))
+
+
+def fetch_bucket_rates(
+    base_url: str,
+    metric_key: str = "itl",
+    *,
+    start_seconds: float,
+    end_seconds: float,
+    step_seconds: float,
+    model_name: str | None = None,
+    rate_window: str = "1m",
+    timeout_seconds: float = 30.0,
+) -> HistogramSeries:
+    """Per-second bucket rates over time as a series of windows (not counters).
+
+    Row i of `cumulative_counts` is `sum by(le) (rate(…_bucket[window]))` at time i, i.e. a
+    window's histogram scaled by 1/seconds; quantiles are scale-free, so
+    `itlkit.metrics.histogram.quantile` of a row equals Grafana's panel at that time. Times where
+    Prometheus has no data are dropped.
+    """
+    kw = dict(model_name=model_name, rate_window=rate_window)
+    span = dict(start_seconds=start_seconds, end_seconds=end_seconds, step_seconds=step_seconds,
+                timeout_seconds=timeout_seconds)  # fmt: skip
+    buckets = query_range(base_url, bucket_rate_query(metric_key, **kw), **span)
+    if buckets.empty:
+        raise PrometheusError(f"{base_url}: no {' or '.join(metric(metric_key).names)} data")
+    buckets = buckets.assign(le=buckets["le"].astype(float))
+    table = buckets.pivot_table(
+        index="timestamp_seconds", columns="le", values="value", aggfunc="sum"
+    )
+    table = table.dropna()
+    times = table.index.to_numpy(dtype=float)
+    sums = _one_series(
+        query_range(base_url, _sum_rate(metric_key, "_sum", *kw.values()), **span), times
+    )
+    counts = _one_series(
+        query_range(base_url, _sum_rate(metric_key, "_count", *kw.values()), **span), times
+    )
+    return HistogramSeries(
+        timestamps_seconds=times,
+        upper_bounds=table.columns.to_numpy(dtype=float),
+        cumulative_counts=table.to_numpy(),
+        sums=sums,
+        counts=counts,
+        sources=tuple(f"{base_url}@{t:.0f}" for t in times),
+    )

@@ -1,0 +1,497 @@
+"""The step-time model: what one engine step costs, term by term.
+
+To emit one token per running sequence, a decode step must stream all the weights and each
+sequence's cached keys and values out of HBM, so
+`(weight bytes + KV bytes) / HBM bandwidth` bounds it from below (the floor). A step that also
+carries a prefill chunk multiplies the matmul work; past the roofline ridge its GEMMs turn
+compute-bound and every running stream waits for them. Numbers are per GPU under tensor
+parallelism. The defaults reproduce `shared/spec/worked-example.txt` exactly; the terms it
+leaves out (prefill attention FLOPs, all-reduce latency, host overhead, the untied
+input-embedding gather) are separate named terms the user can switch on.
+
+Every function takes numpy arrays as well as scalars, so one call serves a slider and a plot axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from itlkit import units
+from itlkit.errors import ConfigError
+from itlkit.physics.hardware import Hardware, compute_precision, get_gpu, peak_flops_per_second
+from itlkit.physics.models import Model, check_tensor_parallel, get_model
+from itlkit.units import Precision, format_bytes
+
+ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A model served on one GPU type: precisions, TP degree, efficiency and optional terms."""
+
+    model: Model
+    gpu: Hardware
+    weights: Precision
+    kv: Precision
+    tp: int = 1
+    mfu: float = 0.5
+    exclude_input_embedding: bool = False
+    prefill_attention: bool = False
+    allreduce: bool = True
+    allreduce_latency_seconds: float = 0.0
+    host_overhead_seconds: float = 0.0
+    activation_bytes_per_element: float = 2.0
+    gpu_memory_utilization: float = 0.9
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        model: str | Model,
+        gpu: str | Hardware,
+        weight_precision: str | Precision = "bf16",
+        kv_precision: str | Precision = "bf16",
+        tp: int = 1,
+        mfu: float = 0.5,
+        **terms,
+    ) -> Deployment:
+        """Build and validate a deployment from catalog names (or a config.json path)."""
+        deployment = cls(
+            model=get_model(model),
+            gpu=get_gpu(gpu),
+            weights=units.weight_precision(weight_precision),
+            kv=units.kv_precision(kv_precision),
+            tp=tp,
+            mfu=mfu,
+            **terms,
+        )
+        deployment.validate()
+        return deployment
+
+    def validate(self) -> None:
+        """Raise ConfigError for settings that cannot describe a real deployment."""
+        check_tensor_parallel(self.model, tp=self.tp)
+        if not 0 < self.mfu <= 1:
+            raise ConfigError(f"MFU must be in (0, 1], got {self.mfu}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(
+                f"GPU memory utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        for name in ("host_overhead_seconds", "allreduce_latency_seconds"):
+            if getattr(self, name) < 0 or not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"{name} must be a finite number >= 0")
+
+    @property
+    def label(self) -> str:
+        tp = f" x{self.tp} (TP)" if self.tp > 1 else ""
+        return f"{self.model.slug} {self.weights.name} on {self.gpu.slug}{tp}"
+
+    @property
+    def peak_flops_per_second(self) -> float:
+        """Dense tensor peak for this weight precision on one GPU."""
+        return peak_flops_per_second(self.gpu, self.weights)
+
+    @property
+    def compute_precision(self) -> str:
+        return compute_precision(self.gpu, self.weights)
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        """Roofline ridge: peak FLOP/s / HBM bytes/s (989 TFLOP/s / 3.35 TB/s = 295 FLOP/B)."""
+        return self.peak_flops_per_second / self.gpu.hbm_bytes_per_second
+
+    def weight_bytes_per_gpu(self, *, tokens=1):
+        """Weight bytes one GPU streams in a step over `tokens` tokens (MoE: experts touched)."""
+        params = self.model.streamed_params(
+            tokens=tokens, exclude_input_embedding=self.exclude_input_embedding
+        )
+        return params * self.weights.bytes_per_element / self.tp
+
+    @property
+    def matmul_params(self) -> float:
+        """Parameters each token multiplies through (active parameters for MoE)."""
+        params = float(self.model.active_params)
+        if self.exclude_input_embedding and not self.model.tie_word_embeddings:
+            params -= self.model.embedding_params
+        return params
+
+    def kv_bytes_per_sequence_per_gpu(self, *, context_tokens):
+        """KV bytes one GPU holds (and a decode step reads) for one sequence."""
+        per_sequence = self.model.kv_bytes(self.kv, context_tokens=context_tokens)
+        return per_sequence * self.model.kv_fraction_per_gpu(tp=self.tp)
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes one token adds on one GPU, ignoring sliding windows."""
+        return self.model.kv_bytes_per_token(self.kv) * self.model.kv_fraction_per_gpu(tp=self.tp)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One engine step decomposed into named terms (SI units, per GPU; arrays broadcast)."""
+
+    batch_size: np.ndarray | float
+    context_tokens: np.ndarray | float
+    chunk_tokens: np.ndarray | float
+    tokens: np.ndarray | float
+    weight_bytes: np.ndarray | float
+    kv_bytes: np.ndarray | float
+    weight_read_seconds: np.ndarray | float
+    kv_read_seconds: np.ndarray | float
+    floor_seconds: np.ndarray | float
+    matmul_flops: np.ndarray | float
+    matmul_seconds: np.ndarray | float
+    prefill_attention_flops: np.ndarray | float
+    prefill_attention_seconds: np.ndarray | float
+    allreduce_bytes: np.ndarray | float
+    allreduce_seconds: np.ndarray | float
+    host_overhead_seconds: np.ndarray | float
+    step_seconds: np.ndarray | float
+    compute_bound: np.ndarray | bool
+
+    @property
+    def over_floor(self):
+        """How many times the bandwidth floor this step takes."""
+        return _out(np.asarray(self.step_seconds) / np.asarray(self.floor_seconds))
+
+    @property
+    def gemm_seconds(self):
+        """The GEMM phase: the slower of streaming the weights and doing the matmul FLOPs."""
+        return _out(np.maximum(self.weight_read_seconds, self.matmul_seconds))
+
+    @property
+    def arithmetic_intensity_flops_per_byte(self):
+        """Matmul FLOPs per byte the step moves (weights + KV): its x on the roofline."""
+        return _out(np.asarray(self.matmul_flops) / (np.asarray(self.weight_bytes) + self.kv_bytes))
+
+    @property
+    def attained_flops_per_second(self):
+        """Matmul FLOPs per second of the whole step: its y on the roofline."""
+        return _out(np.asarray(self.matmul_flops) / np.asarray(self.step_seconds))
+
+
+def _out(value):
+    array = np.asarray(value)
+    if array.ndim == 0:
+        return array.item()
+    return array
+
+
+def _positive(name: str, value, *, allow_zero: bool = False):
+    array = np.asarray(value, dtype=float)
+    bad = ~np.isfinite(array) | ((array < 0) if allow_zero else (array <= 0))
+    if np.any(bad):
+        bound = ">= 0" if allow_zero else "> 0"
+        shown = array[bad].flat[0] if array.ndim else float(array)
+        raise ConfigError(f"{name} must be a finite number {bound}, got {shown:g}")
+    return array
+
+
+def step_time(
+    deployment: Deployment,
+    *,
+    batch_size=None,
+    context_tokens=None,
+    chunk_tokens=0,
+    chunk_context_tokens=0,
+    request_context_tokens=None,
+) -> StepTime:
+    """Decompose one engine step: `batch_size` decodes at `context_tokens` plus a prefill chunk.
+
+    step = max(weight read, matmul FLOPs at MFU) + decode KV read + prefill attention
+           + all-reduce + host overhead           (worked example: 68.6 + 10.3 = 79 ms)
+
+    `request_context_tokens` (one context per running request) replaces batch_size and
+    context_tokens when the batch is uneven. `chunk_context_tokens` is how much of the chunk's
+    own prompt is already cached (it matters only to the prefill-attention term).
+    """
+    dep = deployment
+    if request_context_tokens is not None:
+        contexts = _positive("request context tokens", request_context_tokens)
+        if contexts.ndim != 1 or contexts.size == 0:
+            raise ConfigError("request_context_tokens must be a non-empty 1-D list of contexts")
+        batch = np.asarray(float(contexts.size))
+        kv_bytes = np.sum(dep.kv_bytes_per_sequence_per_gpu(context_tokens=contexts))
+        context = np.asarray(contexts.mean())
+    else:
+        if batch_size is None or context_tokens is None:
+            raise ConfigError("give batch_size and context_tokens, or request_context_tokens")
+        batch = _positive("batch size", batch_size)
+        context = _positive("context tokens", context_tokens)
+        kv_bytes = batch * dep.kv_bytes_per_sequence_per_gpu(context_tokens=context)
+    chunk = _positive("chunk tokens", chunk_tokens, allow_zero=True)
+    prior = _positive("chunk context tokens", chunk_context_tokens, allow_zero=True)
+    tokens = batch + chunk
+    bandwidth = dep.gpu.hbm_bytes_per_second
+    flops_per_second = dep.mfu * dep.peak_flops_per_second
+
+    weight_bytes = dep.weight_bytes_per_gpu(tokens=tokens)
+    weight_read = weight_bytes / bandwidth
+    kv_read = kv_bytes / bandwidth
+    matmul_flops = 2.0 * dep.matmul_params * tokens / dep.tp
+    matmul_seconds = matmul_flops / flops_per_second
+
+    attention_flops = np.zeros_like(chunk)
+    if dep.prefill_attention:
+        attention_flops = prefill_attention_flops(dep, chunk_tokens=chunk, prior_tokens=prior)
+    attention_seconds = attention_flops / flops_per_second
+
+    allreduce_bytes = np.zeros_like(tokens)
+    allreduce_seconds = np.zeros_like(tokens)
+    if dep.allreduce and dep.tp > 1:
+        allreduce_bytes, allreduce_seconds = allreduce_cost(dep, tokens=tokens)
+
+    host = np.full_like(tokens, dep.host_overhead_seconds)
+    step = (
+        np.maximum(weight_read, matmul_seconds)
+        + kv_read
+        + attention_seconds
+        + allreduce_seconds
+        + host
+    )
+    return StepTime(
+        batch_size=_out(batch),
+        context_tokens=_out(context),
+        chunk_tokens=_out(chunk),
+        tokens=_out(tokens),
+        weight_bytes=_out(weight_bytes),
+        kv_bytes=_out(kv_bytes),
+        weight_read_seconds=_out(weight_read),
+        kv_read_seconds=_out(kv_read),
+        floor_seconds=_out(weight_read + kv_read),
+        matmul_flops=_out(matmul_flops),
+        matmul_seconds=_out(matmul_seconds),
+        prefill_attention_flops=_out(attention_flops),
+        prefill_attention_seconds=_out(attention_seconds),
+        allreduce_bytes=_out(allreduce_bytes),
+        allreduce_seconds=_out(allreduce_seconds),
+        host_overhead_seconds=_out(host),
+        step_seconds=_out(step),
+        compute_bound=_out(matmul_seconds > weight_read),
+    )
+
+
+def decode_step(deployment: Deployment, *, batch_size=None, context_tokens=None, **kwargs):
+    """A pure decode step (no prefill chunk); its `floor_seconds` is the bandwidth floor."""
+    return step_time(
+        deployment, batch_size=batch_size, context_tokens=context_tokens, chunk_tokens=0, **kwargs
+    )
+
+
+def mixed_step(deployment: Deployment, *, batch_size, context_tokens, chunk_tokens, **kwargs):
+    """A decode step that also carries a `chunk_tokens` prefill chunk (worked example: 79 ms)."""
+    return step_time(
+        deployment,
+        batch_size=batch_size,
+        context_tokens=context_tokens,
+        chunk_tokens=chunk_tokens,
+        **kwargs,
+    )
+
+
+def step_seconds(deployment: Deployment, *, decode_tokens: int, prefill_tokens: int, kv_tokens):
+    """Fast scalar step time for the simulator: `kv_tokens` is the decodes' summed context.
+
+    Same formula as `step_time` (KV linear in tokens; sliding windows must be clipped by the
+    caller; prefill attention counted as if the chunk starts its prompt).
+    """
+    dep = deployment
+    tokens = decode_tokens + prefill_tokens
+    if tokens <= 0:
+        return dep.host_overhead_seconds
+    bandwidth = dep.gpu.hbm_bytes_per_second
+    flops_per_second = dep.mfu * dep.peak_flops_per_second
+    weight_read = float(dep.weight_bytes_per_gpu(tokens=tokens)) / bandwidth
+    matmul = 2.0 * dep.matmul_params * tokens / dep.tp / flops_per_second
+    seconds = max(weight_read, matmul) + kv_tokens * dep.kv_bytes_per_token_per_gpu / bandwidth
+    if dep.prefill_attention and prefill_tokens:
+        flops = prefill_attention_flops(dep, chunk_tokens=prefill_tokens, prior_tokens=0)
+        seconds += float(flops) / flops_per_second
+    if dep.allreduce and dep.tp > 1:
+        seconds += float(allreduce_cost(dep, tokens=tokens)[1])
+    return seconds + dep.host_overhead_seconds
+
+
+def prefill_attention_flops(deployment: Deployment, *, chunk_tokens, prior_tokens=0):
+    """Causal attention FLOPs of a prefill chunk, per GPU (off by default, as in the example).
+
+    QK^T and PV: 2 x L x heads x (d_qk + d_v) x chunk x (prior + chunk/2).
+    """
+    m = deployment.model
+    if m.is_mla:
+        qk_dim, v_dim = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+    else:
+        qk_dim = v_dim = m.attention_head_dim
+    chunk = np.asarray(chunk_tokens, dtype=float)
+    attended = np.asarray(prior_tokens, dtype=float) + chunk / 2.0
+    flops = 2.0 * m.num_layers * m.num_attention_heads * (qk_dim + v_dim) * chunk * attended
+    return flops / deployment.tp
+
+
+def allreduce_cost(deployment: Deployment, *, tokens):
+    """Bytes each GPU sends and seconds spent in the step's all-reduces under TP.
+
+    Ring all-reduce: 2 (tp - 1) / tp x message bytes over one direction of the scale-up link,
+    two all-reduces per layer of tokens x hidden activations, plus a fixed latency each.
+    """
+    dep = deployment
+    count = ALLREDUCES_PER_LAYER * dep.model.num_layers
+    message = np.asarray(tokens, dtype=float) * dep.model.hidden_size
+    message = message * dep.activation_bytes_per_element
+    sent = count * 2.0 * (dep.tp - 1) / dep.tp * message
+    seconds = sent / dep.gpu.link_bytes_per_second + count * dep.allreduce_latency_seconds
+    return sent, seconds
+
+
+def ridge_tokens_per_step(deployment: Deployment) -> float:
+    """Tokens per step at which the GEMMs' intensity reaches the ridge (dense BF16: 295).
+
+    Intensity of a step's GEMMs = 2 x matmul params x tokens / weight bytes streamed.
+    """
+    return _crossing(deployment, efficiency=1.0)
+
+
+def compute_bound_tokens_per_step(deployment: Deployment) -> float:
+    """Tokens per step past which the GEMMs take longer than streaming the weights at this MFU."""
+    return _crossing(deployment, efficiency=deployment.mfu)
+
+
+def _crossing(dep: Deployment, *, efficiency: float) -> float:
+    def excess(tokens: float) -> float:
+        flops_time = 2.0 * dep.matmul_params * tokens / dep.tp
+        flops_time /= efficiency * dep.peak_flops_per_second
+        return flops_time - float(dep.weight_bytes_per_gpu(tokens=tokens)) / (
+            dep.gpu.hbm_bytes_per_second
+        )
+
+    if not dep.model.is_moe:
+        # Linear in tokens for a dense model: solve directly.
+        per_token = excess(1.0) - excess(0.0)
+        return -excess(0.0) / per_token
+    low, high = 0.0, 1.0
+    while excess(high) < 0:
+        low, high = high, high * 2
+        if high > 1e9:
+            return math.inf
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if excess(mid) < 0 else (low, mid)
+    return high
+
+
+def mbu(*, floor_seconds, measured_seconds):
+    """Memory-bandwidth utilisation of a measured step: floor / measured (24 ms -> 63%)."""
+    measured = _positive("measured step seconds", measured_seconds)
+    return _out(np.asarray(floor_seconds, dtype=float) / measured)
+
+
+@dataclass(frozen=True)
+class PrefillCost:
+    """What prefilling one prompt in chunks costs: steps, their time, and each step's length."""
+
+    prompt_tokens: int
+    chunk_tokens: int
+    steps: int
+    seconds: float
+    step_seconds: tuple[float, ...]
+
+
+def prefill_cost(
+    deployment: Deployment,
+    *,
+    prompt_tokens: int,
+    chunk_tokens: int,
+    batch_size: int = 0,
+    context_tokens: int = 0,
+) -> PrefillCost:
+    """Steps and time to prefill a prompt at a token budget per step, beside running decodes.
+
+    steps = ceil(prompt / chunk) (4,096 tokens: 2 steps at 2,048, 8 at 512): the TTFT price
+    of a smaller budget. Each step carries the running batch's decodes too.
+    """
+    prompt = int(_positive("prompt tokens", prompt_tokens))
+    chunk = int(_positive("chunk tokens", chunk_tokens))
+    steps = -(-prompt // chunk)
+    sizes = [min(chunk, prompt - i * chunk) for i in range(steps)]
+    times = []
+    for i, size in enumerate(sizes):
+        if batch_size:
+            step = mixed_step(
+                deployment,
+                batch_size=batch_size,
+                context_tokens=context_tokens,
+                chunk_tokens=size,
+                chunk_context_tokens=i * chunk,
+            )
+            times.append(float(step.step_seconds))
+        else:
+            seconds = step_seconds(deployment, decode_tokens=0, prefill_tokens=size, kv_tokens=0)
+            times.append(float(seconds))
+    return PrefillCost(prompt, chunk, steps, float(sum(times)), tuple(times))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Does the deployment fit in HBM, and how many sequences of a context fit beside it."""
+
+    hbm_bytes: float
+    usable_bytes: float
+    weight_bytes: float
+    kv_budget_bytes: float
+    kv_bytes_per_sequence: float
+    max_sequences: int
+    weights_fit: bool
+
+    def fits(self, *, batch_size: int) -> bool:
+        return self.weights_fit and batch_size <= self.max_sequences
+
+    def explain(self, *, batch_size: int) -> str:
+        """A sentence saying whether `batch_size` sequences fit, with the numbers."""
+        if not self.weights_fit:
+            return (
+                f"weights need {format_bytes(self.weight_bytes)} per GPU but only "
+                f"{format_bytes(self.usable_bytes)} of {format_bytes(self.hbm_bytes)} HBM is "
+                "usable: raise TP or quantize the weights"
+            )
+        need = batch_size * self.kv_bytes_per_sequence
+        verdict = "fits" if self.fits(batch_size=batch_size) else "does not fit"
+        return (
+            f"{batch_size} sequences need {format_bytes(need)} of KV per GPU; "
+            f"{format_bytes(self.kv_budget_bytes)} is left after weights, room for "
+            f"{self.max_sequences} sequences: {verdict}"
+        )
+
+
+def capacity(deployment: Deployment, *, context_tokens) -> Capacity:
+    """HBM budget: usable = HBM x utilisation; KV budget = usable - weights (per GPU)."""
+    dep = deployment
+    context = float(_positive("context tokens", context_tokens))
+    usable = dep.gpu.hbm_bytes * dep.gpu_memory_utilization
+    # Every weight is resident, experts included, whatever a step happens to read.
+    weights = dep.model.total_params * dep.weights.bytes_per_element / dep.tp
+    budget = usable - weights
+    per_sequence = float(dep.kv_bytes_per_sequence_per_gpu(context_tokens=context))
+    max_sequences = int(budget // per_sequence) if budget > 0 else 0
+    return Capacity(
+        hbm_bytes=dep.gpu.hbm_bytes,
+        usable_bytes=usable,
+        weight_bytes=weights,
+        kv_budget_bytes=budget,
+        kv_bytes_per_sequence=per_sequence,
+        max_sequences=max_sequences,
+        weights_fit=budget > 0,
+    )
+
+
+def check_fits(deployment: Deployment, *, batch_size: int, context_tokens) -> Capacity:
+    """Raise ConfigError when weights + KV for this batch do not fit in GPU memory."""
+    cap = capacity(deployment, context_tokens=context_tokens)
+    if not cap.fits(batch_size=int(batch_size)):
+        raise ConfigError(
+            f"{deployment.label} at batch {batch_size}, context {context_tokens}: "
+            + cap.explain(batch_size=int(batch_size))
+        )
+    return cap

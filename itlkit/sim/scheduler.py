@@ -1,0 +1,977 @@
+"""A continuous-batching scheduler simulator with vLLM V1 semantics, step by step.
+
+Each engine step (vLLM V1 `Scheduler.schedule`, chunked prefill on, as `vllm serve` defaults):
+
+1. Requests that arrived before the step starts join the FIFO waiting queue.
+2. Every running request that has finished its prefill gets one decode token. Decodes come first
+   (vLLM walks its running list in admission order, decode or not; the request part-way through
+   a prompt is nearly always the newest, so in practice its decodes are served first too).
+3. Running requests still part-way through a prompt get the next chunk, then waiting requests are
+   admitted in arrival order while fewer than `max_num_seqs` run, each taking a chunk of at most
+   the token budget left: `max_num_batched_tokens` counts decode and prefill tokens together.
+   With chunked prefill off a prompt is prefilled whole in one step (vLLM then requires the budget
+   to hold `max_model_len`; here a prompt longer than the budget still goes, alone).
+4. KV cache: capacity in tokens = (HBM x utilisation - weights) / KV bytes per token (per GPU).
+   Each request holds the KV of its cached prefix, prefilled and generated tokens. When a running
+   request cannot get KV for its next tokens, the newest running request is preempted by
+   recompute (vLLM V1 `running.pop()`): its KV is freed, it goes to the front of the waiting
+   queue, and later prefills prompt + generated tokens again. No waiting request is admitted in a
+   step that preempted, and a waiting request is admitted only if its chunk's KV fits.
+5. The step lasts `step_function(decode_tokens=, prefill_tokens=, kv_tokens=)` seconds, where
+   `kv_tokens` is the summed context of the decoding requests. At its end each decode emits a
+   token, and each request whose prefill completes emits its first (or, after recompute, next)
+   token.
+
+What the metrics see (vLLM `IterationStats`): one ITL observation per request per step that
+produced output, `token time - previous token time`, so a request that decoded in consecutive
+steps observes the step's duration, and a preempted one observes the whole gap. TTFT = first
+token - arrival; e2e = last token - arrival.
+
+Disaggregated mode: prompts are prefilled on a separate prefill instance (FIFO, chunks of the
+token budget, step time from the same function with no decodes), their KV crosses the network at
+`kv_transfer_bytes_per_second`, and the decode instance admits them as plain decodes: its steps
+never carry a prefill chunk (except a recompute after preemption).
+
+Simplifications: KV is counted in tokens (vLLM allocates 16-token blocks); the shared prefix
+counts in every request that uses it (vLLM stores it once); no speculative decoding; the
+frontend adds no delay. Because every running request decodes in every step, a request's token
+times are contiguous runs of step end times, stored as segments rather than per token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from itlkit.errors import ConfigError
+from itlkit.metrics.histogram import Histogram
+from itlkit.metrics.vllm_metrics import (
+    ITL_BUCKETS_SECONDS,
+    REQUEST_LATENCY_BUCKETS_SECONDS,
+    TTFT_BUCKETS_SECONDS,
+)
+from itlkit.physics.roofline import Deployment, allreduce_cost, capacity, step_seconds
+from itlkit.sim.workload import Workload
+
+StepFunction = Callable[..., float]
+"""step_function(*, decode_tokens, prefill_tokens, kv_tokens) -> seconds.
+
+Called with ints, except in stretches of pure decode steps, where `kv_tokens` is a numpy array
+(one entry per step) and the result must be an array of the same length or a scalar.
+"""
+
+# Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long.
+FAST_PATH_MIN_STEPS = 2
+FAST_PATH_ARRAY_STEPS = 48
+FAST_PATH_MAX_STEPS = 4096
+
+# One 400 Gb/s RDMA NIC per GPU, a common prefill-to-decode KV transfer path.
+DEFAULT_KV_TRANSFER_BYTES_PER_SECOND = 50e9
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The engine's knobs (vLLM names); defaults are `vllm serve` on an H100-class GPU."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 1024
+    enable_chunked_prefill: bool = True
+    disaggregated: bool = False
+    kv_transfer_bytes_per_second: float = DEFAULT_KV_TRANSFER_BYTES_PER_SECOND
+
+    def validate(self) -> None:
+        """Raise ConfigError for knobs vLLM would reject or that cannot run."""
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.max_num_seqs > self.max_num_batched_tokens:
+            raise ConfigError(
+                f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
+                f"({self.max_num_batched_tokens}): every running request needs a decode token"
+            )
+        rate = self.kv_transfer_bytes_per_second
+        if not (rate > 0 and math.isfinite(rate)):
+            raise ConfigError(f"kv_transfer_bytes_per_second must be > 0, got {rate}")
+
+
+# ---- step time -----------------------------------------------------------------------------
+
+
+def constant_step_function(seconds: float) -> StepFunction:
+    """Every step lasts `seconds`, whatever it carries (for tests and what-ifs)."""
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ConfigError(f"step seconds must be > 0, got {seconds}")
+
+    def step(*, decode_tokens, prefill_tokens, kv_tokens):
+        return seconds
+
+    return step
+
+
+def roofline_step_function(
+    deployment: Deployment,
+    *,
+    efficiency: float = 1.0,
+    host_overhead_seconds: float | None = None,
+) -> StepFunction:
+    """Roofline step time (`roofline.step_seconds`) / efficiency + per-step host overhead.
+
+    `efficiency` scales the GPU time (1 = the roofline model as is, 0.6 = a server at 60% of it);
+    host overhead defaults to the deployment's. Dense models get a closed form of the same
+    formula (max(weight read, matmul) + KV read + all-reduce) checked against `step_seconds`.
+    """
+    if not (0 < efficiency <= 1):
+        raise ConfigError(f"efficiency must be in (0, 1], got {efficiency}")
+    host = (
+        deployment.host_overhead_seconds if host_overhead_seconds is None else host_overhead_seconds
+    )
+    if not (host >= 0 and math.isfinite(host)):
+        raise ConfigError(f"host overhead must be a finite number >= 0 seconds, got {host}")
+    gpu = replace(deployment, host_overhead_seconds=0.0)
+    closed = _closed_form(gpu)
+    if closed is not None:
+        weight_seconds, matmul_per_token, kv_per_token, ar_per_token, ar_fixed = closed
+
+        def step(*, decode_tokens, prefill_tokens, kv_tokens):
+            tokens = decode_tokens + prefill_tokens
+            seconds = (
+                np.maximum(weight_seconds, matmul_per_token * tokens)
+                + kv_per_token * kv_tokens
+                + ar_per_token * tokens
+                + ar_fixed
+            )
+            return np.where(tokens > 0, seconds / efficiency, 0.0) + host
+
+        def scalar_step(*, decode_tokens, prefill_tokens, kv_tokens):
+            tokens = decode_tokens + prefill_tokens
+            if isinstance(tokens, np.ndarray):  # arrays of tokens; kv_tokens arrays work below
+                return step(
+                    decode_tokens=decode_tokens, prefill_tokens=prefill_tokens, kv_tokens=kv_tokens
+                )
+            if tokens <= 0:
+                return host
+            matmul = matmul_per_token * tokens
+            gemm = weight_seconds if weight_seconds > matmul else matmul
+            gpu_seconds = gemm + kv_per_token * kv_tokens + ar_per_token * tokens + ar_fixed
+            return gpu_seconds / efficiency + host
+
+        return scalar_step
+
+    def one(decode_tokens, prefill_tokens, kv_tokens):
+        seconds = step_seconds(
+            gpu,
+            decode_tokens=int(decode_tokens),
+            prefill_tokens=int(prefill_tokens),
+            kv_tokens=kv_tokens,  # linear in the formula, so an array of them works as is
+        )
+        return seconds / efficiency + host
+
+    def general(*, decode_tokens, prefill_tokens, kv_tokens):
+        if np.ndim(decode_tokens) or np.ndim(prefill_tokens):
+            return np.vectorize(one)(decode_tokens, prefill_tokens, kv_tokens)
+        return one(decode_tokens, prefill_tokens, kv_tokens)
+
+    return general
+
+
+def _closed_form(dep: Deployment):
+    """Coefficients of step_seconds for a dense model, or None when the formula is not linear."""
+    if dep.model.is_moe or dep.prefill_attention:
+        return None
+    bandwidth = dep.gpu.hbm_bytes_per_second
+    weight_seconds = float(dep.weight_bytes_per_gpu(tokens=1)) / bandwidth
+    matmul_per_token = 2.0 * dep.matmul_params / dep.tp / (dep.mfu * dep.peak_flops_per_second)
+    kv_per_token = dep.kv_bytes_per_token_per_gpu / bandwidth
+    ar_per_token = ar_fixed = 0.0
+    if dep.allreduce and dep.tp > 1:
+        one = _allreduce_seconds(dep, tokens=1)
+        ar_fixed = _allreduce_seconds(dep, tokens=0)
+        ar_per_token = one - ar_fixed
+    coefficients = (weight_seconds, matmul_per_token, kv_per_token, ar_per_token, ar_fixed)
+    # The adapter must agree with the model it stands for; fall back if it ever does not.
+    for decode, prefill, kv in ((1, 0, 100), (64, 2048, 262144), (256, 8192, 10**6)):
+        expect = step_seconds(dep, decode_tokens=decode, prefill_tokens=prefill, kv_tokens=kv)
+        tokens = decode + prefill
+        got = max(weight_seconds, matmul_per_token * tokens) + kv_per_token * kv
+        got += ar_per_token * tokens + ar_fixed
+        if not math.isclose(got, expect, rel_tol=1e-9):
+            return None
+    return coefficients
+
+
+def _allreduce_seconds(dep: Deployment, *, tokens: int) -> float:
+    return float(allreduce_cost(dep, tokens=tokens)[1])
+
+
+def transfer_bytes_per_token(deployment: Deployment) -> float:
+    """KV bytes one prompt token sends from the prefill to the decode instance (all layers)."""
+    return float(deployment.model.kv_bytes_per_token(deployment.kv))
+
+
+def kv_capacity_tokens(deployment: Deployment) -> int:
+    """KV tokens that fit beside the weights: (HBM x utilisation - weights) / KV bytes per token."""
+    budget = capacity(deployment, context_tokens=1).kv_budget_bytes
+    if budget <= 0:
+        raise ConfigError(f"{deployment.label}: the weights do not fit in GPU memory")
+    return int(budget // deployment.kv_bytes_per_token_per_gpu)
+
+
+# ---- results -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    """Everything one run produced: per-step and per-request arrays (SI units) and token segments.
+
+    Step arrays (length = steps): start and duration, tokens scheduled, queue lengths when
+    scheduled, KV tokens held after the step, preemptions, ITL observations (requests that
+    decoded), first tokens, prompt tokens completed and tokens generated.
+    Request arrays (length = workload requests): when first scheduled (on the decode instance
+    when disaggregated), first token and finish (NaN if none), tokens generated, preemptions.
+    Segment arrays: request i emitted one token at the end of every step from
+    `segment_first_step` to `segment_last_step`. Gap arrays: the ITL observations of requests
+    that resumed after preemption (observed at `gap_end_seconds`).
+    """
+
+    config: SchedulerConfig
+    workload: Workload
+    kv_capacity_tokens: int
+    end_seconds: float
+    step_start_seconds: np.ndarray
+    step_duration_seconds: np.ndarray
+    step_decode_tokens: np.ndarray
+    step_prefill_tokens: np.ndarray
+    step_running: np.ndarray
+    step_waiting: np.ndarray
+    step_kv_tokens: np.ndarray
+    step_preemptions: np.ndarray
+    step_itl_observations: np.ndarray
+    step_first_tokens: np.ndarray
+    step_prompt_tokens: np.ndarray
+    step_generation_tokens: np.ndarray
+    first_scheduled_seconds: np.ndarray
+    first_token_seconds: np.ndarray
+    finish_seconds: np.ndarray
+    generated_tokens: np.ndarray
+    request_preemptions: np.ndarray
+    segment_request: np.ndarray
+    segment_first_step: np.ndarray
+    segment_last_step: np.ndarray
+    gap_request: np.ndarray
+    gap_end_seconds: np.ndarray
+    gap_itl_seconds: np.ndarray
+
+    # ---- counts ---------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return int(self.step_start_seconds.size)
+
+    @property
+    def step_end_seconds(self) -> np.ndarray:
+        return self.step_start_seconds + self.step_duration_seconds
+
+    @property
+    def arrived(self) -> np.ndarray:
+        """Mask of requests that arrived before the run ended."""
+        return self.workload.arrival_seconds < self.end_seconds
+
+    @property
+    def finished(self) -> np.ndarray:
+        """Mask of requests that produced their last token."""
+        return ~np.isnan(self.finish_seconds)
+
+    @property
+    def in_flight(self) -> np.ndarray:
+        """Mask of requests that arrived but had not finished when the run ended."""
+        return self.arrived & ~self.finished
+
+    @property
+    def preemptions(self) -> int:
+        return int(self.step_preemptions.sum())
+
+    # ---- samples ---------------------------------------------------------------------------
+    def itl_events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(observed at, ITL value, observation count): every step, then every resume gap."""
+        at = np.concatenate([self.step_end_seconds, self.gap_end_seconds])
+        values = np.concatenate([self.step_duration_seconds, self.gap_itl_seconds])
+        weights = np.concatenate(
+            [self.step_itl_observations, np.ones(self.gap_itl_seconds.size, dtype=np.int64)]
+        )
+        return at, values, weights
+
+    def itl_weighted(self, *, until_seconds: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+        """ITL values and how many observations each carries, observed up to `until_seconds`."""
+        at, values, weights = self.itl_events()
+        keep = (weights > 0) & (at <= until_seconds)
+        return values[keep], weights[keep]
+
+    @property
+    def itl_seconds(self) -> np.ndarray:
+        """Every ITL observation (one per request per step that produced its next token)."""
+        values, weights = self.itl_weighted()
+        return np.repeat(values, weights)
+
+    @property
+    def ttft_seconds(self) -> np.ndarray:
+        """TTFT of every request that got its first token, in arrival order."""
+        got = ~np.isnan(self.first_token_seconds)
+        return self.first_token_seconds[got] - self.workload.arrival_seconds[got]
+
+    @property
+    def e2e_seconds(self) -> np.ndarray:
+        """Arrival-to-last-token latency of every finished request."""
+        done = self.finished
+        return self.finish_seconds[done] - self.workload.arrival_seconds[done]
+
+    def token_times_seconds(self, request: int) -> np.ndarray:
+        """When request `request` received each of its tokens (step end times)."""
+        ends = self.step_end_seconds
+        rows = np.flatnonzero(self.segment_request == request)
+        parts = [ends[self.segment_first_step[r] : self.segment_last_step[r] + 1] for r in rows]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    # ---- histograms and quantiles -----------------------------------------------------------
+    def itl_histogram(self, upper_bounds=ITL_BUCKETS_SECONDS) -> Histogram:
+        """ITL observations binned as vLLM bins them (le inclusive; default vLLM's bounds)."""
+        values, weights = self.itl_weighted()
+        return weighted_histogram(values, weights, upper_bounds=upper_bounds)
+
+    def ttft_histogram(self, upper_bounds=TTFT_BUCKETS_SECONDS) -> Histogram:
+        """TTFT observations in vLLM's TTFT buckets (or any others)."""
+        samples = self.ttft_seconds
+        return weighted_histogram(samples, np.ones(samples.size), upper_bounds=upper_bounds)
+
+    def e2e_histogram(self, upper_bounds=REQUEST_LATENCY_BUCKETS_SECONDS) -> Histogram:
+        """e2e latencies of finished requests in vLLM's request-latency buckets."""
+        samples = self.e2e_seconds
+        return weighted_histogram(samples, np.ones(samples.size), upper_bounds=upper_bounds)
+
+    def itl_quantile(self, q):
+        """Exact sample quantile(s) of ITL (inverted CDF: an observed value, never interpolated)."""
+        values, weights = self.itl_weighted()
+        return weighted_quantile(values, weights, q)
+
+    def summary(self) -> Summary:
+        """Means and p50/p99 of ITL, TTFT and e2e plus the run's counts."""
+        itl_values, itl_weights = self.itl_weighted()
+        ttft, e2e = self.ttft_seconds, self.e2e_seconds
+        count = int(itl_weights.sum())
+        return Summary(
+            itl_mean_seconds=float(np.dot(itl_values, itl_weights) / count) if count else math.nan,
+            itl_p50_seconds=weighted_quantile(itl_values, itl_weights, 0.5),
+            itl_p99_seconds=weighted_quantile(itl_values, itl_weights, 0.99),
+            itl_observations=count,
+            ttft_mean_seconds=float(ttft.mean()) if ttft.size else math.nan,
+            ttft_p50_seconds=_sample_quantile(ttft, 0.5),
+            ttft_p99_seconds=_sample_quantile(ttft, 0.99),
+            e2e_mean_seconds=float(e2e.mean()) if e2e.size else math.nan,
+            e2e_p99_seconds=_sample_quantile(e2e, 0.99),
+            requests_arrived=int(self.arrived.sum()),
+            requests_finished=int(self.finished.sum()),
+            requests_in_flight=int(self.in_flight.sum()),
+            steps=self.steps,
+            simulated_seconds=float(self.end_seconds),
+            preemptions=self.preemptions,
+        )
+
+    # ---- tables ----------------------------------------------------------------------------
+    def steps_frame(self) -> pd.DataFrame:
+        """One row per engine step."""
+        return pd.DataFrame(
+            {
+                "start_seconds": self.step_start_seconds,
+                "duration_seconds": self.step_duration_seconds,
+                "decode_tokens": self.step_decode_tokens,
+                "prefill_tokens": self.step_prefill_tokens,
+                "running": self.step_running,
+                "waiting": self.step_waiting,
+                "kv_usage": self.step_kv_tokens / self.kv_capacity_tokens,
+                "preemptions": self.step_preemptions,
+                "itl_observations": self.step_itl_observations,
+            }
+        )
+
+    def requests_frame(self) -> pd.DataFrame:
+        """One row per request that arrived; `status` is finished or in_flight."""
+        w = self.workload
+        arrived = self.arrived
+        frame = pd.DataFrame(
+            {
+                "arrival_seconds": w.arrival_seconds,
+                "prompt_tokens": w.prompt_tokens,
+                "cached_prompt_tokens": w.cached_prompt_tokens,
+                "output_tokens": w.output_tokens,
+                "first_token_seconds": self.first_token_seconds,
+                "finish_seconds": self.finish_seconds,
+                "generated_tokens": self.generated_tokens,
+                "preemptions": self.request_preemptions,
+                "status": np.where(self.finished, "finished", "in_flight"),
+            }
+        )
+        frame["ttft_seconds"] = frame["first_token_seconds"] - frame["arrival_seconds"]
+        frame["e2e_seconds"] = frame["finish_seconds"] - frame["arrival_seconds"]
+        return frame[arrived].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The headline numbers of a run (seconds, counts)."""
+
+    itl_mean_seconds: float
+    itl_p50_seconds: float
+    itl_p99_seconds: float
+    itl_observations: int
+    ttft_mean_seconds: float
+    ttft_p50_seconds: float
+    ttft_p99_seconds: float
+    e2e_mean_seconds: float
+    e2e_p99_seconds: float
+    requests_arrived: int
+    requests_finished: int
+    requests_in_flight: int
+    steps: int
+    simulated_seconds: float
+    preemptions: int
+
+
+def weighted_histogram(values, weights, *, upper_bounds) -> Histogram:
+    """Bin weighted observations like prometheus_client: v counts where le >= v."""
+    values = np.asarray(values, dtype=float)
+    weights = np.asarray(weights, dtype=float)
+    bounds = np.unique(np.asarray(upper_bounds, dtype=float))
+    if bounds[-1] != math.inf:
+        bounds = np.append(bounds, math.inf)
+    index = np.searchsorted(bounds, values, side="left")
+    per_bucket = np.bincount(index, weights=weights, minlength=bounds.size)
+    return Histogram.create(
+        upper_bounds=bounds,
+        cumulative_counts=np.cumsum(per_bucket),
+        sum=float(np.dot(values, weights)),
+        count=float(weights.sum()),
+    )
+
+
+def weighted_quantile(values, weights, q):
+    """Inverted-CDF quantile of weighted samples (numpy `method="inverted_cdf"` on the repeats)."""
+    values = np.asarray(values, dtype=float)
+    weights = np.asarray(weights, dtype=float)
+    if weights.sum() <= 0:
+        return np.full(np.shape(q), math.nan) if np.ndim(q) else math.nan
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    rank = np.asarray(q, dtype=float) * cumulative[-1]
+    index = np.searchsorted(cumulative, rank, side="left")
+    result = values[order][np.minimum(index, values.size - 1)]
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def fine_buckets_seconds(*, low_seconds=1e-3, high_seconds=100.0, per_decade=50) -> np.ndarray:
+    """Geometric bucket bounds (about 5% wide at 50 per decade) for drawing a smooth histogram."""
+    decades = math.log10(high_seconds / low_seconds)
+    return np.geomspace(low_seconds, high_seconds, round(decades * per_decade) + 1)
+
+
+def _sample_quantile(samples: np.ndarray, q: float) -> float:
+    if samples.size == 0:
+        return math.nan
+    return float(np.quantile(samples, q, method="inverted_cdf"))
+
+
+# ---- the engine ----------------------------------------------------------------------------
+
+
+def simulate(
+    workload: Workload,
+    *,
+    step_function: StepFunction,
+    kv_capacity_tokens: int,
+    config: SchedulerConfig = SchedulerConfig(),
+    kv_bytes_per_token: float = 0.0,
+    until_seconds: float | None = None,
+) -> SimulationResult:
+    """Run the engine over a workload; stop at `until_seconds` (None: when every request is done).
+
+    `kv_bytes_per_token` only matters in disaggregated mode (the KV transfer time).
+    """
+    config.validate()
+    if isinstance(kv_capacity_tokens, bool) or int(kv_capacity_tokens) < 1:
+        raise ConfigError(f"KV capacity must be >= 1 token, got {kv_capacity_tokens!r}")
+    capacity_tokens = int(kv_capacity_tokens)
+    need = workload.prompt_tokens + workload.output_tokens
+    if workload.num_requests and int(need.max()) > capacity_tokens:
+        raise ConfigError(
+            f"a request needs {int(need.max())} KV tokens (prompt + output) but the KV cache "
+            f"holds {capacity_tokens}: it could never finish"
+        )
+    end_limit = math.inf if until_seconds is None else float(until_seconds)
+    if not end_limit > 0:
+        raise ConfigError(f"until_seconds must be > 0, got {until_seconds}")
+
+    n = workload.num_requests
+    prompt = workload.prompt_tokens.tolist()
+    output = workload.output_tokens.tolist()
+    cached = workload.cached_prompt_tokens.tolist()
+    if config.disaggregated:
+        ready = _disaggregated_ready_seconds(
+            workload, config=config, step_function=step_function, bytes_per_token=kv_bytes_per_token
+        )
+        order = np.argsort(ready, kind="stable")
+        ready_seconds = ready[order].tolist()
+        ready_order = order.tolist()
+    else:
+        ready_seconds = workload.arrival_seconds.tolist()
+        ready_order = list(range(n))
+
+    budget_total = int(config.max_num_batched_tokens)
+    max_seqs = int(config.max_num_seqs)
+    chunked = bool(config.enable_chunked_prefill)
+    disaggregated = bool(config.disaggregated)
+
+    # Per-request state (Python lists: scalar access is several times faster than numpy's).
+    computed = [0] * n  # KV tokens held
+    target = [0] * n  # tokens to prefill before the next token is emitted
+    generated = [0] * n  # tokens emitted so far (valid for non-decoding requests)
+    decoding = [False] * n
+    seg_step = [0] * n  # step of the current segment's first token
+    seg_kv = [0] * n  # KV tokens at the end of that step
+    seg_gen = [0] * n  # tokens emitted after that step
+    epoch = [0] * n  # bumps on preemption; invalidates scheduled finishes
+    first_scheduled = [math.nan] * n
+    first_token = [math.nan] * n
+    finish = [math.nan] * n
+    last_token = [math.nan] * n
+    preempted_count = [0] * n
+    remote_kv = [disaggregated] * n  # KV arrives from the prefill instance
+    for i in range(n):
+        computed[i] = cached[i]
+        target[i] = prompt[i]
+
+    waiting: deque[int] = deque()
+    running: list[int] = []
+    partial: list[int] = []  # running requests part-way through a prefill, oldest first
+    finishes: dict[int, list[tuple[int, int]]] = {}
+    finish_steps: list[int] = []  # heap of the keys of `finishes` (stale ones popped lazily)
+    used = 0  # KV tokens held by running requests
+    decoders = 0
+    decode_kv = 0
+    next_ready = 0
+
+    starts: list[float] = []
+    durations: list[float] = []
+    rec_decode: list[int] = []
+    rec_prefill: list[int] = []
+    rec_running: list[int] = []
+    rec_waiting: list[int] = []
+    rec_kv: list[int] = []
+    rec_preempt: list[int] = []
+    rec_itl: list[int] = []
+    rec_first: list[int] = []
+    rec_prompt: list[int] = []
+    rec_generation: list[int] = []
+    seg_request: list[int] = []
+    seg_first: list[int] = []
+    seg_last: list[int] = []
+    gap_request: list[int] = []
+    gap_end: list[float] = []
+    gap_value: list[float] = []
+
+    t = 0.0
+    s = 0
+    while True:
+        while next_ready < n and ready_seconds[next_ready] <= t:
+            waiting.append(ready_order[next_ready])
+            next_ready += 1
+        if not running and not waiting:
+            if next_ready >= n:
+                break
+            t = ready_seconds[next_ready]
+            continue
+        if t >= end_limit:
+            break
+
+        # -- fast path: a stretch of pure decode steps (nothing to admit, nobody finishing) ------
+        if decoders == len(running) and decoders and (not waiting or len(running) >= max_seqs):
+            while finish_steps and finish_steps[0] not in finishes:
+                heapq.heappop(finish_steps)
+            stretch = min(
+                (finish_steps[0] if finish_steps else s + FAST_PATH_MAX_STEPS) - s,
+                (capacity_tokens - used) // decoders,
+                FAST_PATH_MAX_STEPS,
+            )
+            limit = min(ready_seconds[next_ready] if next_ready < n else math.inf, end_limit)
+            if stretch >= FAST_PATH_MIN_STEPS:
+                first = float(
+                    step_function(decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv)
+                )
+                if not first > 0:
+                    raise ConfigError(f"step function returned {first} s for a step; must be > 0")
+                # Steps only lengthen as KV grows, so the first bounds how many start before limit.
+                if limit < math.inf:
+                    stretch = min(stretch, int((limit - t) / first) + 1)
+            if stretch >= FAST_PATH_ARRAY_STEPS:
+                k = np.arange(stretch)
+                seconds = step_function(
+                    decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv + k * decoders
+                )
+                seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (stretch,))
+                # Sequential sums, so each start equals the previous start + duration exactly.
+                clock = np.cumsum(np.concatenate(([t], seconds)))
+                # Steps that start before the next arrival (or the end) cannot see it.
+                stretch = int(np.searchsorted(clock[:-1], limit, side="left"))
+                if not np.all(seconds[:stretch] > 0):
+                    raise ConfigError("step function returned a step of <= 0 s; must be > 0")
+                starts.extend(clock[:stretch].tolist())
+                durations.extend(seconds[:stretch].tolist())
+                rec_kv.extend((used + (k[:stretch] + 1) * decoders).tolist())
+                used += stretch * decoders
+                decode_kv += stretch * decoders
+                t = float(clock[stretch])
+            elif stretch >= FAST_PATH_MIN_STEPS:
+                done = 0
+                while done < stretch and t < limit:
+                    duration = step_function(
+                        decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv
+                    )
+                    if not duration > 0:
+                        raise ConfigError(f"step function returned {duration} s; must be > 0")
+                    starts.append(t)
+                    durations.append(duration)
+                    used += decoders
+                    decode_kv += decoders
+                    rec_kv.append(used)
+                    t += duration
+                    done += 1
+                stretch = done
+            else:
+                stretch = 0
+            if stretch:
+                rec_decode.extend([decoders] * stretch)
+                rec_prefill.extend([0] * stretch)
+                rec_running.extend([len(running)] * stretch)
+                rec_waiting.extend([len(waiting)] * stretch)
+                rec_preempt.extend([0] * stretch)
+                rec_itl.extend([decoders] * stretch)
+                rec_first.extend([0] * stretch)
+                rec_prompt.extend([0] * stretch)
+                rec_generation.extend([decoders] * stretch)
+                s += stretch
+                continue
+        # -- schedule: decodes first, preempting the newest request while KV is short --------
+        preempted = 0
+        while used + decoders > capacity_tokens:
+            victim = running.pop()
+            preempted += 1
+            if not decoding[victim]:
+                partial.remove(victim)
+            used, decoders, decode_kv = _preempt(
+                victim, s, t, used, decoders, decode_kv, decoding, computed, cached, target,
+                generated, prompt, seg_step, seg_kv, seg_gen, epoch, preempted_count,
+                seg_request, seg_first, seg_last, remote_kv, last_token,
+            )  # fmt: skip
+            waiting.appendleft(victim)
+        used += decoders
+        budget = budget_total - decoders
+        prefill = 0
+        new_tokens = 0  # disaggregated admissions: one decode token each, no prefill
+        new_kv = 0
+        completions: list[int] = []
+
+        # Running requests part-way through their prompt continue, oldest first.
+        for i in list(partial):
+            if budget <= 0:
+                break
+            if i not in partial:  # preempted by an older request's chunk in this step
+                continue
+            chunk = target[i] - computed[i]
+            if chunk > budget:
+                chunk = budget
+            while used + chunk > capacity_tokens:
+                victim = running.pop()
+                preempted += 1
+                if decoding[victim]:
+                    used -= 1  # its decode token, reserved above
+                    budget += 1
+                else:
+                    partial.remove(victim)
+                used, decoders, decode_kv = _preempt(
+                    victim, s, t, used, decoders, decode_kv, decoding, computed, cached,
+                    target, generated, prompt, seg_step, seg_kv, seg_gen, epoch,
+                    preempted_count, seg_request, seg_first, seg_last, remote_kv, last_token,
+                )  # fmt: skip
+                waiting.appendleft(victim)
+                if victim == i:
+                    break
+            if i not in partial:
+                continue
+            computed[i] += chunk
+            used += chunk
+            budget -= chunk
+            prefill += chunk
+            if computed[i] == target[i]:
+                partial.remove(i)
+                completions.append(i)
+
+        # Then waiting requests, in order, while there is room (never after a preemption).
+        if not preempted:
+            while waiting and len(running) < max_seqs and budget > 0:
+                i = waiting[0]
+                if remote_kv[i]:
+                    # Disaggregated: the prompt's KV arrived; one decode token emits token 1.
+                    if used + prompt[i] + 1 > capacity_tokens:
+                        break
+                    waiting.popleft()
+                    running.append(i)
+                    if first_scheduled[i] != first_scheduled[i]:
+                        first_scheduled[i] = t
+                    computed[i] = prompt[i] + 1
+                    used += prompt[i] + 1
+                    budget -= 1
+                    new_tokens += 1
+                    new_kv += prompt[i]
+                    completions.append(i)
+                    continue
+                chunk = target[i] - computed[i]
+                if chunk > budget:
+                    if chunked:
+                        chunk = budget
+                    elif prefill > 0:
+                        break
+                # It holds its prefix-cached tokens' KV from now on, plus the chunk's.
+                if used + computed[i] + chunk > capacity_tokens:
+                    break
+                waiting.popleft()
+                running.append(i)
+                if first_scheduled[i] != first_scheduled[i]:  # NaN: first time scheduled
+                    first_scheduled[i] = t
+                used += computed[i] + chunk
+                computed[i] += chunk
+                budget -= chunk
+                prefill += chunk
+                if computed[i] == target[i]:
+                    completions.append(i)
+                else:
+                    partial.append(i)
+
+        # -- run the step ---------------------------------------------------------------------
+        duration = float(
+            step_function(
+                decode_tokens=decoders + new_tokens,
+                prefill_tokens=prefill,
+                kv_tokens=decode_kv + new_kv,
+            )
+        )
+        if not duration > 0:
+            raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
+        end = t + duration
+        starts.append(t)
+        durations.append(duration)
+        rec_decode.append(decoders + new_tokens)
+        rec_prefill.append(prefill)
+        rec_running.append(len(running))
+        rec_waiting.append(len(waiting))
+        rec_preempt.append(preempted)
+        rec_itl.append(decoders)
+        decode_kv += decoders
+        generation = decoders
+
+        # Requests whose last token is this step's leave and free their KV.
+        for i, e in finishes.pop(s, ()):
+            if e != epoch[i]:
+                continue
+            kv = seg_kv[i] + (s - seg_step[i])
+            running.remove(i)
+            decoding[i] = False
+            decoders -= 1
+            decode_kv -= kv
+            used -= kv
+            finish[i] = end
+            generated[i] = output[i]
+            seg_request.append(i)
+            seg_first.append(seg_step[i])
+            seg_last.append(s)
+
+        # Requests whose prefill completed emit a token and start (or resume) decoding.
+        prompt_done = 0
+        first_count = 0
+        for i in completions:
+            generation += 1
+            if math.isnan(first_token[i]):
+                first_token[i] = end
+                first_count += 1
+                prompt_done += prompt[i]
+            else:
+                gap_request.append(i)
+                gap_end.append(end)
+                gap_value.append(end - last_token[i])
+            remote_kv[i] = False
+            generated[i] += 1
+            if generated[i] >= output[i]:
+                running.remove(i)
+                used -= computed[i]
+                finish[i] = end
+                seg_request.append(i)
+                seg_first.append(s)
+                seg_last.append(s)
+                continue
+            decoding[i] = True
+            decoders += 1
+            decode_kv += computed[i]
+            seg_step[i] = s
+            seg_kv[i] = computed[i]
+            seg_gen[i] = generated[i]
+            last = s + output[i] - generated[i]
+            if last not in finishes:
+                finishes[last] = []
+                heapq.heappush(finish_steps, last)
+            finishes[last].append((i, epoch[i]))
+        rec_first.append(first_count)
+        rec_prompt.append(prompt_done)
+        rec_generation.append(generation)
+        rec_kv.append(used)
+        t = end
+        s += 1
+
+    # Close the segments of requests still decoding when the run stopped.
+    for i in running:
+        if decoding[i]:
+            seg_request.append(i)
+            seg_first.append(seg_step[i])
+            seg_last.append(s - 1)
+            generated[i] = seg_gen[i] + (s - 1 - seg_step[i])
+
+    return SimulationResult(
+        config=config,
+        workload=workload,
+        kv_capacity_tokens=capacity_tokens,
+        end_seconds=float(t if until_seconds is None else max(t, end_limit)),
+        step_start_seconds=np.asarray(starts, dtype=float),
+        step_duration_seconds=np.asarray(durations, dtype=float),
+        step_decode_tokens=np.asarray(rec_decode, dtype=np.int64),
+        step_prefill_tokens=np.asarray(rec_prefill, dtype=np.int64),
+        step_running=np.asarray(rec_running, dtype=np.int64),
+        step_waiting=np.asarray(rec_waiting, dtype=np.int64),
+        step_kv_tokens=np.asarray(rec_kv, dtype=np.int64),
+        step_preemptions=np.asarray(rec_preempt, dtype=np.int64),
+        step_itl_observations=np.asarray(rec_itl, dtype=np.int64),
+        step_first_tokens=np.asarray(rec_first, dtype=np.int64),
+        step_prompt_tokens=np.asarray(rec_prompt, dtype=np.int64),
+        step_generation_tokens=np.asarray(rec_generation, dtype=np.int64),
+        first_scheduled_seconds=np.asarray(first_scheduled, dtype=float),
+        first_token_seconds=np.asarray(first_token, dtype=float),
+        finish_seconds=np.asarray(finish, dtype=float),
+        generated_tokens=np.asarray(generated, dtype=np.int64),
+        request_preemptions=np.asarray(preempted_count, dtype=np.int64),
+        segment_request=np.asarray(seg_request, dtype=np.int64),
+        segment_first_step=np.asarray(seg_first, dtype=np.int64),
+        segment_last_step=np.asarray(seg_last, dtype=np.int64),
+        gap_request=np.asarray(gap_request, dtype=np.int64),
+        gap_end_seconds=np.asarray(gap_end, dtype=float),
+        gap_itl_seconds=np.asarray(gap_value, dtype=float),
+    )
+
+
+def _preempt(
+    i, s, t, used, decoders, decode_kv, decoding, computed, cached, target, generated, prompt,
+    seg_step, seg_kv, seg_gen, epoch, preempted_count, seg_request, seg_first, seg_last,
+    remote_kv, last_token,
+):  # fmt: skip
+    """Free request i's KV and reset it to recompute prompt + generated tokens (vLLM V1)."""
+    if decoding[i]:
+        # It last emitted a token at step s - 1.
+        kv = seg_kv[i] + (s - 1 - seg_step[i])
+        generated[i] = seg_gen[i] + (s - 1 - seg_step[i])
+        decoders -= 1
+        decode_kv -= kv
+        used -= kv
+        decoding[i] = False
+        seg_request.append(i)
+        seg_first.append(seg_step[i])
+        seg_last.append(s - 1)
+        last_token[i] = t  # steps run back to back while it decodes: step s - 1 ended at t
+    else:
+        used -= computed[i]
+    # The shared prefix stays in the prefix cache (other requests hold it); the rest is recomputed.
+    computed[i] = cached[i]
+    target[i] = prompt[i] + generated[i]
+    remote_kv[i] = False
+    epoch[i] += 1
+    preempted_count[i] += 1
+    return used, decoders, decode_kv
+
+
+def _disaggregated_ready_seconds(
+    workload: Workload, *, config: SchedulerConfig, step_function: StepFunction, bytes_per_token
+) -> np.ndarray:
+    """When each prompt's KV reaches the decode instance: FIFO prefill instance + transfer."""
+    chunk = int(config.max_num_batched_tokens)
+    ready = np.empty(workload.num_requests)
+    free_at = 0.0
+    cache: dict[int, float] = {}
+    for i, (arrival, prompt, cached) in enumerate(
+        zip(
+            workload.arrival_seconds.tolist(),
+            workload.prompt_tokens.tolist(),
+            workload.cached_prompt_tokens.tolist(),
+            strict=True,
+        )
+    ):
+        tokens = prompt - cached
+        seconds = cache.get(tokens)
+        if seconds is None:
+            full, rest = divmod(tokens, chunk)
+            seconds = full * float(
+                step_function(decode_tokens=0, prefill_tokens=chunk, kv_tokens=0)
+            )
+            if rest:
+                seconds += float(step_function(decode_tokens=0, prefill_tokens=rest, kv_tokens=0))
+            cache[tokens] = seconds
+        free_at = max(free_at, arrival) + seconds
+        ready[i] = free_at + prompt * bytes_per_token / config.kv_transfer_bytes_per_second
+    return ready
+
+
+def simulate_deployment(
+    workload: Workload,
+    *,
+    deployment: Deployment,
+    config: SchedulerConfig = SchedulerConfig(),
+    efficiency: float = 1.0,
+    host_overhead_seconds: float | None = None,
+    until_seconds: float | None = None,
+) -> SimulationResult:
+    """Simulate a deployment: roofline step times and the KV capacity its GPU memory allows."""
+    return simulate(
+        workload,
+        step_function=roofline_step_function(
+            deployment, efficiency=efficiency, host_overhead_seconds=host_overhead_seconds
+        ),
+        kv_capacity_tokens=kv_capacity_tokens(deployment),
+        config=config,
+        kv_bytes_per_token=transfer_bytes_per_token(deployment),
+        until_seconds=until_seconds,
+    )
+
+
+__all__ = [
+    "DEFAULT_KV_TRANSFER_BYTES_PER_SECOND",
+    "SchedulerConfig",
+    "SimulationResult",
+    "StepFunction",
+    "Summary",
+    "constant_step_function",
+    "fine_buckets_seconds",
+    "kv_capacity_tokens",
+    "roofline_step_function",
+    "simulate",
+    "simulate_deployment",
+    "transfer_bytes_per_token",
+    "weighted_histogram",
+    "weighted_quantile",
+]

@@ -1,0 +1,392 @@
+"""Workloads for the scheduler simulator: who arrives when, with how many prompt and output tokens.
+
+A workload is three aligned arrays sorted by arrival (seconds, prompt tokens, output tokens) plus
+how many of each prompt's tokens a shared prefix serves from vLLM's automatic prefix cache (they
+skip prefill but still occupy KV). Arrivals come from a Poisson process at a fixed rate, from a
+piecewise-constant rate profile (bursts), or from a replay: explicit lists, a CSV, or a
+`vllm bench serve --save-result` JSON. Every random draw goes through an explicit
+`numpy.random.Generator`, so a seed reproduces a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from itlkit.errors import ConfigError
+
+Seed = int | np.random.Generator | None
+
+
+def make_rng(seed: Seed) -> np.random.Generator:
+    """A Generator from an int seed (or the Generator itself; None draws fresh entropy)."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)
+
+
+# ---- length distributions ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Every request has the same length in tokens."""
+
+    tokens: int
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        return np.full(size, _positive_int("fixed length tokens", self.tokens), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Lengths drawn uniformly from the integers `low_tokens..high_tokens` (inclusive)."""
+
+    low_tokens: int
+    high_tokens: int
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        low = _positive_int("uniform low tokens", self.low_tokens)
+        high = _positive_int("uniform high tokens", self.high_tokens)
+        if high < low:
+            raise ConfigError(f"uniform lengths need low <= high, got {low} > {high}")
+        return rng.integers(low, high + 1, size=size, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """Lengths whose logarithm is normal: median `median_tokens`, log-space spread `sigma`."""
+
+    median_tokens: float
+    sigma: float
+    max_tokens: int | None = None
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        if not (self.median_tokens >= 1 and math.isfinite(self.median_tokens)):
+            raise ConfigError(f"lognormal median must be >= 1 token, got {self.median_tokens}")
+        if not (self.sigma >= 0 and math.isfinite(self.sigma)):
+            raise ConfigError(f"lognormal sigma must be a finite number >= 0, got {self.sigma}")
+        draws = rng.lognormal(mean=math.log(self.median_tokens), sigma=self.sigma, size=size)
+        tokens = np.maximum(np.rint(draws), 1).astype(np.int64)
+        if self.max_tokens is not None:
+            tokens = np.minimum(tokens, _positive_int("lognormal max tokens", self.max_tokens))
+        return tokens
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """Lengths drawn with replacement from observed values (e.g. a trace's prompt lengths)."""
+
+    values_tokens: tuple[int, ...]
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        values = np.asarray(self.values_tokens, dtype=np.int64)
+        if values.size == 0 or np.any(values < 1):
+            raise ConfigError("sampled lengths need at least one value, all >= 1 token")
+        return rng.choice(values, size=size, replace=True)
+
+
+Lengths = Fixed | Uniform | LogNormal | Sampled
+
+
+def as_lengths(value: int | Lengths) -> Lengths:
+    """An int means a fixed length; distributions pass through."""
+    if isinstance(value, Fixed | Uniform | LogNormal | Sampled):
+        return value
+    if isinstance(value, int | np.integer):
+        return Fixed(int(value))
+    raise ConfigError(f"lengths must be an int or Fixed/Uniform/LogNormal/Sampled, got {value!r}")
+
+
+# ---- arrival processes ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateProfile:
+    """A piecewise-constant arrival rate: `rates_per_second[i]` from `start_seconds[i]` on."""
+
+    start_seconds: tuple[float, ...]
+    rates_per_second: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        starts = np.asarray(self.start_seconds, dtype=float)
+        rates = np.asarray(self.rates_per_second, dtype=float)
+        if starts.size == 0 or starts.shape != rates.shape:
+            raise ConfigError("a rate profile needs one rate per start time, at least one")
+        if starts[0] != 0 or np.any(np.diff(starts) <= 0):
+            raise ConfigError("rate profile start times must begin at 0 and increase")
+        if np.any(~np.isfinite(rates)) or np.any(rates < 0):
+            raise ConfigError("rate profile rates must be finite numbers >= 0 requests/s")
+
+    def rate_at(self, seconds):
+        """The arrival rate in requests/s at time(s) `seconds`."""
+        index = np.searchsorted(self.start_seconds, seconds, side="right") - 1
+        return np.asarray(self.rates_per_second, dtype=float)[np.maximum(index, 0)]
+
+
+def bursty_profile(
+    *,
+    base_rate_per_second: float,
+    burst_rate_per_second: float,
+    period_seconds: float,
+    burst_seconds: float,
+    duration_seconds: float,
+) -> RateProfile:
+    """A base rate with a burst of `burst_seconds` at the start of every period."""
+    if not 0 < burst_seconds < period_seconds:
+        raise ConfigError("bursts need 0 < burst_seconds < period_seconds")
+    starts, rates = [], []
+    for begin in np.arange(0.0, duration_seconds, period_seconds):
+        starts += [float(begin), float(begin + burst_seconds)]
+        rates += [burst_rate_per_second, base_rate_per_second]
+    return RateProfile(tuple(starts), tuple(rates))
+
+
+def poisson_arrivals(*, rate_per_second: float, duration_seconds: float, seed: Seed = None):
+    """Arrival times of a homogeneous Poisson process on [0, duration) (exponential gaps)."""
+    return profile_arrivals(
+        profile=RateProfile((0.0,), (float(rate_per_second),)),
+        duration_seconds=duration_seconds,
+        seed=seed,
+    )
+
+
+def profile_arrivals(*, profile: RateProfile, duration_seconds: float, seed: Seed = None):
+    """Arrival times of an inhomogeneous Poisson process (time change of a unit-rate one)."""
+    duration = _positive_float("duration seconds", duration_seconds)
+    rng = make_rng(seed)
+    starts = np.asarray(profile.start_seconds, dtype=float)
+    rates = np.asarray(profile.rates_per_second, dtype=float)
+    keep = starts < duration
+    knots = np.append(starts[keep], duration)
+    # Cumulative intensity at each knot: a piecewise-linear, non-decreasing map of time.
+    intensity = np.concatenate(([0.0], np.cumsum(rates[keep] * np.diff(knots))))
+    total = intensity[-1]
+    if total <= 0:
+        return np.zeros(0)
+    count = rng.poisson(total)
+    # Given the count, the points of a Poisson process are uniform in cumulative intensity.
+    unit = np.sort(rng.uniform(0.0, total, size=count))
+    # Invert the intensity; flat stretches (rate 0) never receive points.
+    segment = np.searchsorted(intensity, unit, side="right") - 1
+    segment = np.clip(segment, 0, len(rates[keep]) - 1)
+    rate = rates[keep][segment]
+    # A point exactly on the edge of a zero-rate stretch belongs to that edge.
+    offset = np.divide(unit - intensity[segment], rate, out=np.zeros_like(unit), where=rate > 0)
+    return knots[segment] + offset
+
+
+# ---- the workload --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Requests sorted by arrival; `cached_prompt_tokens` of each prompt come from prefix cache."""
+
+    arrival_seconds: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    cached_prompt_tokens: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival_seconds)
+        for name in ("prompt_tokens", "output_tokens", "cached_prompt_tokens"):
+            if len(getattr(self, name)) != n:
+                raise ConfigError(
+                    f"workload {name} has {len(getattr(self, name))} entries, not {n}"
+                )
+        if n and (
+            np.any(~np.isfinite(self.arrival_seconds))
+            or np.any(self.arrival_seconds < 0)
+            or np.any(np.diff(self.arrival_seconds) < 0)
+        ):
+            raise ConfigError("arrival times must be finite, >= 0 seconds and sorted")
+        if n and (np.any(self.prompt_tokens < 1) or np.any(self.output_tokens < 1)):
+            raise ConfigError("every request needs >= 1 prompt token and >= 1 output token")
+        cached = self.cached_prompt_tokens
+        if n and (np.any(cached < 0) or np.any(cached >= self.prompt_tokens)):
+            raise ConfigError("cached prompt tokens must be >= 0 and below the prompt length")
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.arrival_seconds)
+
+    @property
+    def last_arrival_seconds(self) -> float:
+        return float(self.arrival_seconds[-1]) if self.num_requests else 0.0
+
+
+def make_workload(
+    *,
+    arrival_seconds,
+    prompt_tokens,
+    output_tokens,
+    cached_prompt_tokens=0,
+) -> Workload:
+    """A workload from explicit arrays (sorted by arrival here; scalars broadcast)."""
+    arrival = np.asarray(arrival_seconds, dtype=float).reshape(-1)
+    n = arrival.size
+    prompt = np.broadcast_to(np.asarray(prompt_tokens, dtype=np.int64), (n,))
+    output = np.broadcast_to(np.asarray(output_tokens, dtype=np.int64), (n,))
+    cached = np.broadcast_to(np.asarray(cached_prompt_tokens, dtype=np.int64), (n,))
+    order = np.argsort(arrival, kind="stable")
+    return Workload(
+        arrival_seconds=arrival[order].copy(),
+        prompt_tokens=prompt[order].copy(),
+        output_tokens=output[order].copy(),
+        cached_prompt_tokens=cached[order].copy(),
+    )
+
+
+def synthetic_workload(
+    *,
+    duration_seconds: float,
+    rate_per_second: float | None = None,
+    profile: RateProfile | None = None,
+    prompt_tokens: int | Lengths = 4096,
+    output_tokens: int | Lengths = 256,
+    shared_prefix_tokens: int = 0,
+    shared_prefix_fraction: float = 1.0,
+    seed: Seed = None,
+) -> Workload:
+    """Poisson arrivals (fixed rate or profile) with drawn lengths and an optional shared prefix.
+
+    A fraction `shared_prefix_fraction` of requests starts with the same `shared_prefix_tokens`
+    system prompt; prefix caching serves those tokens (at most all but one prompt token).
+    """
+    if (rate_per_second is None) == (profile is None):
+        raise ConfigError("give exactly one of rate_per_second and profile")
+    if not 0 <= shared_prefix_fraction <= 1:
+        raise ConfigError(f"shared prefix fraction must be in [0, 1], got {shared_prefix_fraction}")
+    if shared_prefix_tokens < 0:
+        raise ConfigError(f"shared prefix tokens must be >= 0, got {shared_prefix_tokens}")
+    rng = make_rng(seed)
+    if profile is None:
+        if not (rate_per_second > 0 and math.isfinite(rate_per_second)):
+            raise ConfigError(f"arrival rate must be > 0 requests/s, got {rate_per_second}")
+        profile = RateProfile((0.0,), (float(rate_per_second),))
+    arrival = profile_arrivals(profile=profile, duration_seconds=duration_seconds, seed=rng)
+    n = arrival.size
+    prompt = as_lengths(prompt_tokens).sample(rng, size=n)
+    output = as_lengths(output_tokens).sample(rng, size=n)
+    shares = rng.random(n) < shared_prefix_fraction
+    cached = np.where(shares, np.minimum(shared_prefix_tokens, prompt - 1), 0)
+    return make_workload(
+        arrival_seconds=arrival,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        cached_prompt_tokens=cached,
+    )
+
+
+def steady_workload(*, running: int, prompt_tokens: int, output_tokens: int) -> Workload:
+    """`running` identical requests all arriving at t = 0 (steady decode, no later arrivals)."""
+    return make_workload(
+        arrival_seconds=np.zeros(_positive_int("running requests", running)),
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+    )
+
+
+# ---- replay from files ---------------------------------------------------------------------
+
+
+def read_workload_csv(path: str | Path) -> Workload:
+    """Read `arrival_seconds,prompt_tokens,output_tokens[,cached_prompt_tokens]` rows (header)."""
+    path = Path(path)
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        need = {"arrival_seconds", "prompt_tokens", "output_tokens"}
+        missing = need - set(reader.fieldnames or ())
+        if missing:
+            raise ConfigError(f"{path}: CSV header lacks {', '.join(sorted(missing))}")
+        rows = {"arrival_seconds": [], "prompt_tokens": [], "output_tokens": [], "cached": []}
+        for line, row in enumerate(reader, start=2):
+            try:
+                rows["arrival_seconds"].append(float(row["arrival_seconds"]))
+                rows["prompt_tokens"].append(int(row["prompt_tokens"]))
+                rows["output_tokens"].append(int(row["output_tokens"]))
+                rows["cached"].append(int(row.get("cached_prompt_tokens") or 0))
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{path}:{line}: bad value ({exc})") from None
+    try:
+        return make_workload(
+            arrival_seconds=rows["arrival_seconds"],
+            prompt_tokens=rows["prompt_tokens"],
+            output_tokens=rows["output_tokens"],
+            cached_prompt_tokens=rows["cached"],
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def read_vllm_bench_result(path: str | Path, *, seed: Seed = None) -> Workload:
+    """Replay a `vllm bench serve --save-result` JSON: `input_lens`, `output_lens`, start times.
+
+    Newer files carry per-request `start_times` (perf-counter seconds); older ones only the
+    `request_rate`, so arrivals are redrawn as Poisson at that rate (all at 0 when it is inf).
+    Failed requests (non-empty `errors` entry or 0 output tokens) are dropped.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or "input_lens" not in data or "output_lens" not in data:
+        raise ConfigError(f"{path}: not a vllm bench result (no input_lens/output_lens)")
+    prompt = np.asarray(data["input_lens"], dtype=np.int64)
+    output = np.asarray(data["output_lens"], dtype=np.int64)
+    if prompt.shape != output.shape:
+        raise ConfigError(f"{path}: input_lens and output_lens differ in length")
+    ok = (prompt > 0) & (output > 0)
+    errors = data.get("errors")
+    if isinstance(errors, list) and len(errors) == len(prompt):
+        ok &= np.array([not e for e in errors], dtype=bool)
+    starts = data.get("start_times")
+    if isinstance(starts, list) and len(starts) == len(prompt):
+        arrival = np.asarray(starts, dtype=float)
+        arrival = arrival - arrival[ok].min() if ok.any() else arrival
+    else:
+        rate = float(data.get("request_rate") or math.inf)
+        n = len(prompt)
+        if math.isinf(rate):
+            arrival = np.zeros(n)
+        else:
+            arrival = np.cumsum(make_rng(seed).exponential(1.0 / rate, size=n))
+            arrival -= arrival[0]
+    return make_workload(
+        arrival_seconds=arrival[ok], prompt_tokens=prompt[ok], output_tokens=output[ok]
+    )
+
+
+def read_workload(path: str | Path, *, seed: Seed = None) -> Workload:
+    """Read a workload from a CSV or a vllm bench result JSON, by extension."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such workload file")
+    if path.suffix.lower() == ".json":
+        return read_vllm_bench_result(path, seed=seed)
+    if path.suffix.lower() == ".csv":
+        return read_workload_csv(path)
+    raise ConfigError(f"{path}: workload files are .csv or a vllm bench result .json")
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _positive_float(name: str, value) -> float:
+    value = float(value)
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{name} must be a finite number > 0, got {value}")
+    return value
