@@ -35,7 +35,7 @@ from itlkit.drill.drill import (
     worked_numbers,
 )
 from itlkit.errors import ConfigError
-from itlkit.physics.models import check_tensor_parallel
+from itlkit.physics.model import check_tensor_parallel
 from itlkit.physics.roofline import capacity, mixed_step
 
 MS = 1e-3

@@ -5,7 +5,8 @@ import pytest
 from _paths import DATA
 
 from itlkit.errors import ConfigError, UnknownNameError
-from itlkit.physics.models import MODELS, check_tensor_parallel, get_model
+from itlkit.physics.model import check_tensor_parallel
+from itlkit.physics.model_catalog import MODELS, get_model
 from itlkit.units import PRECISIONS
 
 PUBLISHED = json.loads((DATA / "published_counts.json").read_text())

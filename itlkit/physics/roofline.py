@@ -22,7 +22,8 @@ import numpy as np
 from itlkit import units
 from itlkit.errors import ConfigError
 from itlkit.physics.hardware import Hardware, compute_precision, get_gpu, peak_flops_per_second
-from itlkit.physics.models import Model, check_tensor_parallel, get_model
+from itlkit.physics.model import Model, check_tensor_parallel
+from itlkit.physics.model_catalog import get_model
 from itlkit.units import Precision, format_bytes
 
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.hardware import GPUS
-from itlkit.physics.models import MODELS
+from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
 from itlkit.plots.decode import DecodeView, decode_figure, decode_view, figure_title, trace_data
 from itlkit.units import (

@@ -21,7 +21,7 @@ from itlkit.metrics.histogram import (
 from itlkit.metrics.sources import histogram_series, read_paths, read_texts
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
 from itlkit.physics.hardware import GPUS
-from itlkit.physics.models import MODELS
+from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots.histogram import (
     empty_series_figure,

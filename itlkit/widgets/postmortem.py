@@ -24,7 +24,7 @@ from itlkit.diagnosis.whatif import (
 from itlkit.errors import ConfigError, EvidenceError, SourceError, UnknownNameError
 from itlkit.metrics.sources import read_paths
 from itlkit.physics.hardware import GPUS
-from itlkit.physics.models import MODELS
+from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.roofline import Deployment
 from itlkit.plots.postmortem import (
     postmortem_html,
