@@ -4,7 +4,7 @@
 
 Writes 5,760 realistic /metrics pages (vLLM 0.11 layout, every vLLM family, one engine, counts
 growing scrape by scrape) into a temporary folder, then loads them in a fresh process with
-`itlkit.metrics.sources.read_scrape_folder` and builds the ITL and TTFT histogram series and the
+`itlkit.metrics.readers.read_scrape_folder` and builds the ITL and TTFT histogram series and the
 running-requests gauge. Goal (issue #3): under 30 s and under 1 GB on a 2-core machine.
 """
 
@@ -25,7 +25,7 @@ def write_pages(folder: Path, files: int) -> int:
     """A day of scrapes of one steadily loaded server; returns the bytes written."""
     from itlkit.metrics.exposition import EngineState, render_vllm_metrics
     from itlkit.metrics.histogram import Histogram
-    from itlkit.metrics.sources import timestamp_to_name
+    from itlkit.metrics.scrape_names import timestamp_to_name
     from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS, TTFT_BUCKETS_SECONDS
 
     itl_step = np.array([0, 9000, 9400, 9500, 9600, 9990, 10000, *[10000] * 13], dtype=float)
@@ -66,7 +66,8 @@ def load(folder: Path, workers: int) -> None:
     """Runs in a fresh process: time the load, report peak resident memory."""
     import pandas  # noqa: F401 - count the libraries in the baseline, not in the load
 
-    from itlkit.metrics.sources import histogram_series, read_scrape_folder, scalar_series
+    from itlkit.metrics.readers import read_scrape_folder
+    from itlkit.metrics.series import histogram_series, scalar_series
 
     base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()

@@ -93,7 +93,7 @@ def test_postmortem_verdict_and_whatif_in_jupyterlab(
 ):
     from itlkit.diagnosis.evidence import timeline_from_frame
     from itlkit.diagnosis.scoring import diagnose
-    from itlkit.metrics.sources import read_scrape_folder
+    from itlkit.metrics.readers import read_scrape_folder
 
     scenario = scenario_folder() / "mixed"
     expected = diagnose(

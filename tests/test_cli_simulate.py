@@ -7,7 +7,8 @@ import json
 import pytest
 
 from itlkit.cli import main
-from itlkit.metrics import sources
+from itlkit.metrics.readers import read_scrape_folder
+from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS
 
 KEYS = (
@@ -62,8 +63,8 @@ def test_human_report_and_exports(capsys, tmp_path):
     out = capsys.readouterr().out
     assert code == 0
     assert "ITL" in out and "TTFT" in out and "still in flight" in out
-    frame = sources.read_scrape_folder(prom)
-    series = sources.histogram_series(frame, "itl")
+    frame = read_scrape_folder(prom)
+    series = histogram_series(frame, "itl")
     assert len(series) == 3 and series.counts[-1] > 0  # scrapes at 0, 15, 30 s
     assert set(frame["model_name"]) == {"meta-llama/Llama-3.1-8B"}
     assert om.read_text().endswith("# EOF\n")

@@ -16,7 +16,7 @@ from _prometheus_server import backfilled_prometheus
 from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
 from itlkit.diagnosis.scoring import diagnose
 from itlkit.errors import EvidenceError, PrometheusError
-from itlkit.metrics.sources import read_scrape_folder
+from itlkit.metrics.readers import read_scrape_folder
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.export import export_prometheus_scrapes, render_openmetrics
 from itlkit.sim.scenarios import SCENARIOS, run_scenario

@@ -14,7 +14,7 @@ from itlkit.diagnosis.evidence import timeline_from_frame
 from itlkit.diagnosis.scoring import CAUSES, HEALTHY_BELOW, diagnose
 from itlkit.errors import EvidenceError, SourceError
 from itlkit.metrics.histogram import Histogram
-from itlkit.metrics.sources import read_paths, read_scrape_folder
+from itlkit.metrics.readers import read_paths, read_scrape_folder
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.scenarios import SCENARIOS, write_scenario
 

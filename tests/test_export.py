@@ -1,4 +1,4 @@
-"""Simulator exports read back the way a real vLLM scrape would be: through itlkit.metrics.sources,
+"""Simulator exports read back the way a real vLLM scrape would be: through itlkit.metrics.readers,
 prometheus_client's parsers and promtool. The bar: the same numbers as the run's own samples."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from itlkit.errors import ConfigError
-from itlkit.metrics import sources
+from itlkit.metrics.readers import read_scrape_folder
+from itlkit.metrics.scrape_names import timestamp_from_name
+from itlkit.metrics.series import histogram_series, scalar_series
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS, TTFT_BUCKETS_SECONDS
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.export import (
@@ -64,13 +66,13 @@ def test_scrape_files_are_named_by_their_utc_time(run, scrapes):
     assert len(paths) == len(times) == 7  # 0, 15, ..., 90 s
     assert paths[0].name == "metrics-20261202T150000.000Z.prom"
     for path, t in zip(paths, times, strict=True):
-        assert sources.timestamp_from_name(path.name) == DEFAULT_START_UNIX_SECONDS + t
+        assert timestamp_from_name(path.name) == DEFAULT_START_UNIX_SECONDS + t
 
 
 def test_read_back_itl_equals_the_samples_binned_directly(run, scrapes):
     folder, _ = scrapes
-    frame = sources.read_scrape_folder(folder)
-    series = sources.histogram_series(frame, "itl")
+    frame = read_scrape_folder(folder)
+    series = histogram_series(frame, "itl")
     times = scrape_times(run, interval_seconds=15)
     np.testing.assert_array_equal(series.timestamps_seconds, DEFAULT_START_UNIX_SECONDS + times)
     for k, t in enumerate(times):
@@ -88,22 +90,22 @@ def test_read_back_itl_equals_the_samples_binned_directly(run, scrapes):
 
 def test_read_back_ttft_and_counters(run, scrapes):
     folder, _ = scrapes
-    frame = sources.read_scrape_folder(folder)
+    frame = read_scrape_folder(folder)
     end = scrape_times(run, interval_seconds=15)[-1]
-    ttft = sources.histogram_series(frame, "ttft").snapshot(-1)
+    ttft = histogram_series(frame, "ttft").snapshot(-1)
     got = run.first_token_seconds <= end
     samples = run.first_token_seconds[got] - run.workload.arrival_seconds[got]
     direct = weighted_histogram(samples, np.ones(samples.size), upper_bounds=TTFT_BUCKETS_SECONDS)
     np.testing.assert_array_equal(ttft.cumulative_counts, direct.cumulative_counts)
     ended = run.step_end_seconds <= end
-    generation = sources.scalar_series(frame, "generation_tokens")
+    generation = scalar_series(frame, "generation_tokens")
     assert generation.iloc[-1] == run.step_generation_tokens[ended].sum()
-    prompt = sources.scalar_series(frame, "prompt_tokens")
+    prompt = scalar_series(frame, "prompt_tokens")
     # vLLM adds a request's whole prompt when its prefill completes.
     assert prompt.iloc[-1] == 4096 * np.sum(run.first_token_seconds <= end)
-    running = sources.scalar_series(frame, "running")
+    running = scalar_series(frame, "running")
     assert running.max() > 10 and (running.to_numpy() == np.round(running.to_numpy())).all()
-    usage = sources.scalar_series(frame, "kv_usage")
+    usage = scalar_series(frame, "kv_usage")
     assert ((usage >= 0) & (usage <= 1)).all()
 
 
@@ -131,7 +133,7 @@ def test_preemptions_reach_the_counter(tmp_path):
     r = simulate_deployment(w, deployment=dep)
     assert r.preemptions > 0
     export_prometheus_scrapes(r, tmp_path, interval_seconds=10)
-    counter = sources.scalar_series(sources.read_scrape_folder(tmp_path), "preemptions")
+    counter = scalar_series(read_scrape_folder(tmp_path), "preemptions")
     ended = r.step_start_seconds <= scrape_times(r, interval_seconds=10)[-1]
     assert counter.iloc[-1] == r.step_preemptions[ended].sum() > 0
     assert np.all(np.diff(counter.to_numpy()) >= 0)
@@ -192,8 +194,8 @@ def test_older_page_layouts_read_back_without_double_counting(run, tmp_path):
     for version in ("0.9", "0.11"):
         folder = tmp_path / version
         export_prometheus_scrapes(run, folder, interval_seconds=45, version=version)
-        frame = sources.read_scrape_folder(folder)
-        read = sources.histogram_series(frame, "itl").snapshot(-1)
+        frame = read_scrape_folder(folder)
+        read = histogram_series(frame, "itl").snapshot(-1)
         np.testing.assert_array_equal(read.cumulative_counts, direct.cumulative_counts)
 
 
@@ -202,7 +204,7 @@ def test_a_run_with_no_traffic_exports_zeros(tmp_path):
     dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
     r = simulate_deployment(w, deployment=dep, until_seconds=30)
     export_prometheus_scrapes(r, tmp_path, interval_seconds=15)
-    frame = sources.read_scrape_folder(tmp_path)
-    assert sources.histogram_series(frame, "itl").counts.tolist() == [0, 0, 0]
-    assert sources.scalar_series(frame, "running").tolist() == [0, 0, 0]
+    frame = read_scrape_folder(tmp_path)
+    assert histogram_series(frame, "itl").counts.tolist() == [0, 0, 0]
+    assert scalar_series(frame, "running").tolist() == [0, 0, 0]
     assert render_openmetrics(r).endswith("# EOF\n")

@@ -14,8 +14,9 @@ import pytest
 
 from itlkit.cli import main
 from itlkit.errors import ScrapeError
+from itlkit.metrics.readers import read_scrape_folder
 from itlkit.metrics.scrape import fetch_metrics, parse_duration_seconds, scrape_series
-from itlkit.metrics.sources import histogram_series, read_scrape_folder
+from itlkit.metrics.series import histogram_series
 
 PAGE = """# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
 # TYPE vllm:inter_token_latency_seconds histogram

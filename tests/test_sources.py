@@ -1,4 +1,4 @@
-"""itlkit.metrics.sources: real vLLM text pages, folders of scrapes, bench JSON, and bad input."""
+"""metrics.readers and metrics.series: real vLLM pages, scrape folders, bench JSON, bad input."""
 
 from __future__ import annotations
 
@@ -14,18 +14,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from itlkit.errors import SourceError
 from itlkit.metrics.exposition import EngineState, render_vllm_metrics
 from itlkit.metrics.histogram import from_samples, series_window
-from itlkit.metrics.sources import (
-    histogram_series,
+from itlkit.metrics.readers import (
     parse_prometheus_text,
     read_bench_json,
     read_bench_samples,
     read_paths,
     read_prometheus_text,
     read_scrape_folder,
-    scalar_series,
-    timestamp_from_name,
-    timestamp_to_name,
 )
+from itlkit.metrics.scrape_names import timestamp_from_name, timestamp_to_name
+from itlkit.metrics.series import histogram_series, scalar_series
 
 INF = math.inf
 ITL_LE = ["0.01", "0.025", "0.05", "0.075", "0.1", "+Inf"]

@@ -11,7 +11,7 @@ from itlkit.diagnosis.evidence import timeline_from_frame
 from itlkit.diagnosis.scoring import diagnose
 from itlkit.diagnosis.whatif import calibrate, current_setting, predict
 from itlkit.errors import ConfigError
-from itlkit.metrics.sources import read_paths, read_scrape_folder
+from itlkit.metrics.readers import read_paths, read_scrape_folder
 from itlkit.physics.roofline import Deployment
 
 SCENARIOS = scenario_folder()

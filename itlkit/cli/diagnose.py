@@ -8,7 +8,7 @@ import math
 from itlkit.cli._args import positive_float, positive_int
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.diagnosis.scoring import diagnose, postmortem_text
-from itlkit.metrics.sources import read_paths
+from itlkit.metrics.readers import read_paths
 from itlkit.physics.roofline import Deployment
 
 

@@ -13,7 +13,8 @@ import json
 import math
 
 from itlkit.metrics.histogram import Summary, series_window, summarize
-from itlkit.metrics.sources import histogram_series, read_paths
+from itlkit.metrics.readers import read_paths
+from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS, metric
 from itlkit.units import format_percent, format_seconds
 

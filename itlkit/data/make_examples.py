@@ -18,7 +18,7 @@ import numpy as np
 
 from itlkit.metrics.exposition import EngineState, render_vllm_metrics
 from itlkit.metrics.histogram import Histogram, from_samples, sum_histograms
-from itlkit.metrics.sources import timestamp_to_name
+from itlkit.metrics.scrape_names import scrape_file_name
 from itlkit.metrics.vllm_metrics import (
     ITERATION_TOKENS_BUCKETS,
     ITL_BUCKETS_SECONDS,
@@ -110,7 +110,7 @@ def write_series(folder: Path, pages: list[str], *, step=SCRAPE_SECONDS):
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     for i, text in enumerate(pages):
-        (folder / f"metrics-{timestamp_to_name(START + i * step)}.prom").write_text(text)
+        (folder / scrape_file_name(START + i * step)).write_text(text)
 
 
 def burst_series(rng):

@@ -27,7 +27,7 @@ from itlkit.metrics.histogram import (
     series_window,
     sum_histograms,
 )
-from itlkit.metrics.sources import histogram_series, scalar_series
+from itlkit.metrics.series import histogram_series, scalar_series
 
 DEFAULT_WINDOW_SECONDS = 60.0
 
@@ -195,7 +195,7 @@ def _count_series(frame: pd.DataFrame, key: str) -> pd.Series | None:
 def timeline_from_frame(
     frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
 ) -> Timeline:
-    """Cut a tidy scrape table (metrics.sources) into windows of at least `window_seconds`."""
+    """Cut a tidy scrape table (metrics.readers) into windows of at least `window_seconds`."""
     if not window_seconds > 0:
         raise EvidenceError(f"window must be positive, got {window_seconds}")
     notes: list[str] = []

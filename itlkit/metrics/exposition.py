@@ -3,7 +3,7 @@
 The page layout per vLLM version follows `vllm/v1/metrics/loggers.py` of that era (see the
 project's vllm-metrics spec §2–3); numbers are formatted by prometheus_client's own
 `floatToGoString`, as vLLM's pages are. Used for the bundled synthetic examples, the benchmark
-and the simulator's exports: anything written here reads back through `itlkit.metrics.sources`.
+and the simulator's exports: anything written here reads back through `itlkit.metrics.readers`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each snapshot is written whole (to a hidden temporary file, then renamed), so stopping at any
 moment (Ctrl-C) leaves only complete pages. File names carry the UTC scrape time in the form
-`itlkit.metrics.sources` reads back: `metrics-20261202T152436.250Z.prom`.
+`itlkit.metrics.readers` reads back (`metrics.scrape_names`): `metrics-20261202T152436.250Z.prom`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itlkit.errors import ScrapeError
-from itlkit.metrics.sources import timestamp_to_name
+from itlkit.metrics.scrape_names import scrape_file_name
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -78,7 +78,7 @@ def fetch_metrics(url: str, *, timeout_seconds: float = 10.0) -> str:
 def write_snapshot(folder, text: str, *, timestamp_seconds: float) -> Path:
     """Write one page as `metrics-<UTC time>.prom`, whole or not at all."""
     folder = Path(folder)
-    path = folder / f"metrics-{timestamp_to_name(timestamp_seconds)}.prom"
+    path = folder / scrape_file_name(timestamp_seconds)
     partial = folder / f".{path.name}.partial"
     try:
         partial.write_text(text, encoding="utf-8")

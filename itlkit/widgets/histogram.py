@@ -18,7 +18,8 @@ from itlkit.metrics.histogram import (
     slow_share_over_time,
     summarize,
 )
-from itlkit.metrics.sources import histogram_series, read_paths, read_texts
+from itlkit.metrics.readers import read_paths, read_texts
+from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
 from itlkit.physics.hardware import GPUS
 from itlkit.physics.model_catalog import MODELS

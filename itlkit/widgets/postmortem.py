@@ -22,7 +22,7 @@ from itlkit.diagnosis.whatif import (
     predict,
 )
 from itlkit.errors import ConfigError, EvidenceError, SourceError, UnknownNameError
-from itlkit.metrics.sources import read_paths
+from itlkit.metrics.readers import read_paths
 from itlkit.physics.hardware import GPUS
 from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.roofline import Deployment

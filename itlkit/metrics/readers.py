@@ -1,4 +1,4 @@
-"""Read vLLM metrics from where users keep them, into one tidy table and histogram series.
+"""Read vLLM metrics from where users keep them into one tidy table.
 
 Sources: Prometheus text exposition (a string, a file, or a folder of timestamped scrapes) and a
 `vllm bench serve --save-result --save-detailed` JSON file. Every reader returns the same tidy
@@ -16,10 +16,8 @@ Sources: Prometheus text exposition (a string, a file, or a folder of timestampe
 - `le`: the bucket's upper bound (inf for +Inf), NaN for non-bucket rows.
 - `value`: the sample value.
 
-Folder naming scheme: every file whose name ends in `.prom`, `.txt` or `.metrics` is one scrape and
-must carry its UTC time as an ISO 8601 timestamp in the name, basic or extended, e.g.
-`metrics-20261202T152436.250Z.prom` or `2026-12-02T15:24:36Z.txt` (a name without a zone is read
-as UTC). `itlkit scrape` writes this form.
+A folder's scrapes are timed by the names of their files (`metrics.scrape_names`). From the table
+to histogram snapshots and series over time: `metrics.series`.
 
 Text is parsed by `prometheus_client.parser.text_string_to_metric_families`; lines of families
 itlkit does not read are filtered out first (with a regular expression) for speed.
@@ -27,7 +25,6 @@ itlkit does not read are filtered out first (with a regular expression) for spee
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
 import math
@@ -42,8 +39,9 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 from prometheus_client.parser import text_string_to_metric_families
 
-from itlkit.errors import HistogramError, SourceError
-from itlkit.metrics.histogram import Histogram, HistogramSeries, from_samples
+from itlkit.errors import SourceError
+from itlkit.metrics.histogram import from_samples
+from itlkit.metrics.scrape_names import SCRAPE_SUFFIXES, timestamp_from_name
 from itlkit.metrics.vllm_metrics import (
     ITL_BUCKETS_SECONDS,
     METRICS,
@@ -63,41 +61,7 @@ TIDY_COLUMNS = (
     "le",
     "value",
 )
-SCRAPE_SUFFIXES = (".prom", ".txt", ".metrics")
 _CATEGORICAL = ("source", "metric", "family", "sample", "model_name", "engine", "labels")
-
-
-# --- timestamps in file names ---------------------------------------------------------------
-
-_ISO_IN_NAME = re.compile(
-    r"(\d{4})-?(\d{2})-?(\d{2})T(\d{2})[:\-]?(\d{2})[:\-]?(\d{2})(\.\d+)?(Z|[+\-]\d{2}:?\d{2})?"
-)
-
-
-def timestamp_from_name(name: str) -> float | None:
-    """Seconds since the epoch from an ISO 8601 timestamp inside a file name (UTC if no zone)."""
-    m = _ISO_IN_NAME.search(Path(name).name)
-    if not m:
-        return None
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    fraction = float(m.group(7)) if m.group(7) else 0.0
-    zone = m.group(8)
-    tz = dt.UTC
-    if zone and zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        digits = zone[1:].replace(":", "")
-        tz = dt.timezone(sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
-    try:
-        when = dt.datetime(year, month, day, hour, minute, second, tzinfo=tz)
-    except ValueError as exc:
-        raise SourceError(f"{name}: bad timestamp in file name ({exc})") from None
-    return when.timestamp() + fraction
-
-
-def timestamp_to_name(timestamp_seconds: float) -> str:
-    """The basic ISO 8601 form `YYYYMMDDTHHMMSS.mmmZ` used for scrape file names."""
-    when = dt.datetime.fromtimestamp(timestamp_seconds, tz=dt.UTC)
-    return when.strftime("%Y%m%dT%H%M%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 # --- parsing one page -----------------------------------------------------------------------
@@ -504,148 +468,3 @@ def read_texts(named_texts, *, metrics=None) -> pd.DataFrame:
     if not frames:
         raise SourceError("no files given")
     return _concat(frames)
-
-
-# --- from the tidy table to histograms and series -------------------------------------------
-
-
-def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
-    m = metric(key)
-    rows = frame[frame["metric"] == m.key]
-    if model_name is not None:
-        rows = rows[rows["model_name"] == model_name]
-    if engine is not None:
-        rows = rows[rows["engine"] == str(engine)]
-    if rows.empty:
-        where = ", ".join(sorted({str(s) for s in frame["source"].unique()})[:3]) or "the input"
-        extra = "".join(
-            f" with {k}={v!r}"
-            for k, v in (("model_name", model_name), ("engine", engine))
-            if v is not None
-        )
-        raise SourceError(f"no {' or '.join(m.names)}{extra} in {where}")
-    return rows
-
-
-def _with_scrape_ids(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Number the scrapes (source, timestamp) in time order; NaN times sort last, in file order."""
-    rows = rows.assign(source=rows["source"].astype(str))
-    ids = rows.groupby(["timestamp_seconds", "source"], dropna=False, sort=True).ngroup()
-    rows = rows.assign(scrape=ids.to_numpy())
-    order = rows.drop_duplicates("scrape").sort_values("scrape")[["timestamp_seconds", "source"]]
-    return rows, order.reset_index(drop=True)
-
-
-def histogram_series(
-    frame: pd.DataFrame, metric_key: str = "itl", *, model_name=None, engine=None
-) -> HistogramSeries:
-    """The snapshots of one histogram metric over time, summed by `le` across label sets.
-
-    Bucket layouts must agree between label sets and between scrapes; errors name the file and
-    label set. Scrapes are ordered by timestamp; those without one come last, by file name.
-    """
-    if metric(metric_key).kind != "histogram":
-        raise SourceError(f"{metric_key} is a {metric(metric_key).kind}, not a histogram")
-    rows, order = _with_scrape_ids(_select(frame, metric_key, model_name, engine))
-    other = rows["labels"].astype(str)
-    series_id = (
-        rows["family"].astype(str) + '{model_name="' + rows["model_name"].astype(str)
-        + '",engine="' + rows["engine"].astype(str) + '"'
-        + other.where(other == "", "," + other) + "}"
-    )  # fmt: skip
-    rows = rows.assign(series=series_id)
-    nan_rows = rows[rows["value"].isna()]
-    if not nan_rows.empty:
-        r = nan_rows.iloc[0]
-        raise SourceError(f"{r['source']}: {r['series']} {r['sample']} is NaN")
-    buckets = rows[rows["sample"] == "bucket"]
-    if buckets.empty:
-        raise SourceError(f"{rows['source'].iloc[0]}: {metric_key} has no _bucket samples")
-    table = buckets.pivot_table(
-        index=["scrape", "series"],
-        columns="le",
-        values="value",
-        aggfunc="sum",
-        dropna=False,
-        observed=True,
-    )
-    bounds = np.asarray(table.columns, dtype=float)
-    missing = table.isna().to_numpy()
-    if missing.any():
-        i, j = np.argwhere(missing)[0]
-        have = ",".join(f"{b:g}" for b, gap in zip(bounds, missing[i], strict=True) if not gap)
-        scrape, series = table.index[i]
-        source = order["source"][scrape]
-        raise SourceError(
-            f"{source}: {series} has no le={bounds[j]:g} bucket; bucket layouts differ between "
-            f"scrapes or label sets (this one has le={have})"
-        )
-    counts = table.to_numpy()
-    sums_counts = (
-        rows[rows["sample"].isin(["sum", "count"])]
-        .pivot_table(
-            index=["scrape", "series"],
-            columns="sample",
-            values="value",
-            aggfunc="sum",
-            observed=True,
-        )
-        .reindex(table.index)
-    )
-    if "sum" not in sums_counts or "count" not in sums_counts or sums_counts.isna().any().any():
-        scrape, series = table.index[0]
-        raise SourceError(f"{order['source'][scrape]}: {series} lacks its _sum or _count sample")
-    per_series_sum = sums_counts["sum"].to_numpy()
-    per_series_count = sums_counts["count"].to_numpy()
-    sources = order["source"].to_numpy()
-    # Validate every (scrape, label set) at once; on a failure, let Histogram.create word it.
-    bad = ~np.isclose(per_series_count, counts[:, -1], rtol=1e-9, atol=1e-9)
-    bad |= (np.diff(counts, axis=1) < 0).any(axis=1) | (counts < 0).any(axis=1)
-    if not math.isinf(bounds[-1]) or bad.any():
-        i = int(np.argmax(bad)) if bad.any() else 0
-        scrape, series = table.index[i]
-        try:
-            Histogram.create(
-                upper_bounds=bounds,
-                cumulative_counts=counts[i],
-                sum=per_series_sum[i],
-                count=per_series_count[i],
-                where=f"{sources[scrape]}: {series}",
-            )
-        except HistogramError as exc:
-            raise SourceError(str(exc)) from None
-    index = table.index.get_level_values("scrape")
-    per_scrape = pd.DataFrame(counts, index=index).groupby(level=0).sum().sort_index()
-    totals = (
-        pd.DataFrame({"sum": per_series_sum, "count": per_series_count}, index=index)
-        .groupby(level=0)
-        .sum()
-        .sort_index()
-    )
-    bounds.flags.writeable = False
-    return HistogramSeries(
-        timestamps_seconds=order["timestamp_seconds"].to_numpy(dtype=float),
-        upper_bounds=bounds,
-        cumulative_counts=per_scrape.to_numpy(),
-        sums=totals["sum"].to_numpy(),
-        counts=totals["count"].to_numpy(),
-        sources=tuple(sources),
-    )
-
-
-def scalar_series(
-    frame: pd.DataFrame, metric_key: str, *, model_name=None, engine=None, how: str = "sum"
-) -> pd.Series:
-    """A counter or gauge over time (index: timestamp_seconds), label sets combined by `how`."""
-    if metric(metric_key).kind == "histogram":
-        raise SourceError(f"{metric_key} is a histogram; use histogram_series")
-    rows = _select(frame, metric_key, model_name, engine)
-    nan_rows = rows[rows["value"].isna()]
-    if not nan_rows.empty:
-        r = nan_rows.iloc[0]
-        raise SourceError(f"{r['source']}: {r['family']} is NaN")
-    rows, order = _with_scrape_ids(rows)
-    values = rows.groupby("scrape")["value"].agg(how).sort_index()
-    values.index = pd.Index(order["timestamp_seconds"].to_numpy(), name="timestamp_seconds")
-    values.name = metric_key
-    return values

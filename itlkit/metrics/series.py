@@ -1,0 +1,178 @@
+"""From the tidy table of `metrics.readers` to histogram snapshots and scalar series over time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from itlkit.errors import HistogramError, SourceError
+from itlkit.metrics.histogram import Histogram, HistogramSeries
+from itlkit.metrics.vllm_metrics import metric
+
+
+def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
+    m = metric(key)
+    rows = frame[frame["metric"] == m.key]
+    if model_name is not None:
+        rows = rows[rows["model_name"] == model_name]
+    if engine is not None:
+        rows = rows[rows["engine"] == str(engine)]
+    if rows.empty:
+        where = ", ".join(sorted({str(s) for s in frame["source"].unique()})[:3]) or "the input"
+        extra = "".join(
+            f" with {k}={v!r}"
+            for k, v in (("model_name", model_name), ("engine", engine))
+            if v is not None
+        )
+        raise SourceError(f"no {' or '.join(m.names)}{extra} in {where}")
+    return rows
+
+
+def _with_scrape_ids(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Number the scrapes (source, timestamp) in time order; NaN times sort last, in file order."""
+    rows = rows.assign(source=rows["source"].astype(str))
+    ids = rows.groupby(["timestamp_seconds", "source"], dropna=False, sort=True).ngroup()
+    rows = rows.assign(scrape=ids.to_numpy())
+    order = rows.drop_duplicates("scrape").sort_values("scrape")[["timestamp_seconds", "source"]]
+    return rows, order.reset_index(drop=True)
+
+
+def histogram_series(
+    frame: pd.DataFrame, metric_key: str = "itl", *, model_name=None, engine=None
+) -> HistogramSeries:
+    """The snapshots of one histogram metric over time, summed by `le` across label sets.
+
+    Bucket layouts must agree between label sets and between scrapes; errors name the file and
+    label set. Scrapes are ordered by timestamp; those without one come last, by file name.
+    """
+    if metric(metric_key).kind != "histogram":
+        raise SourceError(f"{metric_key} is a {metric(metric_key).kind}, not a histogram")
+    rows, order = _with_scrape_ids(_select(frame, metric_key, model_name, engine))
+    rows = _with_series_ids(rows)
+    table = _bucket_table(rows, metric_key, order)
+    bounds = np.asarray(table.columns, dtype=float)
+    counts = table.to_numpy()
+    sums, totals = _sums_and_counts(rows, table, order)
+    sources = order["source"].to_numpy()
+    _check_histograms(table, bounds, counts, sums, totals, sources)
+    index = table.index.get_level_values("scrape")
+    per_scrape = pd.DataFrame(counts, index=index).groupby(level=0).sum().sort_index()
+    per_scrape_totals = (
+        pd.DataFrame({"sum": sums, "count": totals}, index=index)
+        .groupby(level=0)
+        .sum()
+        .sort_index()
+    )
+    bounds.flags.writeable = False
+    return HistogramSeries(
+        timestamps_seconds=order["timestamp_seconds"].to_numpy(dtype=float),
+        upper_bounds=bounds,
+        cumulative_counts=per_scrape.to_numpy(),
+        sums=per_scrape_totals["sum"].to_numpy(),
+        counts=per_scrape_totals["count"].to_numpy(),
+        sources=tuple(sources),
+    )
+
+
+def _with_series_ids(rows: pd.DataFrame) -> pd.DataFrame:
+    """Name each label set as Prometheus would print it; a NaN sample is an error."""
+    other = rows["labels"].astype(str)
+    series_id = (
+        rows["family"].astype(str) + '{model_name="' + rows["model_name"].astype(str)
+        + '",engine="' + rows["engine"].astype(str) + '"'
+        + other.where(other == "", "," + other) + "}"
+    )  # fmt: skip
+    rows = rows.assign(series=series_id)
+    nan_rows = rows[rows["value"].isna()]
+    if not nan_rows.empty:
+        r = nan_rows.iloc[0]
+        raise SourceError(f"{r['source']}: {r['series']} {r['sample']} is NaN")
+    return rows
+
+
+def _bucket_table(rows: pd.DataFrame, metric_key: str, order: pd.DataFrame) -> pd.DataFrame:
+    """Cumulative counts, one row per (scrape, label set), one column per `le`, all present."""
+    buckets = rows[rows["sample"] == "bucket"]
+    if buckets.empty:
+        raise SourceError(f"{rows['source'].iloc[0]}: {metric_key} has no _bucket samples")
+    table = buckets.pivot_table(
+        index=["scrape", "series"],
+        columns="le",
+        values="value",
+        aggfunc="sum",
+        dropna=False,
+        observed=True,
+    )
+    bounds = np.asarray(table.columns, dtype=float)
+    missing = table.isna().to_numpy()
+    if missing.any():
+        i, j = np.argwhere(missing)[0]
+        have = ",".join(f"{b:g}" for b, gap in zip(bounds, missing[i], strict=True) if not gap)
+        scrape, series = table.index[i]
+        source = order["source"][scrape]
+        raise SourceError(
+            f"{source}: {series} has no le={bounds[j]:g} bucket; bucket layouts differ between "
+            f"scrapes or label sets (this one has le={have})"
+        )
+    return table
+
+
+def _sums_and_counts(
+    rows: pd.DataFrame, table: pd.DataFrame, order: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `_sum` and `_count` of every row of the bucket table."""
+    sums_counts = (
+        rows[rows["sample"].isin(["sum", "count"])]
+        .pivot_table(
+            index=["scrape", "series"],
+            columns="sample",
+            values="value",
+            aggfunc="sum",
+            observed=True,
+        )
+        .reindex(table.index)
+    )
+    if "sum" not in sums_counts or "count" not in sums_counts or sums_counts.isna().any().any():
+        scrape, series = table.index[0]
+        raise SourceError(f"{order['source'][scrape]}: {series} lacks its _sum or _count sample")
+    return sums_counts["sum"].to_numpy(), sums_counts["count"].to_numpy()
+
+
+def _check_histograms(table, bounds, counts, sums, totals, sources) -> None:
+    """Validate every (scrape, label set) at once; on a failure, let Histogram.create word it."""
+    bad = ~np.isclose(totals, counts[:, -1], rtol=1e-9, atol=1e-9)
+    bad |= (np.diff(counts, axis=1) < 0).any(axis=1) | (counts < 0).any(axis=1)
+    if math.isinf(bounds[-1]) and not bad.any():
+        return
+    i = int(np.argmax(bad)) if bad.any() else 0
+    scrape, series = table.index[i]
+    try:
+        Histogram.create(
+            upper_bounds=bounds,
+            cumulative_counts=counts[i],
+            sum=sums[i],
+            count=totals[i],
+            where=f"{sources[scrape]}: {series}",
+        )
+    except HistogramError as exc:
+        raise SourceError(str(exc)) from None
+
+
+def scalar_series(
+    frame: pd.DataFrame, metric_key: str, *, model_name=None, engine=None, how: str = "sum"
+) -> pd.Series:
+    """A counter or gauge over time (index: timestamp_seconds), label sets combined by `how`."""
+    if metric(metric_key).kind == "histogram":
+        raise SourceError(f"{metric_key} is a histogram; use histogram_series")
+    rows = _select(frame, metric_key, model_name, engine)
+    nan_rows = rows[rows["value"].isna()]
+    if not nan_rows.empty:
+        r = nan_rows.iloc[0]
+        raise SourceError(f"{r['source']}: {r['family']} is NaN")
+    rows, order = _with_scrape_ids(rows)
+    values = rows.groupby("scrape")["value"].agg(how).sort_index()
+    values.index = pd.Index(order["timestamp_seconds"].to_numpy(), name="timestamp_seconds")
+    values.name = metric_key
+    return values
