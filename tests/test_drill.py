@@ -11,26 +11,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from itlkit.diagnosis.scoring import CAUSES
-from itlkit.drill.drill import (
+from itlkit.drill.content import SYMPTOMS
+from itlkit.drill.followups import follow_ups
+from itlkit.drill.grading import (
     CLOSE,
     CORRECT,
-    DRILL_GPUS,
-    DRILL_MODELS,
     HIRE,
     MISSING,
     STRONG_HIRE,
-    SYMPTOMS,
-    TP_CHOICES,
     WEAK,
     WRONG,
     Answer,
+    grade,
+    verdict_for,
+)
+from itlkit.drill.scenarios import (
+    DRILL_GPUS,
+    DRILL_MODELS,
+    TP_CHOICES,
     draw_scenario,
     drill_deployment,
-    follow_ups,
-    grade,
     make_scenario,
     question_text,
-    verdict_for,
     worked_example,
     worked_numbers,
 )

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from itlkit.diagnosis.scoring import CAUSES
-from itlkit.drill.drill import draw_scenario, follow_ups, worked_numbers
+from itlkit.drill.followups import follow_ups
+from itlkit.drill.scenarios import draw_scenario, worked_numbers
 from itlkit.plots.drill import answer_figure, trace_data
 from itlkit.widgets.drill import InterviewDrill
 

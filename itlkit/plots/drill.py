@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from itlkit.drill.drill import Grade
+from itlkit.drill.grading import Grade
 from itlkit.units import MILLISECOND
 
 QUANTITIES = (

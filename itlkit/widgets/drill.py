@@ -11,24 +11,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from itlkit.diagnosis.scoring import CAUSES, TITLES
-from itlkit.drill.drill import (
-    CLOSE,
-    CORRECT,
-    FIXES,
-    MISSING,
-    P99_CHOICES,
-    SIGNALS,
-    STRONG_HIRE,
-    WEAK,
-    Answer,
-    Grade,
-    Scenario,
-    draw_scenario,
-    follow_ups,
-    grade,
-    question_text,
-    worked_example,
-)
+from itlkit.drill.content import FIXES, P99_CHOICES, SIGNALS
+from itlkit.drill.followups import follow_ups
+from itlkit.drill.grading import CLOSE, CORRECT, MISSING, STRONG_HIRE, WEAK, Answer, Grade, grade
+from itlkit.drill.scenarios import Scenario, draw_scenario, question_text, worked_example
 from itlkit.plots.drill import answer_figure, figure_title, trace_data
 from itlkit.units import MILLISECOND
 

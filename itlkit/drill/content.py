@@ -1,0 +1,97 @@
+"""What the drill asks about: the symptoms a pager shows, and the menus of answers (what p99
+means, the signal to read, the fix) with the right one for each cause, and the classic mistakes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from itlkit.diagnosis.scoring import CAUSES
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """What the pager says, and the ranking of CAUSES that fits it best."""
+
+    key: str
+    text: str  # formatted with p50 (the observed ITL p50)
+    ranking: tuple[str, ...]
+
+
+SYMPTOMS: dict[str, Symptom] = {
+    "bimodal": Symptom(
+        "bimodal",
+        "TTFT p99 is within its SLO, ITL p99 is not. ITL p50 is {p50}. The ITL histogram has "
+        "two humps: most gaps sit near p50, and a second, much slower group shows up in bursts "
+        "when new requests arrive.",
+        CAUSES,
+    ),
+    "shift": Symptom(
+        "shift",
+        "TTFT is fine but ITL is worse than last month. The histogram still has one hump, but "
+        "the whole hump has slid to the right; p50 is now {p50} and rises and falls with "
+        "vllm:num_requests_running over the day.",
+        ("batch_or_context_growth", "prefill_interference", "host_overhead", "preemption"),
+    ),
+    "host": Symptom(
+        "host",
+        "TTFT is fine, ITL is bad all day. One narrow hump at p50 {p50}, far above what the "
+        "hardware should need, no bursts with arrivals, and it barely improves when traffic "
+        "drops at night.",
+        ("host_overhead", "batch_or_context_growth", "prefill_interference", "preemption"),
+    ),
+    "gaps": Symptom(
+        "gaps",
+        "TTFT is fine and ITL p50 ({p50}) looks normal, but a few requests see pauses of "
+        "several seconds between tokens; vllm:num_preemptions_total climbs during traffic "
+        "bursts, when KV-cache usage reaches 100%.",
+        ("preemption", "batch_or_context_growth", "prefill_interference", "host_overhead"),
+    ),
+}
+SYMPTOM_WEIGHTS = {"bimodal": 0.55, "shift": 0.15, "host": 0.15, "gaps": 0.15}
+
+P99_CHOICES = {
+    "slowest_request": "the slowest 1% of requests: a few unlucky users",
+    "slow_steps": "the slowest 1% of token gaps: the engine steps that carried extra work",
+    "mean_plus_sigma": "about the mean plus two standard deviations",
+}
+P99_RIGHT = "slow_steps"
+
+SIGNALS = {
+    "itl_buckets_vs_arrivals": (
+        "ITL histogram buckets (slow share) against the arrival rate "
+        "(rate of vllm:time_to_first_token_seconds_count)"
+    ),
+    "p50_vs_running": "how ITL p50 moves with the running requests and their context",
+    "nsight_gaps": "an Nsight Systems trace: idle gaps between kernels",
+    "preemptions": "rate of vllm:num_preemptions_total and KV-cache usage",
+    "gpu_utilisation": "GPU utilisation (nvidia-smi / DCGM)",
+    "mean_itl": "mean ITL over the last hour",
+}
+SIGNAL_FOR_CAUSE = {
+    "prefill_interference": "itl_buckets_vs_arrivals",
+    "batch_or_context_growth": "p50_vs_running",
+    "host_overhead": "nsight_gaps",
+    "preemption": "preemptions",
+}
+
+FIXES = {
+    "lower_budget": "shrink max_num_batched_tokens (tokens per engine step)",
+    "disaggregate": "disaggregate prefill from decode",
+    "cap_or_fp8_kv": "cap max_num_seqs or quantise the KV cache to FP8",
+    "add_replicas": "add GPUs / replicas",
+    "cuda_graphs": "CUDA graphs on; sampling and detokenising no longer block the next step",
+    "chunked_off": "turn chunked prefill off",
+}
+FIXES_FOR_CAUSE = {
+    "prefill_interference": ("lower_budget", "disaggregate"),
+    "batch_or_context_growth": ("cap_or_fp8_kv", "add_replicas"),
+    "host_overhead": ("cuda_graphs",),
+    "preemption": ("cap_or_fp8_kv", "add_replicas"),
+}
+
+MISTAKES = {
+    "floor_from_weights_alone": "floor from the weights alone",
+    "p99_as_slowest_request": "p99 read as the slowest request",
+    "budget_without_ttft_check": "token budget lowered without checking TTFT p99",
+    "gpu_utilisation": "GPU utilisation as the signal",
+}
