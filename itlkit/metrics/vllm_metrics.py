@@ -197,8 +197,3 @@ ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8
 def metric(key: str) -> VllmMetric:
     """The logical metric called `key` (itl, ttft, e2e, running, …); unknown keys list the valid."""
     return lookup("metric", key, METRICS)
-
-
-def all_family_names() -> tuple[str, ...]:
-    """Every exposed family name itlkit reads."""
-    return tuple(name for m in METRICS.values() for name in m.names)

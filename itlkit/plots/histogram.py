@@ -42,10 +42,6 @@ class BucketBars:
     labels: tuple[str, ...]
 
 
-def _ms(seconds: float) -> str:
-    return "+Inf" if seconds == math.inf else format_seconds(seconds)
-
-
 def bucket_bars(histogram: Histogram) -> BucketBars:
     """Left/right edges, shares and heights (share per decade) of every non-empty-width bucket."""
     h = histogram
@@ -63,7 +59,8 @@ def bucket_bars(histogram: Histogram) -> BucketBars:
     share = counts / h.count if h.count > 0 else np.zeros_like(counts)
     decades = np.log10(right / left)
     labels = tuple(
-        f"({'0' if lo == 0 else _ms(lo)}, {_ms(hi)}]" for lo, hi in zip(lower, upper, strict=True)
+        f"({'0' if lo == 0 else format_seconds(lo)}, {format_seconds(hi)}]"
+        for lo, hi in zip(lower, upper, strict=True)
     )
     keep = right > left  # a first bucket with le <= 0 cannot be drawn on a log axis
     return BucketBars(
@@ -154,7 +151,7 @@ def histogram_figure(
     ]  # fmt: skip
     shades = COLORS["quantile"]
     for i, est in enumerate(summary.quantiles):
-        bucket = f"({_ms(est.bucket_lower)}, {_ms(est.bucket_upper)}]"
+        bucket = f"({format_seconds(est.bucket_lower)}, {format_seconds(est.bucket_upper)}]"
         traces.append(
             _vline(
                 f"p{est.q * 100:g}",
@@ -201,7 +198,7 @@ def summary_lines(summary: Summary) -> list[str]:
         f"{summary.count:,.0f} observations, mean {format_seconds(summary.mean)}",
         *(
             f"p{e.q * 100:g} {format_seconds(e.value)} (interpolated in bucket "
-            f"({_ms(e.bucket_lower)}, {_ms(e.bucket_upper)}])"
+            f"({format_seconds(e.bucket_lower)}, {format_seconds(e.bucket_upper)}])"
             for e in summary.quantiles
         ),
     ]

@@ -19,7 +19,6 @@ from itlkit.physics.roofline import Deployment
 from itlkit.sim.export import export_prometheus_scrapes
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult, simulate_deployment
 from itlkit.sim.workload import RateProfile, synthetic_workload
-from itlkit.units import lookup
 
 
 @dataclass(frozen=True)
@@ -127,11 +126,6 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     ]
 }
-
-
-def get_scenario(name: str) -> Scenario:
-    """A golden scenario by name; unknown names list the valid ones."""
-    return lookup("scenario", name, SCENARIOS)
 
 
 def run_scenario(scenario: Scenario) -> SimulationResult:
