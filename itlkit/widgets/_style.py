@@ -17,6 +17,14 @@ def labelled(kind, description: str, *, width="460px", label_width="150px", **kw
     )
 
 
+def slider(kind, description: str, *, simulated: bool = False, **kwargs):
+    """A labelled slider of type `kind`; one that drives the simulator (`simulated`) redraws only
+    when released (`continuous_update=False`), a roofline one while it is dragged."""
+    if simulated:
+        kwargs = {"width": "480px", "label_width": "190px", "continuous_update": False, **kwargs}
+    return labelled(kind, description, **kwargs)
+
+
 def error_banner(title: str, message: str) -> str:
     """A red HTML banner: `title` in bold, then the message (escaped)."""
     return (

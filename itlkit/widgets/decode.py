@@ -9,23 +9,16 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from itlkit.errors import ConfigError, UnknownNameError
-from itlkit.physics.hardware import GPUS
-from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
 from itlkit.plots.decode import DecodeView, decode_figure, decode_view, figure_title, trace_data
 from itlkit.units import (
-    KV_PRECISIONS,
     MICROSECOND,
     MILLISECOND,
-    WEIGHT_PRECISIONS,
     format_bytes,
     format_seconds,
 )
-from itlkit.widgets._style import error_banner, labelled
-
-
-def _slider(kind, description: str, **kwargs):
-    return labelled(kind, description, **kwargs)
+from itlkit.widgets._deployment import deployment_picker
+from itlkit.widgets._style import error_banner, slider
 
 
 class DecodeExplorer:
@@ -44,27 +37,16 @@ class DecodeExplorer:
         tp: int = 1,
         mfu: float = 0.5,
     ):
-        self.model = labelled(widgets.Dropdown, "model", options=list(MODELS), value=model)
-        self.model_path = labelled(
-            widgets.Text,
-            "own config.json",
-            value="",
-            placeholder="path/to/config.json (overrides the model above)",
-            continuous_update=False,
+        self.picker = deployment_picker(
+            model=model, gpu=gpu, weight_precision=weight_precision, kv_precision=kv_precision
         )
-        self.gpu = labelled(widgets.Dropdown, "GPU", options=list(GPUS), value=gpu)
-        self.weights = labelled(
-            widgets.Dropdown, "weights", width="300px", options=WEIGHT_PRECISIONS,
-            value=weight_precision,
-        )  # fmt: skip
-        self.kv = labelled(
-            widgets.Dropdown, "KV cache", width="300px", options=KV_PRECISIONS, value=kv_precision
-        )
-        self.batch = _slider(
+        self.model, self.model_path = self.picker.model, self.picker.model_path
+        self.gpu, self.weights, self.kv = self.picker.gpu, self.picker.weights, self.picker.kv
+        self.batch = slider(
             widgets.IntSlider, "batch (sequences)", value=batch_size, min=1, max=1024, step=1
         )
         self.batch.add_class("itlkit-batch")
-        self.context = _slider(
+        self.context = slider(
             widgets.IntSlider,
             "context (tokens)",
             value=context_tokens,
@@ -72,7 +54,7 @@ class DecodeExplorer:
             max=131072,
             step=128,
         )
-        self.chunk = _slider(
+        self.chunk = slider(
             widgets.IntSlider,
             "prefill chunk (tokens)",
             value=chunk_tokens,
@@ -80,16 +62,16 @@ class DecodeExplorer:
             max=16384,
             step=64,
         )
-        self.tp = _slider(
+        self.tp = slider(
             widgets.SelectionSlider, "TP (GPUs)", options=[1, 2, 4, 8, 16, 32], value=tp
         )
-        self.mfu = _slider(
+        self.mfu = slider(
             widgets.FloatSlider, "MFU (fraction)", value=mfu, min=0.05, max=1.0, step=0.05
         )
-        self.host_overhead = _slider(
+        self.host_overhead = slider(
             widgets.FloatSlider, "host overhead (ms)", value=0.0, min=0.0, max=20.0, step=0.5
         )
-        self.allreduce_latency = _slider(
+        self.allreduce_latency = slider(
             widgets.FloatSlider, "all-reduce latency (µs)", value=0.0, min=0.0, max=50.0, step=1.0
         )
         self.prefill_attention = widgets.Checkbox(
@@ -103,11 +85,7 @@ class DecodeExplorer:
         self.figure = go.FigureWidget(decode_figure(self._view))
         self.status.value = status_html(self._view)
         controls = [
-            self.model,
-            self.model_path,
-            self.gpu,
-            self.weights,
-            self.kv,
+            *self.picker.controls,
             self.batch,
             self.context,
             self.chunk,
@@ -126,11 +104,7 @@ class DecodeExplorer:
 
     def deployment(self) -> Deployment:
         """The Deployment the controls describe (raises ConfigError/UnknownNameError)."""
-        return Deployment.create(
-            model=self.model_path.value.strip() or self.model.value,
-            gpu=self.gpu.value,
-            weight_precision=self.weights.value,
-            kv_precision=self.kv.value,
+        return self.picker.deployment(
             tp=int(self.tp.value),
             mfu=float(self.mfu.value),
             host_overhead_seconds=self.host_overhead.value * MILLISECOND,

@@ -21,15 +21,14 @@ from itlkit.metrics.histogram import (
 from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
-from itlkit.physics.hardware import GPUS
-from itlkit.physics.model_catalog import MODELS
-from itlkit.physics.roofline import Deployment, decode_step
+from itlkit.physics.roofline import decode_step
 from itlkit.plots.histogram import (
     empty_series_figure,
     histogram_figure,
     series_figure,
     summary_lines,
 )
+from itlkit.widgets._deployment import deployment_picker
 
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")
@@ -63,12 +62,8 @@ class HistogramExplorer:
         self.metric = widgets.Dropdown(
             options=SECONDS_HISTOGRAMS, value=metric, description="histogram", style=_WIDE
         )
-        self.model = widgets.Dropdown(
-            options=list(MODELS), value=model, description="model", style=_WIDE, layout=_LAYOUT
-        )
-        self.gpu = widgets.Dropdown(
-            options=list(GPUS), value=gpu, description="GPU", style=_WIDE, layout=_LAYOUT
-        )
+        self.picker = deployment_picker(model=model, gpu=gpu, own_config=False, precisions=False)
+        self.model, self.gpu = self.picker.model, self.picker.gpu
         self.batch = widgets.IntSlider(
             value=batch_size, min=1, max=1024, description="batch (sequences)",
             continuous_update=False, style=_WIDE, layout=_LAYOUT,
@@ -107,7 +102,7 @@ class HistogramExplorer:
 
     def floor_seconds(self) -> float:
         """Bandwidth floor of one decode step for the chosen model, GPU, batch and context."""
-        dep = Deployment.create(model=self.model.value, gpu=self.gpu.value)
+        dep = self.picker.deployment()
         step = decode_step(dep, batch_size=self.batch.value, context_tokens=self.context.value)
         return float(step.floor_seconds)
 

@@ -23,9 +23,6 @@ from itlkit.diagnosis.whatif import (
 )
 from itlkit.errors import ConfigError, EvidenceError, SourceError, UnknownNameError
 from itlkit.metrics.readers import read_paths
-from itlkit.physics.hardware import GPUS
-from itlkit.physics.model_catalog import MODELS
-from itlkit.physics.roofline import Deployment
 from itlkit.plots.postmortem import (
     postmortem_html,
     timeline_data,
@@ -35,7 +32,8 @@ from itlkit.plots.postmortem import (
     whatif_figure,
     whatif_title,
 )
-from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS, format_seconds
+from itlkit.units import format_seconds
+from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._style import error_banner
 
 SCENARIO_DIR = scenario_folder()
@@ -72,23 +70,9 @@ class PostmortemExplorer:
             placeholder="2026-12-02T15:00:00Z", description="start", style=_WIDE
         )
         self.end = widgets.Text(placeholder="2026-12-02T16:00:00Z", description="end", style=_WIDE)
-        self.model = widgets.Dropdown(
-            options=list(MODELS), value="llama-3.1-8b", description="model", style=_WIDE
-        )
-        self.model_path = widgets.Text(
-            placeholder="path/to/config.json (overrides the model)",
-            description="own config.json",
-            style=_WIDE,
-        )
-        self.gpu = widgets.Dropdown(
-            options=list(GPUS), value="h100-sxm", description="GPU", style=_WIDE
-        )
-        self.weights = widgets.Dropdown(
-            options=WEIGHT_PRECISIONS, value="bf16", description="weights", style=_WIDE
-        )
-        self.kv = widgets.Dropdown(
-            options=KV_PRECISIONS, value="bf16", description="KV cache", style=_WIDE
-        )
+        self.picker = deployment_picker(label_width=_WIDE["description_width"])
+        self.model, self.model_path = self.picker.model, self.picker.model_path
+        self.gpu, self.weights, self.kv = self.picker.gpu, self.picker.weights, self.picker.kv
         self.tp = widgets.Dropdown(
             options=[1, 2, 4, 8], value=1, description="TP (GPUs)", style=_WIDE
         )
@@ -144,11 +128,7 @@ class PostmortemExplorer:
                         widgets.VBox([self.source, self.upload, self.url, self.start, self.end]),
                         widgets.VBox(
                             [
-                                self.model,
-                                self.model_path,
-                                self.gpu,
-                                self.weights,
-                                self.kv,
+                                *self.picker.controls,
                                 self.tp,
                                 self.budget,
                             ]
@@ -191,13 +171,7 @@ class PostmortemExplorer:
         return [SCENARIO_DIR / self.source.value]
 
     def _run_diagnosis(self) -> None:
-        deployment = Deployment.create(
-            model=self.model_path.value.strip() or self.model.value,
-            gpu=self.gpu.value,
-            weight_precision=self.weights.value,
-            kv_precision=self.kv.value,
-            tp=int(self.tp.value),
-        )
+        deployment = self.picker.deployment(tp=int(self.tp.value))
         if self.source.value == PROMETHEUS:
             from itlkit.diagnosis.evidence import timeline_from_prometheus
 

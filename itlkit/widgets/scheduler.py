@@ -19,18 +19,11 @@ from itlkit.plots.scheduler import (
     with_frontier,
 )
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
-from itlkit.widgets._style import error_banner, labelled
+from itlkit.widgets._style import error_banner, slider
 
 _WIDE = {"description_width": "190px"}
-_LAYOUT = widgets.Layout(width="480px")
 BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-def _slider(kind, description: str, **kwargs):
-    return labelled(
-        kind, description, width="480px", label_width="190px", continuous_update=False, **kwargs
-    )
 
 
 class SchedulerExplorer:
@@ -52,40 +45,45 @@ class SchedulerExplorer:
         self.deployment = Deployment.create(model=model, gpu=gpu)
         self.window_seconds = float(window_seconds)
         self.seed = int(seed)
-        self.rate = _slider(
+        self.rate = slider(
             widgets.FloatSlider,
             "arrival rate (requests/s)",
+            simulated=True,
             value=rate_per_second,
             min=0.25,
             max=10.0,
             step=0.25,
         )
-        self.budget = _slider(
+        self.budget = slider(
             widgets.SelectionSlider,
             "token budget (tokens/step)",
+            simulated=True,
             options=BUDGETS,
             value=max_num_batched_tokens,
         )
-        self.prompt = _slider(
+        self.prompt = slider(
             widgets.IntSlider,
             "prompt length (tokens)",
+            simulated=True,
             value=prompt_tokens,
             min=256,
             max=16384,
             step=256,
         )
-        self.output = _slider(
+        self.output = slider(
             widgets.IntSlider,
             "output length (tokens)",
+            simulated=True,
             value=output_tokens,
             min=16,
             max=2048,
             step=16,
         )
         self.budget.add_class("itlkit-budget")  # a handle for browser tests
-        self.max_num_seqs = _slider(
+        self.max_num_seqs = slider(
             widgets.SelectionSlider,
             "max_num_seqs (requests)",
+            simulated=True,
             options=MAX_NUM_SEQS,
             value=max_num_seqs,
         )
