@@ -1,8 +1,11 @@
-"""environment.yml (conda/Binder) lists exactly the dependencies of pyproject.toml."""
+"""Packaging: environment.yml (conda/Binder) lists exactly the dependencies of pyproject.toml;
+`itlkit.__version__` is the installed version; physics and `itlkit explain` load no pandas."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -88,3 +91,39 @@ def test_environment_yml_python_matches_requires_python():
         if isinstance(entry, str) and parse_requirement(entry)[0] == "python"
     ]
     assert pythons == [parse_requirement("python" + requires["requires-python"])[1]]
+
+
+def test_version_is_the_installed_distributions():
+    import itlkit
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert itlkit.__version__ == project["version"]
+
+
+def _modules_after(code: str) -> set[str]:
+    """Top-level modules loaded by a fresh interpreter that runs `code`."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return {name.split(".")[0] for name in out.split()}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import itlkit.physics.roofline",
+        "import itlkit.physics.explain",
+        "import itlkit.metrics.histogram",
+        "import itlkit.metrics.scrape",
+        "import itlkit, itlkit.physics, itlkit.metrics, itlkit.drill",
+        "from itlkit.cli import main; main(['explain', '--json'])",
+    ],
+)
+def test_physics_and_the_explain_command_do_not_load_pandas(code: str):
+    loaded = _modules_after(code)
+    assert "pandas" not in loaded
+    assert "plotly" not in loaded and "ipywidgets" not in loaded

@@ -26,3 +26,40 @@ def positive_float(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     return value
+
+
+def add_deployment_arguments(parser, *, memory: bool = False) -> None:
+    """--model --gpu --weights-precision --kv-precision --tp --mfu (with `memory`, also
+    --gpu-memory-utilization): what `deployment_from_args` reads."""
+    parser.add_argument(
+        "--model", default="llama-3.1-8b", help="catalog name or path to config.json"
+    )
+    parser.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
+    parser.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
+    parser.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
+    parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    parser.add_argument("--mfu", type=positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    if memory:
+        parser.add_argument(
+            "--gpu-memory-utilization",
+            type=positive_float,
+            default=0.9,
+            help="vLLM's HBM fraction for weights + KV (sets KV capacity)",
+        )
+
+
+def deployment_from_args(args, **settings):
+    """The `Deployment` the arguments of `add_deployment_arguments` describe, with `settings`."""
+    from itlkit.physics.roofline import Deployment
+
+    if hasattr(args, "gpu_memory_utilization"):
+        settings.setdefault("gpu_memory_utilization", args.gpu_memory_utilization)
+    return Deployment.create(
+        model=args.model,
+        gpu=args.gpu,
+        weight_precision=args.weights_precision,
+        kv_precision=args.kv_precision,
+        tp=args.tp,
+        mfu=args.mfu,
+        **settings,
+    )

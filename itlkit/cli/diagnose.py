@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import math
 
-from itlkit.cli._args import positive_float, positive_int
+from itlkit.cli._args import (
+    add_deployment_arguments,
+    deployment_from_args,
+    positive_float,
+    positive_int,
+)
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.diagnosis.scoring import diagnose, postmortem_text
 from itlkit.metrics.readers import read_paths
-from itlkit.physics.roofline import Deployment
 
 
 def add_parser(subparsers) -> None:
@@ -27,12 +31,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--prometheus", metavar="URL", help="a Prometheus server's base URL")
     p.add_argument("--start", help="with --prometheus: start time (RFC 3339 or unix seconds)")
     p.add_argument("--end", help="with --prometheus: end time (RFC 3339 or unix seconds)")
-    p.add_argument("--model", default="llama-3.1-8b", help="catalog name or config.json path")
-    p.add_argument("--gpu", default="h100-sxm")
-    p.add_argument("--weights-precision", default="bf16")
-    p.add_argument("--kv-precision", default="bf16")
-    p.add_argument("--tp", type=positive_int, default=1)
-    p.add_argument("--mfu", type=positive_float, default=0.5)
+    add_deployment_arguments(p)
     p.add_argument("--batch", type=positive_float, help="running sequences (default: metrics)")
     p.add_argument("--context", type=positive_float, help="mean context tokens (default: metrics)")
     p.add_argument(
@@ -53,14 +52,7 @@ def run(args) -> int:
     """Diagnose and print a short postmortem (or JSON)."""
     if bool(args.paths) == bool(args.prometheus):
         raise ValueError("give scrape PATHs or --prometheus URL (with --start and --end), not both")
-    deployment = Deployment.create(
-        model=args.model,
-        gpu=args.gpu,
-        weight_precision=args.weights_precision,
-        kv_precision=args.kv_precision,
-        tp=args.tp,
-        mfu=args.mfu,
-    )
+    deployment = deployment_from_args(args)
     if args.prometheus:
         from itlkit.diagnosis.evidence import timeline_from_prometheus
 

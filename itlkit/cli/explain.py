@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import sys
 
-from itlkit.cli._args import positive_float, positive_int
-from itlkit.physics.explain import explain
-from itlkit.physics.roofline import Deployment
+from itlkit.cli._args import (
+    add_deployment_arguments,
+    deployment_from_args,
+    positive_float,
+    positive_int,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -17,16 +20,11 @@ def add_parser(subparsers) -> None:
         help="decompose one engine step (floor, chunked-prefill step, prefill cost, MBU)",
         description="Decompose one engine step into weight reads, KV reads and prefill work.",
     )
-    p.add_argument("--model", default="llama-3.1-8b", help="catalog name or path to config.json")
-    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
+    add_deployment_arguments(p, memory=True)
     p.add_argument("--batch", type=positive_int, default=64, help="running sequences")
     p.add_argument("--context", type=positive_int, default=4096, help="tokens per sequence")
     p.add_argument("--chunk", type=positive_int, help="prefill chunk tokens riding in the step")
     p.add_argument("--prompt", type=positive_int, help="prompt tokens to prefill (TTFT price)")
-    p.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
-    p.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
-    p.add_argument("--mfu", type=positive_float, default=0.5, help="matmul efficiency (0, 1]")
     p.add_argument("--measured-step", type=positive_float, metavar="SECONDS")
     p.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--allreduce-latency", type=float, default=0.0, metavar="SECONDS")
@@ -34,27 +32,20 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--exclude-input-embedding", action="store_true", help="don't count the embedding read"
     )
-    p.add_argument(
-        "--gpu-memory-utilization", type=positive_float, default=0.9, help="vLLM's fraction"
-    )
     p.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     """Print the worked answer; exit 0 (or 2 through the dispatcher on bad input)."""
-    dep = Deployment.create(
-        model=args.model,
-        gpu=args.gpu,
-        weight_precision=args.weights_precision,
-        kv_precision=args.kv_precision,
-        tp=args.tp,
-        mfu=args.mfu,
+    from itlkit.physics.explain import explain
+
+    dep = deployment_from_args(
+        args,
         host_overhead_seconds=args.host_overhead,
         allreduce_latency_seconds=args.allreduce_latency,
         prefill_attention=args.prefill_attention,
         exclude_input_embedding=args.exclude_input_embedding,
-        gpu_memory_utilization=args.gpu_memory_utilization,
     )
     result = explain(
         dep,

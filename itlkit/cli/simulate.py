@@ -7,23 +7,14 @@ import json
 import math
 from dataclasses import asdict
 
-from itlkit.cli._args import positive_float, positive_int
+from itlkit.cli._args import (
+    add_deployment_arguments,
+    deployment_from_args,
+    positive_float,
+    positive_int,
+)
 from itlkit.errors import ConfigError
-from itlkit.physics.roofline import Deployment
-from itlkit.sim.export import (
-    DEFAULT_START_UNIX_SECONDS,
-    export_openmetrics,
-    export_prometheus_scrapes,
-)
-from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
-from itlkit.sim.workload import (
-    Fixed,
-    LogNormal,
-    RateProfile,
-    Uniform,
-    read_workload,
-    synthetic_workload,
-)
+from itlkit.sim.workload import Fixed, LogNormal, RateProfile, Uniform
 from itlkit.units import format_seconds
 
 
@@ -68,12 +59,7 @@ def add_parser(subparsers) -> None:
         ),
     )
     dep = p.add_argument_group("deployment")
-    dep.add_argument("--model", default="llama-3.1-8b", help="catalog name or path to config.json")
-    dep.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
-    dep.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
-    dep.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
-    dep.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
-    dep.add_argument("--mfu", type=positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    add_deployment_arguments(dep, memory=True)
     dep.add_argument(
         "--efficiency",
         type=positive_float,
@@ -82,8 +68,6 @@ def add_parser(subparsers) -> None:
     )
     dep.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS",
                      help="per-step host time added to every step")  # fmt: skip
-    dep.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9,
-                     help="HBM fraction for weights + KV (sets KV capacity)")  # fmt: skip
     work = p.add_argument_group("workload")
     work.add_argument("--rate", type=positive_float, default=5.0, help="arrivals per second")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
@@ -115,40 +99,18 @@ def add_parser(subparsers) -> None:
     out.add_argument("--openmetrics-out", metavar="FILE", help="write OpenMetrics for backfill")
     out.add_argument("--scrape-interval", type=positive_float, default=15.0, metavar="SECONDS",
                      help="time between exported scrapes")  # fmt: skip
-    out.add_argument("--start-unix-seconds", type=float, default=DEFAULT_START_UNIX_SECONDS,
-                     help="wall-clock time of simulated t = 0 in the exports")  # fmt: skip
+    out.add_argument("--start-unix-seconds", type=float, default=None,
+                     help="wall-clock time of simulated t = 0 in the exports "
+                          "(default: that of the bundled examples)")  # fmt: skip
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     """Simulate, print the report (or JSON), write exports; exit 0."""
-    if not args.efficiency <= 1:
-        raise ConfigError(f"--efficiency must be in (0, 1], got {args.efficiency}")
-    if args.host_overhead < 0 or not math.isfinite(args.host_overhead):
-        raise ConfigError(f"--host-overhead must be >= 0 seconds, got {args.host_overhead}")
-    if args.shared_prefix_tokens < 0:
-        raise ConfigError(f"--shared-prefix-tokens must be >= 0, got {args.shared_prefix_tokens}")
-    dep = Deployment.create(
-        model=args.model,
-        gpu=args.gpu,
-        weight_precision=args.weights_precision,
-        kv_precision=args.kv_precision,
-        tp=args.tp,
-        mfu=args.mfu,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-    )
-    if args.workload:
-        workload = read_workload(args.workload, seed=args.seed)
-    else:
-        workload = synthetic_workload(
-            duration_seconds=args.duration,
-            rate_per_second=None if args.rate_profile else args.rate,
-            profile=args.rate_profile,
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            shared_prefix_tokens=args.shared_prefix_tokens,
-            seed=args.seed,
-        )
+    from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
+
+    _check(args)
+    dep = deployment_from_args(args)
     config = SchedulerConfig(
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs or min(1024, args.max_num_batched_tokens),
@@ -157,17 +119,60 @@ def run(args) -> int:
         kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
     )
     result = simulate_deployment(
-        workload,
+        _workload(args),
         deployment=dep,
         config=config,
         efficiency=args.efficiency,
         host_overhead_seconds=args.host_overhead,
         until_seconds=args.duration,
     )
-    model_name = dep.model.hf_id or dep.model.slug
+    _export(args, result, model_name=dep.model.hf_id or dep.model.slug)
+    if args.json:
+        print(json.dumps(_json_values(result, dep, config), indent=2))
+    else:
+        _print_report(result, dep, config)
+    return 0
+
+
+def _check(args) -> None:
+    if not args.efficiency <= 1:
+        raise ConfigError(f"--efficiency must be in (0, 1], got {args.efficiency}")
+    if args.host_overhead < 0 or not math.isfinite(args.host_overhead):
+        raise ConfigError(f"--host-overhead must be >= 0 seconds, got {args.host_overhead}")
+    if args.shared_prefix_tokens < 0:
+        raise ConfigError(f"--shared-prefix-tokens must be >= 0, got {args.shared_prefix_tokens}")
+
+
+def _workload(args):
+    from itlkit.sim.workload import read_workload, synthetic_workload
+
+    if args.workload:
+        return read_workload(args.workload, seed=args.seed)
+    return synthetic_workload(
+        duration_seconds=args.duration,
+        rate_per_second=None if args.rate_profile else args.rate,
+        profile=args.rate_profile,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        shared_prefix_tokens=args.shared_prefix_tokens,
+        seed=args.seed,
+    )
+
+
+def _export(args, result, *, model_name: str) -> None:
+    """Write the --prom-out scrapes and the --openmetrics-out file, if asked for."""
+    if not (args.prom_out or args.openmetrics_out):
+        return
+    from itlkit.sim.export import (
+        DEFAULT_START_UNIX_SECONDS,
+        export_openmetrics,
+        export_prometheus_scrapes,
+    )
+
+    start = args.start_unix_seconds
     export = dict(
         interval_seconds=args.scrape_interval,
-        start_unix_seconds=args.start_unix_seconds,
+        start_unix_seconds=DEFAULT_START_UNIX_SECONDS if start is None else start,
         model_name=model_name,
     )
     if args.prom_out:
@@ -175,24 +180,29 @@ def run(args) -> int:
     if args.openmetrics_out:
         export_openmetrics(result, args.openmetrics_out, **export)
 
+
+def _buckets(histogram) -> list:
+    return [
+        ["+Inf" if math.isinf(le) else float(le), int(c)]
+        for le, c in zip(histogram.upper_bounds, histogram.cumulative_counts, strict=True)
+    ]
+
+
+def _json_values(result, dep, config) -> dict:
+    """The summary in SI units, Prometheus' ITL p99 and both histograms' buckets."""
+    itl = result.itl_histogram()
+    values = {k: _finite(v) for k, v in asdict(result.summary()).items()}
+    values["itl_p99_prometheus_seconds"] = _finite(itl.quantile(0.99))
+    values["itl_buckets"] = _buckets(itl)
+    values["ttft_buckets"] = _buckets(result.ttft_histogram())
+    values["deployment"] = dep.label
+    values["config"] = asdict(config)
+    return values
+
+
+def _print_report(result, dep, config) -> None:
     summary = asdict(result.summary())
     itl = result.itl_histogram()
-    if args.json:
-        values = {k: _finite(v) for k, v in summary.items()}
-        values["itl_p99_prometheus_seconds"] = _finite(itl.quantile(0.99))
-        values["itl_buckets"] = [
-            ["+Inf" if math.isinf(le) else float(le), int(c)]
-            for le, c in zip(itl.upper_bounds, itl.cumulative_counts, strict=True)
-        ]
-        ttft = result.ttft_histogram()
-        values["ttft_buckets"] = [
-            ["+Inf" if math.isinf(le) else float(le), int(c)]
-            for le, c in zip(ttft.upper_bounds, ttft.cumulative_counts, strict=True)
-        ]
-        values["deployment"] = dep.label
-        values["config"] = asdict(config)
-        print(json.dumps(values, indent=2))
-        return 0
     print(f"{dep.label}; {_config_text(config)}")
     print(
         f"{summary['simulated_seconds']:.1f} s simulated, {summary['steps']} steps, "
@@ -212,10 +222,9 @@ def run(args) -> int:
         if count:
             span = f"({format_seconds(lower)}, {format_seconds(upper)}]"
             print(f"  {span:<22} {count / total:6.1%}  {'#' * round(40 * count / total)}")
-    return 0
 
 
-def _config_text(config: SchedulerConfig) -> str:
+def _config_text(config) -> str:
     mode = "chunked prefill" if config.enable_chunked_prefill else "chunked prefill off"
     if config.disaggregated:
         mode += ", disaggregated prefill"
