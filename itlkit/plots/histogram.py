@@ -108,6 +108,40 @@ def _x_range(bars: BucketBars, marks: list[float]) -> list[float]:
     return [math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]
 
 
+def _marker_traces(summary: Summary, top, *, floor_seconds, slow_factor, floor_label) -> list:
+    """One vertical line per quantile, then the floor and the slow mode when given."""
+    traces = []
+    shades = COLORS["quantile"]
+    for i, est in enumerate(summary.quantiles):
+        bucket = f"({format_seconds(est.bucket_lower)}, {format_seconds(est.bucket_upper)}]"
+        traces.append(
+            _vline(
+                f"p{est.q * 100:g}",
+                est.value,
+                top,
+                shades[min(i, len(shades) - 1)],
+                "dash",
+                f"p{est.q * 100:g} {format_seconds(est.value)}, interpolated in bucket {bucket}",
+            )
+        )
+    if floor_seconds is not None:
+        traces.append(_vline("floor", floor_seconds, top, COLORS["floor"], "solid",
+                             f"floor {format_seconds(floor_seconds)} {floor_label}"))  # fmt: skip
+        if slow_factor is not None:
+            traces.append(
+                _vline(
+                    f"{slow_factor:g}× floor",
+                    floor_seconds * slow_factor,
+                    top,
+                    COLORS["slow"],
+                    "dashdot",
+                    f"slow mode at {slow_factor:g}× floor = "
+                    f"{format_seconds(floor_seconds * slow_factor)}",
+                )
+            )
+    return traces
+
+
 def histogram_figure(
     summary: Summary,
     *,
@@ -149,34 +183,9 @@ def histogram_figure(
         _vline("mean", summary.mean, top, COLORS["mean"], "dot",
                f"mean {format_seconds(summary.mean)}"),
     ]  # fmt: skip
-    shades = COLORS["quantile"]
-    for i, est in enumerate(summary.quantiles):
-        bucket = f"({format_seconds(est.bucket_lower)}, {format_seconds(est.bucket_upper)}]"
-        traces.append(
-            _vline(
-                f"p{est.q * 100:g}",
-                est.value,
-                top,
-                shades[min(i, len(shades) - 1)],
-                "dash",
-                f"p{est.q * 100:g} {format_seconds(est.value)}, interpolated in bucket {bucket}",
-            )
-        )
-    if floor_seconds is not None:
-        traces.append(_vline("floor", floor_seconds, top, COLORS["floor"], "solid",
-                             f"floor {format_seconds(floor_seconds)} {floor_label}"))  # fmt: skip
-        if slow_factor is not None:
-            traces.append(
-                _vline(
-                    f"{slow_factor:g}× floor",
-                    floor_seconds * slow_factor,
-                    top,
-                    COLORS["slow"],
-                    "dashdot",
-                    f"slow mode at {slow_factor:g}× floor = "
-                    f"{format_seconds(floor_seconds * slow_factor)}",
-                )
-            )
+    traces += _marker_traces(
+        summary, top, floor_seconds=floor_seconds, slow_factor=slow_factor, floor_label=floor_label
+    )
     marks = [summary.mean, *(e.value for e in summary.quantiles), floor_seconds]
     if floor_seconds is not None and slow_factor is not None:
         marks.append(floor_seconds * slow_factor)

@@ -46,14 +46,9 @@ class SchedulerExplorer:
         self.window_seconds = float(window_seconds)
         self.seed = int(seed)
         self.rate = slider(
-            widgets.FloatSlider,
-            "arrival rate (requests/s)",
-            simulated=True,
-            value=rate_per_second,
-            min=0.25,
-            max=10.0,
-            step=0.25,
-        )
+            widgets.FloatSlider, "arrival rate (requests/s)", simulated=True,
+            value=rate_per_second, min=0.25, max=10.0, step=0.25,
+        )  # fmt: skip
         self.budget = slider(
             widgets.SelectionSlider,
             "token budget (tokens/step)",
@@ -62,23 +57,13 @@ class SchedulerExplorer:
             value=max_num_batched_tokens,
         )
         self.prompt = slider(
-            widgets.IntSlider,
-            "prompt length (tokens)",
-            simulated=True,
-            value=prompt_tokens,
-            min=256,
-            max=16384,
-            step=256,
-        )
+            widgets.IntSlider, "prompt length (tokens)", simulated=True,
+            value=prompt_tokens, min=256, max=16384, step=256,
+        )  # fmt: skip
         self.output = slider(
-            widgets.IntSlider,
-            "output length (tokens)",
-            simulated=True,
-            value=output_tokens,
-            min=16,
-            max=2048,
-            step=16,
-        )
+            widgets.IntSlider, "output length (tokens)", simulated=True,
+            value=output_tokens, min=16, max=2048, step=16,
+        )  # fmt: skip
         self.budget.add_class("itlkit-budget")  # a handle for browser tests
         self.max_num_seqs = slider(
             widgets.SelectionSlider,
