@@ -13,8 +13,6 @@ import json
 import math
 
 from itlkit.metrics.histogram import Summary, series_window, summarize
-from itlkit.metrics.readers import read_paths
-from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS, metric
 from itlkit.units import format_percent, format_seconds
 
@@ -149,6 +147,9 @@ def to_text(summary: Summary, *, metric_key: str, family: str, scrapes: int, win
 
 def run(args) -> int:
     """Read the paths, summarise the histogram, print it."""
+    from itlkit.metrics.readers import read_paths  # pandas: only when a table is built
+    from itlkit.metrics.series import histogram_series
+
     frame = read_paths(args.paths, metrics=(args.metric,))
     series = histogram_series(frame, args.metric, model_name=args.model_name, engine=args.engine)
     used = frame.loc[frame["metric"] == args.metric, "family"].astype(str).unique()
