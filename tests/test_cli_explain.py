@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from _reference import CHUNK_2048_MS, ms_text
 
 
 def itlkit(*args: str) -> subprocess.CompletedProcess:
@@ -56,7 +57,7 @@ def test_human_output_reads_as_a_worked_answer():
     text = result.stdout
     for expected in ("16.06 GB -> 4.79 ms", "34.36 GB -> 10.26 ms", "15.05 ms", "295 FLOP/B"):
         assert expected in text
-    assert "78.82 ms (5.2x the floor)" in text
+    assert f"{ms_text(CHUNK_2048_MS)} (5.2x the floor)" in text
 
 
 def test_own_config_json_works_as_model(tmp_path):

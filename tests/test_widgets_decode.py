@@ -1,6 +1,7 @@
 """Notebook 01's wiring, driven from Python: move a control, read the figure."""
 
 import pytest
+from _reference import CHUNK_2048_MS, ms_text
 
 from itlkit.physics.roofline import Deployment, decode_step, mixed_step
 from itlkit.widgets.decode import DecodeExplorer
@@ -18,7 +19,7 @@ def _bar(fig, name):
 def test_initial_figure_is_the_worked_example(explorer):
     fig = explorer.figure
     assert "floor 15.05 ms" in fig.layout.title.text
-    assert "with 2048-token chunk 78.82 ms" in fig.layout.title.text
+    assert f"with 2048-token chunk {ms_text(CHUNK_2048_MS)}" in fig.layout.title.text
     weights, kv = _bar(fig, "weights / GEMMs"), _bar(fig, "KV read")
     assert weights.y[0] == pytest.approx(4.794, abs=1e-3)  # ms, decode bar
     assert kv.y[0] == pytest.approx(10.257, abs=1e-3)
