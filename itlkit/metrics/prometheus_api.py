@@ -13,15 +13,14 @@ from __future__ import annotations
 import json
 import math
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import numpy as np
 import pandas as pd
 
 from itlkit.errors import PrometheusError
 from itlkit.metrics.histogram import HistogramSeries
+from itlkit.metrics.http_get import HttpGetError, HttpStatusError, http_get
 from itlkit.metrics.vllm_metrics import metric
 
 _WINDOW = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\$__rate_interval|\$__range|\$__interval")
@@ -88,6 +87,63 @@ def gauge_query(metric_key: str, *, model_name=None, how: str = "sum") -> str:
     return _joined([f"{how}({n}{sel})" for n in metric(metric_key).names])
 
 
+MAX_ANSWER_BYTES = 64_000_000  # a week of 15 s points for a few hundred series fits in far less
+
+
+def _get_json(url: str, base_url: str, *, timeout_seconds: float) -> object:
+    try:
+        body = http_get(url, deadline_seconds=timeout_seconds, max_bytes=MAX_ANSWER_BYTES)
+    except HttpStatusError as exc:
+        try:
+            detail = json.loads(exc.body).get("error", exc.reason)
+        except (ValueError, AttributeError):
+            detail = exc.reason
+        raise PrometheusError(f"{base_url}: query rejected (HTTP {exc.code}): {detail}") from None
+    except HttpGetError as exc:
+        raise PrometheusError(f"{base_url}: {exc}") from None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise PrometheusError(f"{base_url}: answer is not JSON ({exc})") from None
+
+
+def _matrix(doc: object, base_url: str) -> list:
+    """The `data.result` list of a `query_range` answer, its shape checked."""
+    if not isinstance(doc, dict):
+        raise PrometheusError(f"{base_url}: answer is not a Prometheus API object")
+    if doc.get("status") != "success":
+        raise PrometheusError(f"{base_url}: {doc.get('errorType')}: {doc.get('error')}")
+    data = doc.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+        raise PrometheusError(f"{base_url}: answer has no data.result list (not a Prometheus API?)")
+    if data.get("resultType", "matrix") != "matrix":
+        raise PrometheusError(
+            f"{base_url}: expected a range-query matrix, got resultType {data.get('resultType')!r}"
+        )
+    return data["result"]
+
+
+def _series_rows(series: object, base_url: str) -> list[dict]:
+    bad = PrometheusError(f"{base_url}: a result series is not {{metric, values: [[t, v], ...]}}")
+    if not isinstance(series, dict) or not isinstance(series.get("values", []), list):
+        raise bad
+    labels = series.get("metric", {})
+    if not isinstance(labels, dict):
+        raise bad
+    rows = []
+    for point in series.get("values", []):
+        if not (isinstance(point, list) and len(point) == 2):
+            raise bad
+        try:
+            t, v = float(point[0]), float(point[1])
+        except (TypeError, ValueError):
+            raise PrometheusError(f"{base_url}: a sample is not a number: {point!r:.80}") from None
+        if not math.isfinite(t):
+            raise bad
+        rows.append({**labels, "timestamp_seconds": t, "value": v})
+    return rows
+
+
 def query_range(
     base_url: str,
     promql: str,
@@ -97,34 +153,17 @@ def query_range(
     step_seconds: float,
     timeout_seconds: float = 30.0,
 ) -> pd.DataFrame:
-    """Run `/api/v1/query_range`; one row per (series, time): labels, timestamp_seconds, value."""
+    """Run `/api/v1/query_range`; one row per (series, time): labels, timestamp_seconds, value.
+
+    `timeout_seconds` bounds the whole request; answers over `MAX_ANSWER_BYTES` are refused.
+    """
     params = urllib.parse.urlencode(
         {"query": promql, "start": f"{start_seconds:.3f}", "end": f"{end_seconds:.3f}",
          "step": f"{step_seconds:g}"}
     )  # fmt: skip
     url = f"{base_url.rstrip('/')}/api/v1/query_range?{params}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_seconds) as response:
-            doc = json.load(response)
-    except urllib.error.HTTPError as exc:
-        try:
-            detail = json.load(exc).get("error", exc.reason)
-        except (ValueError, AttributeError):
-            detail = exc.reason
-        raise PrometheusError(f"{base_url}: query rejected (HTTP {exc.code}): {detail}") from None
-    except urllib.error.URLError as exc:
-        raise PrometheusError(f"{base_url}: cannot reach Prometheus ({exc.reason})") from None
-    except TimeoutError:
-        raise PrometheusError(f"{base_url}: no answer within {timeout_seconds:g} s") from None
-    except ValueError as exc:
-        raise PrometheusError(f"{base_url}: answer is not JSON ({exc})") from None
-    if doc.get("status") != "success":
-        raise PrometheusError(f"{base_url}: {doc.get('errorType')}: {doc.get('error')}")
-    rows = []
-    for series in doc["data"]["result"]:
-        labels = series.get("metric", {})
-        for t, v in series.get("values", []):
-            rows.append({**labels, "timestamp_seconds": float(t), "value": float(v)})
+    doc = _get_json(url, base_url, timeout_seconds=timeout_seconds)
+    rows = [row for s in _matrix(doc, base_url) for row in _series_rows(s, base_url)]
     return pd.DataFrame(rows, columns=None if rows else ["timestamp_seconds", "value"])
 
 
@@ -204,7 +243,12 @@ def fetch_bucket_rates(
     buckets = query_range(base_url, bucket_rate_query(metric_key, **kw), **span)
     if buckets.empty:
         raise PrometheusError(f"{base_url}: no {' or '.join(metric(metric_key).names)} data")
-    buckets = buckets.assign(le=buckets["le"].astype(float))
+    if "le" not in buckets.columns or buckets["le"].isna().any():
+        raise PrometheusError(f"{base_url}: bucket rates came back without an 'le' label")
+    try:
+        buckets = buckets.assign(le=buckets["le"].astype(float))
+    except ValueError:
+        raise PrometheusError(f"{base_url}: an 'le' label is not a number") from None
     table = buckets.pivot_table(
         index="timestamp_seconds", columns="le", values="value", aggfunc="sum"
     )
