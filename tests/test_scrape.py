@@ -15,7 +15,12 @@ import pytest
 from itlkit.cli import main
 from itlkit.errors import ScrapeError
 from itlkit.metrics.readers import read_scrape_folder
-from itlkit.metrics.scrape import fetch_metrics, parse_duration_seconds, scrape_series
+from itlkit.metrics.scrape import (
+    SOURCE_FILE,
+    fetch_metrics,
+    parse_duration_seconds,
+    scrape_series,
+)
 from itlkit.metrics.series import histogram_series
 
 PAGE = """# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
@@ -98,7 +103,7 @@ def test_fetch_and_errors(server, silent_port):
     with pytest.raises(ScrapeError, match="cannot reach"):
         fetch_metrics(f"http://127.0.0.1:{_closed_port()}/metrics", timeout_seconds=2)
     started = time.monotonic()
-    with pytest.raises(ScrapeError, match=r"no answer within 0\.3 s"):
+    with pytest.raises(ScrapeError, match=r"no complete answer within 0\.3 s"):
         fetch_metrics(f"http://127.0.0.1:{silent_port}/metrics", timeout_seconds=0.3)
     assert time.monotonic() - started < 5
     with pytest.raises(ScrapeError, match="only http"):
@@ -127,7 +132,7 @@ def test_series_on_a_fixed_grid_reads_back(server, tmp_path):
     s = histogram_series(read_scrape_folder(tmp_path / "out"), "itl")
     assert s.counts.tolist() == [10, 20, 30, 40]
     assert (s.timestamps_seconds - 1796225076.0).tolist() == [0, 15, 30, 45]
-    assert not list((tmp_path / "out").glob(".*"))  # no partial files left
+    assert not list((tmp_path / "out").glob("*.partial"))  # no partial files left
 
 
 def test_first_failure_is_an_error_later_ones_are_reported(server, tmp_path):
@@ -157,7 +162,7 @@ def test_cli_for_duration_and_unreachable(server, tmp_path, capsys):
 def test_cli_hanging_url_times_out(silent_port, tmp_path, capsys):
     url = f"http://127.0.0.1:{silent_port}/metrics"
     assert main(["scrape", url, "--timeout", "0.2s", "--out", str(tmp_path)]) == 2
-    assert "no answer within 0.2 s" in capsys.readouterr().err
+    assert "no complete answer within 0.2 s" in capsys.readouterr().err
 
 
 def test_ctrl_c_keeps_every_snapshot(server, tmp_path):
@@ -182,6 +187,37 @@ def test_ctrl_c_keeps_every_snapshot(server, tmp_path):
     assert proc.returncode == 0, err
     assert "stopped by Ctrl-C" in err and "Traceback" not in err
     files = sorted(out.glob("*"))
-    assert files and all(f.name.startswith("metrics-") for f in files)  # no partial files
+    names = [f.name for f in files if f.name != SOURCE_FILE]
+    assert names and all(n.startswith("metrics-") for n in names)  # no partial files
     s = histogram_series(read_scrape_folder(out), "itl")
-    assert len(s) == len(files) and (s.counts > 0).all()
+    assert len(s) == len(names) and (s.counts > 0).all()
+
+
+def test_page_over_the_size_cap_is_refused(server):
+    with pytest.raises(ScrapeError, match=r"over the 100 B limit"):
+        fetch_metrics(f"{server}/metrics", max_bytes=100)
+
+
+def _scrape_once(url, folder, **kw):
+    return list(scrape_series(url, folder, every_seconds=1, duration_seconds=0, **kw))
+
+
+def test_folder_of_another_servers_scrapes_is_refused_unless_appending(server, tmp_path):
+    url = f"{server}/metrics"
+    assert len(_scrape_once(url, tmp_path)) == 1
+    assert (tmp_path / SOURCE_FILE).read_text().strip() == url
+    assert len(_scrape_once(url, tmp_path)) == 1  # the same URL may add to its own folder
+    other = url.replace("127.0.0.1", "localhost")
+    with pytest.raises(ScrapeError, match=rf"already holds 2 scrapes from {url}.*--append"):
+        _scrape_once(other, tmp_path)
+    assert len(_scrape_once(other, tmp_path, append=True)) == 1
+    assert len(list(tmp_path.glob("metrics-*.prom"))) == 3
+
+
+def test_folder_of_unknown_scrapes_is_refused(server, tmp_path):
+    (tmp_path / "metrics-20261202T000000.000Z.prom").write_text(PAGE.format(n=1, s=0.02))
+    with pytest.raises(ScrapeError, match="already holds 1 scrapes of unknown origin"):
+        _scrape_once(f"{server}/metrics", tmp_path)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ScrapeError, match="a-file: cannot create the output folder"):
+        _scrape_once(f"{server}/metrics", tmp_path / "a-file")

@@ -23,7 +23,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the snapshots")
     p.add_argument("--for", dest="duration", default=None, metavar="DURATION",
                    help="stop after this long, e.g. 10m, 1h (default: until Ctrl-C)")  # fmt: skip
-    p.add_argument("--timeout", default="10s", help="give up on one scrape after this long")
+    p.add_argument("--timeout", default="10s",
+                   help="give up on one scrape after this long in all (default 10s)")  # fmt: skip
+    p.add_argument("--append", action="store_true",
+                   help="add to a folder that already holds scrapes of another URL")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -40,6 +43,7 @@ def run(args) -> int:
             every_seconds=every,
             duration_seconds=duration,
             timeout_seconds=timeout,
+            append=args.append,
         ):
             if snap.error:
                 failed += 1

@@ -11,13 +11,12 @@ import math
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from itlkit.errors import ScrapeError
+from itlkit.metrics.http_get import HttpGetError, HttpStatusError, http_get
 from itlkit.metrics.scrape_names import scrape_file_name
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
@@ -51,28 +50,49 @@ def parse_duration_seconds(text: str) -> float:
     return value
 
 
-def fetch_metrics(url: str, *, timeout_seconds: float = 10.0) -> str:
-    """GET one Prometheus text page; errors tell unreachable, silent and failing URLs apart."""
+MAX_PAGE_BYTES = 32_000_000  # a vLLM page is tens of kB; a fleet's federated page a few MB
+SOURCE_FILE = ".itlkit-scrape-source"  # the URL a folder's scrapes came from
+
+
+def fetch_metrics(
+    url: str, *, timeout_seconds: float = 10.0, max_bytes: int = MAX_PAGE_BYTES
+) -> str:
+    """GET one Prometheus text page within `timeout_seconds` in all, at most `max_bytes` long."""
     if not re.match(r"https?://", url):
         raise ScrapeError(f"{url}: only http:// and https:// URLs can be scraped")
-    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+    headers = {"Accept": "text/plain;version=0.0.4"}
     try:
-        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
-            body = response.read()
-    except urllib.error.HTTPError as exc:
+        body = http_get(url, deadline_seconds=timeout_seconds, max_bytes=max_bytes,
+                        headers=headers)  # fmt: skip
+    except HttpStatusError as exc:
         raise ScrapeError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
-            raise ScrapeError(f"{url}: no answer within {timeout_seconds:g} s") from None
-        raise ScrapeError(f"{url}: cannot reach ({exc.reason})") from None
-    except TimeoutError:
-        raise ScrapeError(f"{url}: no answer within {timeout_seconds:g} s") from None
-    except (ConnectionError, OSError) as exc:
-        raise ScrapeError(f"{url}: connection failed ({exc})") from None
+    except HttpGetError as exc:
+        raise ScrapeError(f"{url}: {exc}") from None
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
         raise ScrapeError(f"{url}: the page is not UTF-8 text") from None
+
+
+def claim_folder(folder: Path, url: str, *, append: bool) -> None:
+    """Make `folder` the home of `url`'s scrapes; refuse one that holds another series.
+
+    Pages of two servers in one folder read back as one series whose counters jump between
+    them, so a folder that already holds scrapes takes more only from the same URL, or when
+    the user says `append`.
+    """
+    marker = folder / SOURCE_FILE
+    existing = sorted(folder.glob("metrics-*.prom"))
+    if existing and not append:
+        owner = marker.read_text().strip() if marker.is_file() else None
+        if owner != url:
+            where = f"from {owner}" if owner else "of unknown origin"
+            raise ScrapeError(
+                f"{folder}: already holds {len(existing)} scrapes {where}; choose an empty "
+                "folder, or pass --append to add to them"
+            )
+    if not marker.is_file():
+        marker.write_text(url + "\n")
 
 
 def write_snapshot(folder, text: str, *, timestamp_seconds: float) -> Path:
@@ -96,13 +116,15 @@ def scrape_series(
     every_seconds: float,
     duration_seconds: float | None = None,
     timeout_seconds: float = 10.0,
+    append: bool = False,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[Snapshot]:
     """Scrape `url` every `every_seconds` into `folder`, yielding each attempt, until stopped.
 
     The first scrape must succeed (a wrong URL fails at once); later failures are yielded with
-    their error and the series goes on. Scrapes keep to a fixed grid; slots missed while a slow
+    their error and the series goes on. A folder holding another URL's scrapes is refused
+    unless `append`. Scrapes keep to a fixed grid; slots missed while a slow
     scrape ran are skipped, not bunched.
     """
     if not every_seconds > 0:
@@ -112,6 +134,8 @@ def scrape_series(
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ScrapeError(f"{folder}: cannot create the output folder ({exc})") from None
+    if not folder.is_dir():
+        raise ScrapeError(f"{folder}: not a folder")
     start = clock()
     end = math.inf if duration_seconds is None else start + duration_seconds
     slot = 0
@@ -124,6 +148,8 @@ def scrape_series(
                 raise
             yield Snapshot(when, None, 0, str(exc))
         else:
+            if slot == 0:
+                claim_folder(folder, url, append=append)
             path = write_snapshot(folder, text, timestamp_seconds=when)
             yield Snapshot(when, path, len(text.encode("utf-8")))
         slot = max(slot + 1, math.floor((clock() - start) / every_seconds) + 1)
