@@ -89,7 +89,7 @@ def test_own_config_json_works_as_model(tmp_path):
         (["--tp", "0"], "--tp: must be a positive integer"),
         (["--tp", "3"], "TP=3 does not divide the 32 attention heads"),
         (["--model", "qwen2.5-7b", "--tp", "14"], "TP=14 does not divide the 4 KV heads"),
-        (["--mfu", "2"], "MFU must be in (0, 1]"),
+        (["--mfu", "2"], "--mfu: must be a fraction in (0, 1]"),
         (["--model", "/nonexistent/config.json"], "cannot read model config"),
     ],
 )
@@ -109,3 +109,34 @@ def test_configuration_that_does_not_fit_says_so():
     assert weights.returncode == 1
     assert json.loads(weights.stdout)["fits_in_memory"] is False
     assert "raise TP or quantize" in weights.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--measured-step", "1e-9"], "faster than the bandwidth floor 15.05 ms (MBU over 100%)"),
+        (["--measured-step", "0.015"], "faster than the bandwidth floor"),  # 15.00 < 15.05 ms
+        (["--mfu", "1.5"], "--mfu: must be a fraction in (0, 1]"),
+        (["--host-overhead", "-1"], "--host-overhead: must be between 0 and 10 seconds"),
+        (["--allreduce-latency", "nan"], "--allreduce-latency: must be between 0 and 1 seconds"),
+    ],
+)
+def test_impossible_numbers_are_input_errors(args, message):
+    result = itlkit("explain", *args)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_measured_step_just_above_the_floor_is_accepted():
+    # floor = (16.06 + 34.36) GB / 3.35 TB/s = 15.05 ms: a 15.1 ms step is 99.7% MBU, possible.
+    result = itlkit("explain", "--measured-step", "0.0151", "--json")
+    assert result.returncode == 0 and json.loads(result.stdout)["mbu"] == pytest.approx(
+        15.0508 / 15.1, abs=1e-3
+    )
+
+
+def test_debug_shows_the_traceback_of_a_failure():
+    plain = itlkit("explain", "--model", "no-such-model")
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    debug = itlkit("--debug", "explain", "--model", "no-such-model")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr

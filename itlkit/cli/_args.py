@@ -28,6 +28,31 @@ def positive_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number in (0, 1], such as an efficiency or a memory share, or a clear argparse error."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text}")
+    return value
+
+
+def seconds_at_most(limit_seconds: float):
+    """An argparse type: a duration in [0, limit] seconds (a host cost, a latency)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        if not 0 <= value <= limit_seconds:
+            raise argparse.ArgumentTypeError(
+                f"must be between 0 and {limit_seconds:g} seconds, got {text}"
+            )
+        return value
+
+    return parse
+
+
 def add_deployment_arguments(parser, *, memory: bool = False) -> None:
     """--model --gpu --weights-precision --kv-precision --tp --mfu (with `memory`, also
     --gpu-memory-utilization): what `deployment_from_args` reads."""
@@ -38,11 +63,11 @@ def add_deployment_arguments(parser, *, memory: bool = False) -> None:
     parser.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
     parser.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
-    parser.add_argument("--mfu", type=positive_float, default=0.5, help="matmul efficiency (0, 1]")
+    parser.add_argument("--mfu", type=fraction, default=0.5, help="matmul efficiency (0, 1]")
     if memory:
         parser.add_argument(
             "--gpu-memory-utilization",
-            type=positive_float,
+            type=fraction,
             default=0.9,
             help="vLLM's HBM fraction for weights + KV (sets KV capacity)",
         )

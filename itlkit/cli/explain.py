@@ -10,7 +10,9 @@ from itlkit.cli._args import (
     deployment_from_args,
     positive_float,
     positive_int,
+    seconds_at_most,
 )
+from itlkit.errors import ConfigError
 
 
 def add_parser(subparsers) -> None:
@@ -26,8 +28,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--chunk", type=positive_int, help="prefill chunk tokens riding in the step")
     p.add_argument("--prompt", type=positive_int, help="prompt tokens to prefill (TTFT price)")
     p.add_argument("--measured-step", type=positive_float, metavar="SECONDS")
-    p.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS")
-    p.add_argument("--allreduce-latency", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--host-overhead", type=seconds_at_most(10.0), default=0.0, metavar="SECONDS")
+    p.add_argument("--allreduce-latency", type=seconds_at_most(1.0), default=0.0,
+                   metavar="SECONDS")  # fmt: skip
     p.add_argument("--prefill-attention", action="store_true", help="count attention FLOPs")
     p.add_argument(
         "--exclude-input-embedding", action="store_true", help="don't count the embedding read"
@@ -55,6 +58,7 @@ def run(args) -> int:
         prompt_tokens=args.prompt,
         measured_step_seconds=args.measured_step,
     )
+    _check_measured_step(result.values)
     if args.json:
         print(json.dumps(result.values, indent=2))
     else:
@@ -67,6 +71,18 @@ def run(args) -> int:
         )
         return 1
     return 0
+
+
+def _check_measured_step(values: dict) -> None:
+    """A step faster than the bandwidth floor means the input is wrong, not a 1000% MBU."""
+    if values.get("mbu", 0.0) > 1.0:
+        from itlkit.units import format_seconds
+
+        raise ConfigError(
+            f"--measured-step {values['measured_step_seconds']:g} s is faster than the "
+            f"bandwidth floor {format_seconds(values['floor_seconds'])} (MBU over 100%): check "
+            "the step time's unit (seconds), the model, precision, GPU, batch and context"
+        )
 
 
 def _print_lines(result) -> None:
