@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from itlkit.physics.roofline import (
     Deployment,
+    StepTime,
     capacity,
     compute_bound_tokens_per_step,
     decode_step,
@@ -55,14 +56,59 @@ def explain(
     measured_step_seconds: float | None = None,
 ) -> Explanation:
     """Decompose one decode step (and optionally a chunked step, a prompt's prefill, an MBU)."""
-    dep, model, gpu = deployment, deployment.model, deployment.gpu
+    dep = deployment
+    step = decode_step(dep, batch_size=batch_size, context_tokens=context_tokens)
+    sections = [
+        _decode_section(dep, step, batch_size=batch_size, context_tokens=context_tokens),
+        _step_overheads_section(step),
+    ]
+    if measured_step_seconds is not None:
+        sections.append(_mbu_section(step, measured_step_seconds=measured_step_seconds))
+    sections.append(_ridge_section(dep))
+    if chunk_tokens:
+        sections.append(
+            _mixed_section(
+                dep,
+                step,
+                batch_size=batch_size,
+                context_tokens=context_tokens,
+                chunk_tokens=chunk_tokens,
+            )
+        )
+    if prompt_tokens:
+        sections.append(
+            _prefill_section(
+                dep,
+                batch_size=batch_size,
+                context_tokens=context_tokens,
+                prompt_tokens=prompt_tokens,
+                chunk_tokens=chunk_tokens or prompt_tokens,
+            )
+        )
+    sections.append(_memory_section(dep, batch_size=batch_size, context_tokens=context_tokens))
+    lines: list[ExplainLine] = []
+    values: dict = {}
+    for section_lines, section_values in sections:
+        lines += section_lines
+        values.update(section_values)
+    return Explanation(tuple(lines), values)
+
+
+# One part of the answer: its lines and its SI values, in the order `explain` shows them.
+_Section = tuple[list[ExplainLine], dict]
+
+
+def _decode_section(
+    dep: Deployment, step: StepTime, *, batch_size: int, context_tokens: int
+) -> _Section:
+    """Deployment, weight read, KV bytes per token, KV read and the bandwidth floor."""
+    model, gpu = dep.model, dep.gpu
     per_gpu = f" per GPU (TP={dep.tp})" if dep.tp > 1 else ""
     tp_div = f" / {dep.tp}" if dep.tp > 1 else ""
-    step = decode_step(dep, batch_size=batch_size, context_tokens=context_tokens)
     bw = format_bandwidth(gpu.hbm_bytes_per_second)
-    wbytes = dep.weights.bytes_per_element
-    kv_token = model.kv_bytes_per_token(dep.kv)
-    params = float(step.weight_bytes) * dep.tp / wbytes
+    bytes_per_weight = dep.weights.bytes_per_element
+    kv_bytes_per_token = model.kv_bytes_per_token(dep.kv)
+    params = float(step.weight_bytes) * dep.tp / bytes_per_weight
     lines = [
         ExplainLine(
             "deployment",
@@ -71,17 +117,17 @@ def explain(
         ),
         ExplainLine(
             "weights" + per_gpu,
-            f"{params:,.0f} params x {wbytes:g} B{tp_div}" + _moe_note(dep, batch_size),
+            f"{params:,.0f} params x {bytes_per_weight:g} B{tp_div}" + _moe_note(dep, batch_size),
             f"{format_bytes(step.weight_bytes)} -> {format_seconds(step.weight_read_seconds)}",
         ),
         ExplainLine(
             "KV bytes per token",
             _kv_formula(dep),
-            f"{kv_token:,.0f} B",
+            f"{kv_bytes_per_token:,.0f} B",
         ),
         ExplainLine(
             "KV reads" + per_gpu,
-            f"{batch_size} seqs x {context_tokens:,} tokens x {kv_token:,.0f} B"
+            f"{batch_size} seqs x {context_tokens:,} tokens x {kv_bytes_per_token:,.0f} B"
             + (f" x {model.kv_fraction_per_gpu(tp=dep.tp):g}" if dep.tp > 1 else "")
             + (" (sliding-window layers capped)" if model.sliding_layers else ""),
             f"{format_bytes(step.kv_bytes)} -> {format_seconds(step.kv_read_seconds)}",
@@ -92,7 +138,7 @@ def explain(
             format_seconds(step.floor_seconds),
         ),
     ]
-    values: dict = {
+    values = {
         "model": model.slug,
         "gpu": gpu.slug,
         "weight_precision": dep.weights.name,
@@ -104,7 +150,7 @@ def explain(
         "hbm_bytes_per_second": gpu.hbm_bytes_per_second,
         "peak_flops_per_second": dep.peak_flops_per_second,
         "weight_bytes": float(step.weight_bytes),
-        "kv_bytes_per_token": float(kv_token),
+        "kv_bytes_per_token": float(kv_bytes_per_token),
         "kv_bytes": float(step.kv_bytes),
         "weight_read_seconds": float(step.weight_read_seconds),
         "kv_read_seconds": float(step.kv_read_seconds),
@@ -113,72 +159,91 @@ def explain(
         "host_overhead_seconds": float(step.host_overhead_seconds),
         "decode_step_seconds": float(step.step_seconds),
     }
-    if step.allreduce_seconds or step.host_overhead_seconds:
-        lines.append(
-            ExplainLine(
-                "decode step",
-                "floor + all-reduce + host overhead",
-                f"{format_seconds(step.step_seconds)} (all-reduce "
-                f"{format_seconds(step.allreduce_seconds)}, host "
-                f"{format_seconds(step.host_overhead_seconds)})",
-            )
-        )
-    if measured_step_seconds is not None:
-        utilisation = mbu(floor_seconds=step.floor_seconds, measured_seconds=measured_step_seconds)
-        lines.append(
-            ExplainLine(
-                "MBU of the measured step",
-                f"{format_seconds(step.floor_seconds)} / {format_seconds(measured_step_seconds)}",
-                format_percent(utilisation),
-            )
-        )
-        values["measured_step_seconds"] = float(measured_step_seconds)
-        values["mbu"] = float(utilisation)
+    return lines, values
+
+
+def _step_overheads_section(step: StepTime) -> _Section:
+    """The decode step above the floor, when all-reduce or host overhead add to it."""
+    if not (step.allreduce_seconds or step.host_overhead_seconds):
+        return [], {}
+    line = ExplainLine(
+        "decode step",
+        "floor + all-reduce + host overhead",
+        f"{format_seconds(step.step_seconds)} (all-reduce "
+        f"{format_seconds(step.allreduce_seconds)}, host "
+        f"{format_seconds(step.host_overhead_seconds)})",
+    )
+    return [line], {}
+
+
+def _mbu_section(step: StepTime, *, measured_step_seconds: float) -> _Section:
+    """Memory-bandwidth utilisation of a measured step: the floor over the measurement."""
+    utilisation = mbu(floor_seconds=step.floor_seconds, measured_seconds=measured_step_seconds)
+    line = ExplainLine(
+        "MBU of the measured step",
+        f"{format_seconds(step.floor_seconds)} / {format_seconds(measured_step_seconds)}",
+        format_percent(utilisation),
+    )
+    values = {"measured_step_seconds": float(measured_step_seconds), "mbu": float(utilisation)}
+    return [line], values
+
+
+def _ridge_section(dep: Deployment) -> _Section:
+    """The ridge point in FLOP/B and the tokens per step at which the GEMMs cross it."""
     ridge = dep.ridge_flops_per_byte
-    lines.append(
-        ExplainLine(
-            f"ridge ({dep.compute_precision} dense)",
-            f"{format_rate(dep.peak_flops_per_second)} / {bw}",
-            f"{ridge:.0f} FLOP/B; GEMMs cross it at {ridge_tokens_per_step(dep):.0f} tokens/step",
-        )
+    bw = format_bandwidth(dep.gpu.hbm_bytes_per_second)
+    line = ExplainLine(
+        f"ridge ({dep.compute_precision} dense)",
+        f"{format_rate(dep.peak_flops_per_second)} / {bw}",
+        f"{ridge:.0f} FLOP/B; GEMMs cross it at {ridge_tokens_per_step(dep):.0f} tokens/step",
     )
-    values["ridge_flops_per_byte"] = ridge
-    values["ridge_tokens_per_step"] = ridge_tokens_per_step(dep)
-    values["compute_bound_tokens_per_step"] = compute_bound_tokens_per_step(dep)
-    if chunk_tokens:
-        _add_mixed(lines, values, dep, batch_size, context_tokens, chunk_tokens, step)
-    if prompt_tokens:
-        chunk = chunk_tokens or prompt_tokens
-        cost = prefill_cost(
-            dep,
-            prompt_tokens=prompt_tokens,
-            chunk_tokens=chunk,
-            batch_size=batch_size,
-            context_tokens=context_tokens,
-        )
-        lines.append(
-            ExplainLine(
-                "prefill of the prompt",
-                f"ceil({prompt_tokens:,} / {chunk:,}) chunked steps beside the decodes",
-                f"{cost.steps} steps, {format_seconds(cost.seconds)} of TTFT from prefill alone",
-            )
-        )
-        values["prompt_tokens"] = int(prompt_tokens)
-        values["prefill_steps"] = cost.steps
-        values["prefill_seconds"] = cost.seconds
+    values = {
+        "ridge_flops_per_byte": ridge,
+        "ridge_tokens_per_step": ridge_tokens_per_step(dep),
+        "compute_bound_tokens_per_step": compute_bound_tokens_per_step(dep),
+    }
+    return [line], values
+
+
+def _prefill_section(
+    dep: Deployment, *, batch_size: int, context_tokens: int, prompt_tokens: int, chunk_tokens: int
+) -> _Section:
+    """The prompt's prefill as chunked steps beside the decodes: its share of TTFT."""
+    cost = prefill_cost(
+        dep,
+        prompt_tokens=prompt_tokens,
+        chunk_tokens=chunk_tokens,
+        batch_size=batch_size,
+        context_tokens=context_tokens,
+    )
+    line = ExplainLine(
+        "prefill of the prompt",
+        f"ceil({prompt_tokens:,} / {chunk_tokens:,}) chunked steps beside the decodes",
+        f"{cost.steps} steps, {format_seconds(cost.seconds)} of TTFT from prefill alone",
+    )
+    values = {
+        "prompt_tokens": int(prompt_tokens),
+        "prefill_steps": cost.steps,
+        "prefill_seconds": cost.seconds,
+    }
+    return [line], values
+
+
+def _memory_section(dep: Deployment, *, batch_size: int, context_tokens: int) -> _Section:
+    """Whether the batch's KV fits in what the weights leave of HBM."""
     cap = capacity(dep, context_tokens=context_tokens)
-    lines.append(
-        ExplainLine(
-            "memory",
-            f"{format_bytes(gpu.hbm_bytes)} x {dep.gpu_memory_utilization:g} - weights, "
-            f"then / {format_bytes(cap.kv_bytes_per_sequence)} per sequence",
-            cap.explain(batch_size=int(batch_size)),
-        )
+    line = ExplainLine(
+        "memory",
+        f"{format_bytes(dep.gpu.hbm_bytes)} x {dep.gpu_memory_utilization:g} - weights, "
+        f"then / {format_bytes(cap.kv_bytes_per_sequence)} per sequence",
+        cap.explain(batch_size=int(batch_size)),
     )
-    values["fits_in_memory"] = cap.fits(batch_size=int(batch_size))
-    values["max_sequences"] = cap.max_sequences
-    values["kv_budget_bytes"] = cap.kv_budget_bytes
-    return Explanation(tuple(lines), values)
+    values = {
+        "fits_in_memory": cap.fits(batch_size=int(batch_size)),
+        "max_sequences": cap.max_sequences,
+        "kv_budget_bytes": cap.kv_budget_bytes,
+    }
+    return [line], values
 
 
 def _moe_note(dep: Deployment, batch_size: int) -> str:
@@ -203,14 +268,17 @@ def _kv_formula(dep: Deployment) -> str:
     return f"2 x {m.num_layers} layers x {m.num_kv_heads} KV heads x {m.attention_head_dim} x {b}"
 
 
-def _add_mixed(lines, values, dep, batch_size, context_tokens, chunk_tokens, step) -> None:
+def _mixed_section(
+    dep: Deployment, step: StepTime, *, batch_size: int, context_tokens: int, chunk_tokens: int
+) -> _Section:
+    """A step carrying a prefill chunk beside the decodes: its GEMMs, their time, the step."""
     mixed = mixed_step(
         dep, batch_size=batch_size, context_tokens=context_tokens, chunk_tokens=chunk_tokens
     )
     tokens = int(chunk_tokens) + int(batch_size)
     rate = dep.mfu * dep.peak_flops_per_second
     bound = "compute-bound" if mixed.compute_bound else "still memory-bound"
-    lines += [
+    lines = [
         ExplainLine(
             "mixed step GEMMs",
             f"2 x {dep.matmul_params:.3g} x {tokens:,} tokens"
@@ -231,7 +299,7 @@ def _add_mixed(lines, values, dep, batch_size, context_tokens, chunk_tokens, ste
             f"{format_seconds(mixed.step_seconds)} ({mixed.over_floor:.1f}x the floor)",
         ),
     ]
-    values.update(
+    values = dict(
         chunk_tokens=int(chunk_tokens),
         mixed_step_tokens=tokens,
         mixed_step_flops=float(mixed.matmul_flops),
@@ -241,3 +309,4 @@ def _add_mixed(lines, values, dep, batch_size, context_tokens, chunk_tokens, ste
         mixed_step_over_floor=float(mixed.step_seconds / step.floor_seconds),
         mixed_step_compute_bound=bool(mixed.compute_bound),
     )
+    return lines, values
