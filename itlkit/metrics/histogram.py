@@ -142,6 +142,9 @@ class HistogramSeries:
     sums: np.ndarray
     counts: np.ndarray
     sources: tuple[str, ...] = field(default=())
+    # Times of the scrapes at which some series' counters went down (a restart); the counts
+    # above already carry on across them (`metrics.series` corrects each series, then sums).
+    reset_times_seconds: tuple[float, ...] = field(default=())
 
     def __len__(self) -> int:
         return int(self.timestamps_seconds.size)
