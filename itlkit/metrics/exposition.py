@@ -145,6 +145,101 @@ def _empty(buckets) -> Histogram:
     return Histogram.create(upper_bounds=buckets, cumulative_counts=np.zeros(len(buckets)), sum=0.0)
 
 
+_PROCESS_LINES = (
+    "# HELP python_gc_objects_collected_total Objects collected during gc",
+    "# TYPE python_gc_objects_collected_total counter",
+    'python_gc_objects_collected_total{generation="0"} 12345.0',
+    "# HELP process_resident_memory_bytes Resident memory size in bytes.",
+    "# TYPE process_resident_memory_bytes gauge",
+    "process_resident_memory_bytes 5.453083e+09",
+)
+
+
+def _histogram_lines(fam: Family, h: Histogram, base: list, *, sort: bool) -> list[str]:
+    """One engine's `_bucket`, `_count` and `_sum` samples of a histogram family."""
+    out = []
+    for le, c in zip(h.upper_bounds, h.cumulative_counts, strict=True):
+        lab = _labels([*base, ("le", floatToGoString(le))], sort=sort)
+        out.append(f"{fam.name}_bucket{lab} {floatToGoString(c)}")
+    lab = _labels(base, sort=sort)
+    out.append(f"{fam.name}_count{lab} {floatToGoString(h.count)}")
+    out.append(f"{fam.name}_sum{lab} {floatToGoString(h.sum)}")
+    return out
+
+
+def _family_lines(
+    fam: Family,
+    engines: dict[str, EngineState],
+    *,
+    model_name: str,
+    sorted_labels: bool,
+    created_seconds: float,
+) -> list[str]:
+    """HELP, TYPE and every engine's samples of one family, then its `_created` gauge family."""
+    out = [f"# HELP {fam.name} {fam.help}", f"# TYPE {fam.name} {fam.kind}"]
+    name = _ALIASES.get(fam.name, fam.name)
+    created: list[str] = []
+    for engine, state in engines.items():
+        base = [("model_name", model_name), ("engine", engine)]
+        lab = _labels(base, sort=sorted_labels)
+        if fam.kind == "histogram":
+            h = state.histograms.get(name) or _empty(fam.buckets)
+            out += _histogram_lines(fam, h, base, sort=sorted_labels)
+            created.append(f"{fam.name}_created{lab} {floatToGoString(created_seconds)}")
+        else:
+            out.append(f"{fam.name}{lab} {floatToGoString(state.values.get(name, 0.0))}")
+            if fam.kind == "counter":
+                created.append(
+                    f"{fam.name.removesuffix('_total')}_created{lab} "
+                    f"{floatToGoString(created_seconds)}"
+                )
+    if created:
+        created_name = created[0].split("{", 1)[0]
+        out.append(f"# HELP {created_name} {fam.help}")
+        out.append(f"# TYPE {created_name} gauge")
+        out += created
+    return out
+
+
+def _success_lines(
+    engines: dict[str, EngineState], *, model_name: str, sorted_labels: bool
+) -> list[str]:
+    """`vllm:request_success_total` by finished reason (vLLM writes it after generation tokens)."""
+    out = [
+        "# HELP vllm:request_success_total Count of successfully processed requests.",
+        "# TYPE vllm:request_success_total counter",
+    ]
+    for engine, state in engines.items():
+        for reason in ("stop", "length", "abort"):
+            pairs = [("model_name", model_name), ("engine", engine), ("finished_reason", reason)]
+            lab = _labels(pairs, sort=sorted_labels)
+            value = state.success_by_reason.get(reason, 0.0)
+            out.append(f"vllm:request_success_total{lab} {floatToGoString(value)}")
+    return out
+
+
+def _info_lines(
+    engines: dict[str, EngineState], *, version: str, model_name: str, sorted_labels: bool
+) -> list[str]:
+    """`vllm:engine_sleep_state` (0.11 on) and `vllm:cache_config_info`, one per engine."""
+    out = []
+    if version != "0.9":  # sleep mode metrics arrived in ~0.11 (vllm-metrics spec §2)
+        out.append(
+            "# HELP vllm:engine_sleep_state Engine sleep state."  # gist; exact HELP not verified
+        )
+        out.append("# TYPE vllm:engine_sleep_state gauge")
+        for engine in engines:
+            for state, value in (("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0)):
+                pairs = [("model_name", model_name), ("engine", engine), ("sleep_state", state)]
+                out.append(f"vllm:engine_sleep_state{_labels(pairs, sort=sorted_labels)} {value}")
+    out.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
+    out.append("# TYPE vllm:cache_config_info gauge")
+    for engine in engines:
+        pairs = [*CACHE_CONFIG_LABELS, ("engine", engine)]
+        out.append(f"vllm:cache_config_info{_labels(pairs, sort=sorted_labels)} 1.0")
+    return out
+
+
 def render_vllm_metrics(
     engines: dict[str, EngineState],
     *,
@@ -161,76 +256,12 @@ def render_vllm_metrics(
     default so that pages written before they existed here stay byte-identical.
     """
     page = lookup("vLLM page version", version, PAGES)
-    out: list[str] = []
-    if process_families:
-        out += [
-            "# HELP python_gc_objects_collected_total Objects collected during gc",
-            "# TYPE python_gc_objects_collected_total counter",
-            'python_gc_objects_collected_total{generation="0"} 12345.0',
-            "# HELP process_resident_memory_bytes Resident memory size in bytes.",
-            "# TYPE process_resident_memory_bytes gauge",
-            "process_resident_memory_bytes 5.453083e+09",
-        ]
+    label_options = dict(model_name=model_name, sorted_labels=sorted_labels)
+    out: list[str] = list(_PROCESS_LINES) if process_families else []
     for fam in page:
-        out.append(f"# HELP {fam.name} {fam.help}")
-        out.append(f"# TYPE {fam.name} {fam.kind}")
-        name = _ALIASES.get(fam.name, fam.name)
-        created: list[str] = []
-        for engine, state in engines.items():
-            base = [("model_name", model_name), ("engine", engine)]
-            if fam.kind == "histogram":
-                h = state.histograms.get(name) or _empty(fam.buckets)
-                for le, c in zip(h.upper_bounds, h.cumulative_counts, strict=True):
-                    lab = _labels([*base, ("le", floatToGoString(le))], sort=sorted_labels)
-                    out.append(f"{fam.name}_bucket{lab} {floatToGoString(c)}")
-                lab = _labels(base, sort=sorted_labels)
-                out.append(f"{fam.name}_count{lab} {floatToGoString(h.count)}")
-                out.append(f"{fam.name}_sum{lab} {floatToGoString(h.sum)}")
-                created.append(f"{fam.name}_created{lab} {floatToGoString(created_seconds)}")
-            else:
-                lab = _labels(base, sort=sorted_labels)
-                out.append(f"{fam.name}{lab} {floatToGoString(state.values.get(name, 0.0))}")
-                if fam.kind == "counter":
-                    created.append(
-                        f"{fam.name.removesuffix('_total')}_created{lab} "
-                        f"{floatToGoString(created_seconds)}"
-                    )
-        if created:
-            created_name = created[0].split("{", 1)[0]
-            out.append(f"# HELP {created_name} {fam.help}")
-            out.append(f"# TYPE {created_name} gauge")
-            out += created
+        out += _family_lines(fam, engines, created_seconds=created_seconds, **label_options)
         if fam.name == "vllm:generation_tokens_total":
-            out.append(
-                "# HELP vllm:request_success_total Count of successfully processed requests."
-            )
-            out.append("# TYPE vllm:request_success_total counter")
-            for engine, state in engines.items():
-                for reason in ("stop", "length", "abort"):
-                    lab = _labels(
-                        [
-                            ("model_name", model_name),
-                            ("engine", engine),
-                            ("finished_reason", reason),
-                        ],
-                        sort=sorted_labels,
-                    )
-                    value = state.success_by_reason.get(reason, 0.0)
-                    out.append(f"vllm:request_success_total{lab} {floatToGoString(value)}")
-    if not info_families:
-        return "\n".join(out) + "\n"
-    if version != "0.9":  # sleep mode metrics arrived in ~0.11 (vllm-metrics spec §2)
-        out.append(
-            "# HELP vllm:engine_sleep_state Engine sleep state."  # gist; exact HELP not verified
-        )
-        out.append("# TYPE vllm:engine_sleep_state gauge")
-        for engine in engines:
-            for state, value in (("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0)):
-                pairs = [("model_name", model_name), ("engine", engine), ("sleep_state", state)]
-                out.append(f"vllm:engine_sleep_state{_labels(pairs, sort=sorted_labels)} {value}")
-    out.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
-    out.append("# TYPE vllm:cache_config_info gauge")
-    for engine in engines:
-        pairs = [*CACHE_CONFIG_LABELS, ("engine", engine)]
-        out.append(f"vllm:cache_config_info{_labels(pairs, sort=sorted_labels)} 1.0")
+            out += _success_lines(engines, **label_options)
+    if info_families:
+        out += _info_lines(engines, version=version, **label_options)
     return "\n".join(out) + "\n"
