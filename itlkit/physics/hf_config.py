@@ -1,19 +1,26 @@
 """Read a Hugging Face `config.json` into a `Model` (architecture fields only).
 
-Reads llama, mistral, qwen2/3, mixtral, qwen3_moe, gemma2, deepseek_v2/v3, gpt_oss and other
-llama-like layouts; multimodal configs are read through their `text_config`. Field meanings are
-transformers' (`num_hidden_layers`, `num_key_value_heads`, `num_local_experts`, ...).
+Each family is read by its own field names, as transformers' config classes define them:
+llama-like layouts (llama, mistral, mixtral, qwen2/3 and their MoE, phi3, gemma 2/3, llama 4,
+deepseek_v2/v3, gpt_oss), and the older ones (gpt2, gptj, gpt_neox, opt, falcon, phi). Multimodal
+configs are read through their `text_config`. Every field used is checked for type and range; a
+bad one raises one `ConfigError` line naming the file and the field.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from itlkit.errors import ConfigError
 from itlkit.physics.model import Model
 
-_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text"}
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gpt2", "opt", "falcon"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text"}
+_FOUR_NORMS = {"gemma2", "gemma3_text"}
+_FALCON_TYPES = {"falcon", "RefinedWeb", "RefinedWebModel"}
+_MISSING = object()
 
 
 def read_hf_config(path: str | Path) -> dict:
@@ -23,6 +30,8 @@ def read_hf_config(path: str | Path) -> dict:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read model config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"model config {path} is not UTF-8 text") from None
     if not text.strip():
         raise ConfigError(f"model config {path} is empty")
     try:
@@ -34,94 +43,320 @@ def read_hf_config(path: str | Path) -> dict:
         ) from None
     if not isinstance(config, dict):
         raise ConfigError(f"model config {path} must hold a JSON object")
-    if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
-        config = {**config["text_config"], "model_type": config["text_config"].get("model_type")}
+    if "num_hidden_layers" not in config and "text_config" in config:
+        text_config = config["text_config"]
+        if not isinstance(text_config, dict):
+            raise ConfigError(f"model config {path}: field 'text_config' must be a JSON object")
+        config = {**text_config, "model_type": text_config.get("model_type")}
     return config
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Typed, range-checked reads of one config's fields; errors name the file and the field."""
+
+    config: dict
+    path: Path
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"model config {self.path}: field {key!r} {problem}")
+
+    def has(self, key: str) -> bool:
+        return self.config.get(key) is not None
+
+    def int(self, key: str, default=_MISSING, *, minimum: int = 1) -> int:
+        """An integer >= `minimum` (JSON null counts as absent; 4096.0 reads as 4096)."""
+        value = self.config.get(key)
+        if value is None:
+            if default is _MISSING:
+                raise self.fail(key, "is missing")
+            return default
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"must be {kind} (got {value!r})")
+        if isinstance(value, float) and not value.is_integer():
+            raise self.fail(key, f"must be {kind} (got {value!r})")
+        if value < minimum:
+            raise self.fail(key, f"must be {kind} (got {value!r})")
+        return int(value)
+
+    def first_int(self, keys: tuple[str, ...], default=_MISSING, *, minimum: int = 1) -> int:
+        """The first of `keys` present (families name one quantity differently)."""
+        for key in keys:
+            if self.has(key):
+                return self.int(key, minimum=minimum)
+        if default is _MISSING:
+            raise self.fail(keys[0], "is missing")
+        return default
+
+    def bool(self, key: str, default: bool) -> bool:
+        """A JSON true/false (the string "false" would read as true, so it is refused)."""
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false (got {value!r})")
+        return value
+
+    def str(self, key: str, default: str) -> str:
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string (got {value!r})")
+        return value
+
+    def list(self, key: str) -> list | None:
+        value = self.config.get(key)
+        if value is not None and not isinstance(value, list):
+            raise self.fail(key, f"must be a list (got {value!r})")
+        return value
 
 
 def model_from_hf_config(path: str | Path) -> Model:
     """Build a Model from a Hugging Face `config.json`."""
     path = Path(path)
-    config = read_hf_config(path)
-    fields = _dense_fields(config, path)
-    fields.update(_moe_fields(config, path))
-    fields.update(_mla_fields(config))
-    fields.update(_sliding_fields(config, layers=fields["num_layers"]))
-    if not fields["intermediate_size"] and not fields.get("num_experts"):
-        raise ConfigError(f"model config {path}: field 'intermediate_size' is missing")
-    model = Model(**fields)
-    if model.attention_head_dim <= 0:
-        raise ConfigError(f"model config {path}: cannot work out head_dim")
-    return model
-
-
-def _positive(config: dict, key: str, path: Path) -> int:
-    value = config.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(
-            f"model config {path}: field {key!r} is missing or not a positive integer "
-            f"(got {value!r})"
-        )
-    return value
-
-
-def _model_type(config: dict) -> str:
-    return str(config.get("model_type") or "llama")
-
-
-def _dense_fields(config: dict, path: Path) -> dict:
-    """Name, layer count, widths, heads, vocabulary and the per-architecture quirks."""
-    model_type = _model_type(config)
-    layers = _positive(config, "num_hidden_layers", path)
-    hidden = _positive(config, "hidden_size", path)
-    heads = _positive(config, "num_attention_heads", path)
+    f = _Fields(read_hf_config(path), path)
+    model_type = f.str("model_type", "llama") or "llama"
+    reader = _FAMILY_READERS.get(model_type, _llama_like_fields)
+    fields = reader(f, model_type)
+    fields.update(_moe_fields(f, model_type, layers=fields["num_layers"]))
+    fields.update(_mla_fields(f))
+    fields.update(_sliding_fields(f, model_type, layers=fields["num_layers"]))
     slug = path.parent.name if path.name == "config.json" else path.stem
-    fields = dict(
+    fields.update(
         slug=slug if slug not in ("", ".") else "custom-model",
-        hf_id=str(config.get("_name_or_path", "")),
+        hf_id=f.str("_name_or_path", ""),
         arch=model_type,
-        num_layers=layers,
-        hidden_size=hidden,
+    )
+    _check_heads(f, fields)
+    if not fields["intermediate_size"] and not fields.get("num_experts"):
+        raise f.fail("intermediate_size", "is missing")
+    return Model(**fields)
+
+
+# ---- families ---------------------------------------------------------------------------------
+def _llama_like_fields(f: _Fields, model_type: str) -> dict:
+    """Llama's field names: mistral, qwen2/3, phi3, gemma 2/3, llama 4, deepseek, gpt-oss."""
+    heads = f.int("num_attention_heads")
+    llama4 = model_type in {"llama4", "llama4_text"}
+    intermediate = "intermediate_size_mlp" if llama4 else "intermediate_size"
+    fields = dict(
+        num_layers=f.int("num_hidden_layers"),
+        hidden_size=f.int("hidden_size"),
         num_attention_heads=heads,
-        num_kv_heads=int(config.get("num_key_value_heads") or heads),
-        head_dim=config.get("head_dim") or None,
-        intermediate_size=int(config.get("intermediate_size") or 0),
-        vocab_size=_positive(config, "vocab_size", path),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
-        qkv_bias=model_type == "qwen2" or bool(config.get("qkv_bias", False)),
-        attention_bias=bool(config.get("attention_bias", False)),
-        qk_norm=model_type in {"qwen3", "qwen3_moe"},
-        norms_per_layer=4 if model_type in {"gemma2", "gemma3_text"} else 2,
+        num_kv_heads=f.int("num_key_value_heads", heads),
+        head_dim=f.int("head_dim", None),
+        intermediate_size=f.int(intermediate, 0),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", model_type in _TIED_BY_DEFAULT),
+        qkv_bias=model_type in {"qwen2", "qwen2_moe"} or f.bool("qkv_bias", False),
+        attention_bias=f.bool("attention_bias", model_type == "gpt_oss"),
+        mlp_bias=f.bool("mlp_bias", False),
+        qk_norm=model_type in _QK_NORM,
+        norms_per_layer=4 if model_type in _FOUR_NORMS else 2,
     )
     if model_type == "gpt_oss":
         fields.update(attention_bias=True, attention_sinks=True)
     return fields
 
 
-def _moe_fields(config: dict, path: Path) -> dict:
-    """Routed and shared experts, top-k, and which layers stay dense (none for a dense model)."""
-    experts = (
-        config.get("num_local_experts")
-        or config.get("num_experts")
-        or config.get("n_routed_experts")
+def _gpt2_fields(f: _Fields, model_type: str) -> dict:
+    """GPT-2: learned positions, LayerNorm with biases, a 4x GELU MLP with biases, tied head."""
+    hidden = f.int("n_embd")
+    return dict(
+        num_layers=f.int("n_layer"),
+        hidden_size=hidden,
+        num_attention_heads=f.int("n_head"),
+        num_kv_heads=f.int("n_head"),
+        intermediate_size=f.int("n_inner", 4 * hidden),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", True),
+        attention_bias=True,
+        norm_bias=True,
+        gated_mlp=False,
+        mlp_bias=True,
+        position_embeddings=f.int("n_positions"),
     )
+
+
+def _gptj_fields(f: _Fields, model_type: str) -> dict:
+    """GPT-J: one LayerNorm per (parallel) block, bias-free attention, biased MLP and LM head."""
+    hidden = f.int("n_embd")
+    return dict(
+        num_layers=f.int("n_layer"),
+        hidden_size=hidden,
+        num_attention_heads=f.int("n_head"),
+        num_kv_heads=f.int("n_head"),
+        intermediate_size=f.int("n_inner", 4 * hidden),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", False),
+        norms_per_layer=1,
+        norm_bias=True,
+        gated_mlp=False,
+        mlp_bias=True,
+        lm_head_bias=True,
+    )
+
+
+def _gpt_neox_fields(f: _Fields, model_type: str) -> dict:
+    """GPT-NeoX (Pythia): fused biased QKV, LayerNorm with biases, 4x GELU MLP, untied head."""
+    heads = f.int("num_attention_heads")
+    return dict(
+        num_layers=f.int("num_hidden_layers"),
+        hidden_size=f.int("hidden_size"),
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        intermediate_size=f.int("intermediate_size"),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", False),
+        attention_bias=f.bool("attention_bias", True),
+        norm_bias=True,
+        gated_mlp=False,
+        mlp_bias=True,
+    )
+
+
+def _opt_fields(f: _Fields, model_type: str) -> dict:
+    """OPT: `ffn_dim`, learned positions with an offset of 2, biases everywhere, tied head."""
+    heads, hidden = f.int("num_attention_heads"), f.int("hidden_size")
+    proj = f.int("word_embed_proj_dim", hidden)
+    bias = f.bool("enable_bias", True)
+    if not f.bool("layer_norm_elementwise_affine", True):
+        raise f.fail("layer_norm_elementwise_affine", "false (no LayerNorm weights) is unsupported")
+    pre_norm = f.bool("do_layer_norm_before", True)
+    return dict(
+        num_layers=f.int("num_hidden_layers"),
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        intermediate_size=f.int("ffn_dim"),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", True),
+        attention_bias=bias,
+        norm_bias=True,
+        final_norm=pre_norm and not f.bool("_remove_final_layer_norm", False),
+        gated_mlp=False,
+        mlp_bias=bias,
+        # OPTLearnedPositionalEmbedding keeps 2 extra rows (its padding offset).
+        position_embeddings=f.int("max_position_embeddings") + 2,
+        word_embed_proj_dim=proj if proj != hidden else 0,
+    )
+
+
+def _falcon_fields(f: _Fields, model_type: str) -> dict:
+    """Falcon: multi-query (7B) or grouped KV (`new_decoder_architecture`, 40B/180B), LayerNorm."""
+    heads = f.first_int(("num_attention_heads", "n_head"))
+    hidden = f.int("hidden_size")
+    new_arch = f.bool("new_decoder_architecture", False)
+    if new_arch:
+        kv_heads = f.first_int(("num_kv_heads", "n_head_kv"), heads)
+        norms = f.int("num_ln_in_parallel_attn", 2)
+    else:
+        kv_heads = 1 if f.bool("multi_query", True) else heads
+        norms = 1 if f.bool("parallel_attn", True) else 2
+    bias = f.bool("bias", False)
+    return dict(
+        num_layers=f.first_int(("num_hidden_layers", "n_layer")),
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        intermediate_size=f.int("ffn_hidden_size", 4 * hidden),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", True),
+        attention_bias=bias,
+        norms_per_layer=norms,
+        norm_bias=True,
+        gated_mlp=False,
+        mlp_bias=bias,
+    )
+
+
+def _phi_fields(f: _Fields, model_type: str) -> dict:
+    """Phi-1/2: parallel block with one LayerNorm, biased attention, 4x GELU MLP, biased head."""
+    heads = f.int("num_attention_heads")
+    return dict(
+        num_layers=f.int("num_hidden_layers"),
+        hidden_size=f.int("hidden_size"),
+        num_attention_heads=heads,
+        num_kv_heads=f.int("num_key_value_heads", heads),
+        intermediate_size=f.int("intermediate_size"),
+        vocab_size=f.int("vocab_size"),
+        tie_word_embeddings=f.bool("tie_word_embeddings", False),
+        attention_bias=True,
+        norms_per_layer=1,
+        norm_bias=True,
+        gated_mlp=False,
+        mlp_bias=True,
+        lm_head_bias=True,
+    )
+
+
+_FAMILY_READERS = {
+    "gpt2": _gpt2_fields,
+    "gptj": _gptj_fields,
+    "gpt_neox": _gpt_neox_fields,
+    "opt": _opt_fields,
+    "phi": _phi_fields,
+    **{name: _falcon_fields for name in _FALCON_TYPES},
+}
+
+
+# ---- shared parts -----------------------------------------------------------------------------
+def _check_heads(f: _Fields, fields: dict) -> None:
+    """Query heads must split evenly over KV heads, and heads must split the hidden width."""
+    heads, kv_heads = fields["num_attention_heads"], fields["num_kv_heads"]
+    if not fields.get("kv_lora_rank") and heads % kv_heads:
+        raise f.fail(
+            "num_key_value_heads",
+            f"({kv_heads}) must divide num_attention_heads ({heads})",
+        )
+    if fields.get("head_dim") is None and fields["hidden_size"] % heads:
+        raise f.fail(
+            "num_attention_heads",
+            f"({heads}) must divide hidden_size ({fields['hidden_size']}) when head_dim is unset",
+        )
+
+
+def _moe_fields(f: _Fields, model_type: str, *, layers: int) -> dict:
+    """Routed and shared experts, top-k, and which layers stay dense (none for a dense model)."""
+    keys = ("num_local_experts", "num_experts", "n_routed_experts")
+    experts = f.first_int(keys, 0, minimum=0)
     if not experts:
         return {}
-    model_type = _model_type(config)
-    fields = dict(
-        num_experts=int(experts),
-        experts_per_token=int(config.get("num_experts_per_tok") or 0),
-        moe_intermediate_size=int(
-            config.get("moe_intermediate_size") or config.get("intermediate_size") or 0
-        ),
-        num_shared_experts=int(config.get("n_shared_experts") or 0),
-        first_dense_layers=int(config.get("first_k_dense_replace") or 0),
-    )
-    if fields["experts_per_token"] <= 0 or fields["moe_intermediate_size"] <= 0:
-        raise ConfigError(
-            f"model config {path}: an MoE config needs 'num_experts_per_tok' and an expert "
-            "intermediate size"
+    top_k = f.int("num_experts_per_tok")
+    if top_k > experts:
+        raise f.fail("num_experts_per_tok", f"({top_k}) exceeds the {experts} experts")
+    fields = dict(num_experts=experts, experts_per_token=top_k)
+    if model_type in {"llama4", "llama4_text"}:
+        # Experts use `intermediate_size`, dense layers `intermediate_size_mlp`; one shared expert.
+        fields.update(
+            moe_intermediate_size=f.int("intermediate_size"),
+            num_shared_experts=1,
+            moe_layer_step=f.int("interleave_moe_layer_step", 1),
         )
+    else:
+        fields.update(
+            moe_intermediate_size=f.first_int(("moe_intermediate_size", "intermediate_size")),
+            num_shared_experts=f.int("n_shared_experts", 0, minimum=0),
+            first_dense_layers=f.int("first_k_dense_replace", 0, minimum=0),
+            moe_layer_step=f.int("decoder_sparse_step", 1),
+        )
+    if f.int("moe_layer_freq", 1) != 1:
+        raise f.fail("moe_layer_freq", "other than 1 is not supported")
+    if f.list("mlp_only_layers"):
+        raise f.fail("mlp_only_layers", "(dense layers listed by index) is not supported")
+    if f.has("shared_expert_intermediate_size"):
+        shared = f.int("shared_expert_intermediate_size", minimum=0)
+        fields.update(
+            num_shared_experts=1 if shared else 0,
+            shared_expert_intermediate_size=shared,
+            shared_expert_gate=model_type == "qwen2_moe",
+        )
+    if fields.get("first_dense_layers", 0) > layers:
+        raise f.fail("first_k_dense_replace", f"exceeds num_hidden_layers ({layers})")
+    if fields["moe_layer_step"] > layers:
+        raise f.fail("interleave_moe_layer_step", f"exceeds num_hidden_layers ({layers})")
     if model_type == "gpt_oss":
         fields.update(expert_bias=True, router_bias=True)
     if model_type.startswith("deepseek_v3"):
@@ -129,29 +364,35 @@ def _moe_fields(config: dict, path: Path) -> dict:
     return fields
 
 
-def _mla_fields(config: dict) -> dict:
+def _mla_fields(f: _Fields) -> dict:
     """DeepSeek's multi-head latent attention: the low-rank q and compressed KV projections."""
-    if not config.get("kv_lora_rank"):
+    if not f.int("kv_lora_rank", 0, minimum=0):
         return {}
     return dict(
-        q_lora_rank=int(config.get("q_lora_rank") or 0),
-        kv_lora_rank=int(config["kv_lora_rank"]),
-        qk_nope_head_dim=int(config.get("qk_nope_head_dim") or 0),
-        qk_rope_head_dim=int(config.get("qk_rope_head_dim") or 0),
-        v_head_dim=int(config.get("v_head_dim") or 0),
+        q_lora_rank=f.int("q_lora_rank", 0, minimum=0),
+        kv_lora_rank=f.int("kv_lora_rank"),
+        qk_nope_head_dim=f.int("qk_nope_head_dim"),
+        qk_rope_head_dim=f.int("qk_rope_head_dim"),
+        v_head_dim=f.int("v_head_dim"),
     )
 
 
-def _sliding_fields(config: dict, *, layers: int) -> dict:
+def _sliding_fields(f: _Fields, model_type: str, *, layers: int) -> dict:
     """The sliding window and how many layers use it (`layer_types`, else the family's rule)."""
-    window = config.get("sliding_window")
-    if not window or not config.get("use_sliding_window", True):
+    window = f.int("sliding_window", 0, minimum=0)
+    if not window or not f.bool("use_sliding_window", True):
         return {}
-    layer_types = config.get("layer_types")
-    if isinstance(layer_types, list):
+    layer_types = f.list("layer_types")
+    if layer_types is not None:
+        if len(layer_types) != layers or not all(isinstance(t, str) for t in layer_types):
+            raise f.fail("layer_types", f"must list one string per layer ({layers})")
         sliding = sum(1 for t in layer_types if t == "sliding_attention")
-    elif _model_type(config) in {"gemma2", "gpt_oss"}:
+    elif model_type in {"gemma2", "gpt_oss"}:
         sliding = layers // 2
+    elif model_type == "gemma3_text":
+        # Gemma 3: every `sliding_window_pattern`-th layer is global (5 local : 1 global).
+        pattern = f.int("sliding_window_pattern", 6)
+        sliding = layers - layers // pattern
     else:
         sliding = layers
-    return dict(sliding_window=int(window), sliding_layers=sliding) if sliding else {}
+    return dict(sliding_window=window, sliding_layers=sliding) if sliding else {}

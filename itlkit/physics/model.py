@@ -36,13 +36,23 @@ class Model:
     qkv_bias: bool = False  # Qwen2: biases on q, k, v only
     attention_bias: bool = False  # gpt-oss: biases on q, k, v and o
     attention_sinks: bool = False  # gpt-oss: one learned sink logit per head
-    qk_norm: bool = False  # Qwen3: per-head RMSNorm on q and k
+    qk_norm: bool = False  # Qwen3, Gemma 3: per-head RMSNorm on q and k
     norms_per_layer: int = 2
+    norm_bias: bool = False  # LayerNorm with a bias (GPT-2, OPT, GPT-NeoX, GPT-J, Falcon)
+    final_norm: bool = True  # OPT-350m (post-norm) has none
+    gated_mlp: bool = True  # SwiGLU/GeGLU gate, up, down; False: up, down (GPT-2's 4x GELU)
+    mlp_bias: bool = False  # biases on the MLP projections (GPT-2, OPT, GPT-NeoX, GPT-J)
+    lm_head_bias: bool = False  # GPT-J, Phi-2
+    position_embeddings: int = 0  # learned absolute positions: table rows (OPT: max + 2)
+    word_embed_proj_dim: int = 0  # OPT: token embeddings narrower than hidden, projected in/out
     num_experts: int = 0
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
     num_shared_experts: int = 0
     first_dense_layers: int = 0
+    moe_layer_step: int = 1  # Llama 4, Qwen2-MoE: layer i is MoE when (i + 1) % step == 0
+    shared_expert_intermediate_size: int = 0  # Qwen2-MoE; 0: shared experts are expert-sized
+    shared_expert_gate: bool = False  # Qwen2-MoE: a sigmoid gate (hidden -> 1) on the shared expert
     expert_bias: bool = False
     router_bias: bool = False
     q_lora_rank: int = 0
@@ -69,7 +79,16 @@ class Model:
 
     @property
     def moe_layers(self) -> int:
-        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+        """Layers whose MLP is experts: past the first dense ones, every `moe_layer_step`-th."""
+        if not self.is_moe:
+            return 0
+        layers = range(self.first_dense_layers, self.num_layers)
+        return sum(1 for i in layers if (i + 1) % self.moe_layer_step == 0)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the token embedding table (OPT-350m: 512 under a 1024-wide model)."""
+        return self.word_embed_proj_dim or self.hidden_size
 
     # ---- parameter counts --------------------------------------------------------------------
     @property
@@ -100,11 +119,22 @@ class Model:
             params += nq
         return params
 
+    def _mlp_params(self, intermediate: int, *, bias: bool) -> int:
+        """Gate (if gated), up and down projections of width `intermediate`, with their biases."""
+        h, matrices = self.hidden_size, 3 if self.gated_mlp else 2
+        return matrices * h * intermediate + ((matrices - 1) * intermediate + h if bias else 0)
+
     @property
     def expert_params(self) -> int:
         """One routed expert: gate, up and down projections (SwiGLU), with biases if any."""
-        h, i = self.hidden_size, self.moe_intermediate_size
-        return 3 * h * i + (2 * i + h if self.expert_bias else 0)
+        return self._mlp_params(self.moe_intermediate_size, bias=self.expert_bias)
+
+    @property
+    def shared_experts_params_per_layer(self) -> int:
+        """The always-on shared experts of one MoE layer (and their gate, Qwen2-MoE)."""
+        width = self.shared_expert_intermediate_size or self.moe_intermediate_size
+        gate = self.hidden_size if self.shared_expert_gate else 0
+        return self.num_shared_experts * self._mlp_params(width, bias=self.expert_bias) + gate
 
     @property
     def router_params_per_layer(self) -> int:
@@ -112,29 +142,52 @@ class Model:
 
     @property
     def dense_mlp_params_per_layer(self) -> int:
-        return 3 * self.hidden_size * self.intermediate_size
+        return self._mlp_params(self.intermediate_size, bias=self.mlp_bias)
+
+    @property
+    def norm_params(self) -> int:
+        """One norm's parameters: a scale, and a bias for LayerNorm."""
+        return self.hidden_size * (2 if self.norm_bias else 1)
 
     def _layer_params(self, *, moe: bool, experts: float) -> float:
-        base = self.attention_params_per_layer + self.norms_per_layer * self.hidden_size
+        base = self.attention_params_per_layer + self.norms_per_layer * self.norm_params
         if not moe:
             return base + self.dense_mlp_params_per_layer
-        shared = self.num_shared_experts * self.expert_params
-        return base + self.router_params_per_layer + shared + experts * self.expert_params
+        return (
+            base
+            + self.router_params_per_layer
+            + self.shared_experts_params_per_layer
+            + experts * self.expert_params
+        )
 
     @property
     def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size
+        """The token embedding table (a row gather per token, not a matmul)."""
+        return self.vocab_size * self.embed_dim
+
+    @property
+    def position_embedding_params(self) -> int:
+        """Learned absolute position table (GPT-2, OPT); zero for rotary models."""
+        return self.position_embeddings * self.hidden_size
+
+    @property
+    def embedding_projection_params(self) -> int:
+        """OPT's project_in and project_out (no bias) when the embedding is narrower."""
+        return 2 * self.embed_dim * self.hidden_size if self.embed_dim != self.hidden_size else 0
 
     @property
     def lm_head_params(self) -> int:
-        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        weight = 0 if self.tie_word_embeddings else self.vocab_size * self.embed_dim
+        return weight + (self.vocab_size if self.lm_head_bias else 0)
 
     def _params_with_experts(self, experts: float) -> float:
         dense_layers = self.num_layers - self.moe_layers
         return (
             self.embedding_params
+            + self.position_embedding_params
+            + self.embedding_projection_params
             + self.lm_head_params
-            + self.hidden_size  # final norm
+            + (self.norm_params if self.final_norm else 0)
             + dense_layers * self._layer_params(moe=False, experts=0)
             + self.moe_layers * self._layer_params(moe=True, experts=experts)
         )
@@ -164,16 +217,18 @@ class Model:
         """Parameters a step over `tokens` tokens must read from HBM.
 
         Dense models read everything. MoE models read the experts the batch is expected to touch.
-        With `exclude_input_embedding`, an untied input-embedding table (a row gather, not a
-        stream) is left out; a tied one is still streamed as the LM head.
+        With `exclude_input_embedding`, an untied input-embedding table and a learned position
+        table (row gathers, not streams) are left out; a tied one is still streamed as the LM head.
         """
         tokens = np.asarray(tokens, dtype=float)
         if self.is_moe:
             params = self._params_with_experts(self.expected_experts_touched(tokens=tokens))
         else:
             params = np.full_like(tokens, float(self.total_params))
-        if exclude_input_embedding and not self.tie_word_embeddings:
-            params = params - self.embedding_params
+        if exclude_input_embedding:
+            params = params - self.position_embedding_params
+            if not self.tie_word_embeddings:
+                params = params - self.embedding_params
         return params
 
     # ---- KV cache ----------------------------------------------------------------------------
