@@ -12,7 +12,8 @@ from itlkit.cli._args import (
     positive_int,
 )
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
-from itlkit.diagnosis.scoring import diagnose, postmortem_text
+from itlkit.diagnosis.report import build_report, to_text
+from itlkit.diagnosis.scoring import diagnose
 from itlkit.metrics.readers import read_paths
 
 
@@ -73,7 +74,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=_json_default))
     else:
-        print(postmortem_text(result))
+        print(to_text(build_report(result)))
     return 0
 
 

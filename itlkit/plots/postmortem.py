@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
+from itlkit.diagnosis.report import build_report, to_html
+from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import Prediction
 from itlkit.metrics.histogram import Histogram
 from itlkit.units import MILLISECOND, format_seconds
@@ -223,44 +224,10 @@ def postmortem_html(
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title>",
         "<style>body{font-family:sans-serif;max-width:1150px;margin:2em auto;}"
-        "li{margin:.2em 0} .low{color:#777}</style></head><body>",
+        "li{margin:.2em 0}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p><b>{html.escape(d.verdict)}</b></p>",
-        "<table>",
+        to_html(build_report(d)),
     ]
-    q = d.itl_quantiles_seconds
-    rows = [
-        ("deployment", d.deployment.label),
-        ("batch / context", f"~{d.batch_size:.0f} sequences, ~{d.context_tokens:,.0f} tokens"),
-        ("bandwidth floor", format_seconds(d.floor_seconds)),
-        ("fast mode / MBU fit", f"{format_seconds(d.fast_mode_seconds)} / {100 * d.mbu_fit:.0f}%"),
-        ("ITL p50 / p90 / p99", " / ".join(format_seconds(q[k]) for k in (0.5, 0.9, 0.99))),
-        ("observations", f"{d.timeline.itl_total.count:,.0f} over {len(d.timeline)} windows"),
-    ]
-    parts += [f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows]
-    parts.append("</table>")
-    for finding in d.findings:
-        low = finding.score < HEALTHY_BELOW
-        parts.append(
-            f"<h2{' class=low' if low else ''}>{html.escape(finding.title)}: score "
-            f"{finding.score:.2f}</h2><ul>"
-        )
-        parts += [f"<li>{html.escape(e)}</li>" for e in finding.evidence]
-        parts.append("</ul>")
-        if not low:
-            parts.append("<p>Check next:</p><ul>")
-            parts += [f"<li>{html.escape(c)}</li>" for c in finding.confirm]
-            parts.append("</ul><p>Fixes and their price:</p><ul>")
-            parts += [
-                f"<li><b>{html.escape(f.action)}</b>: {html.escape(f.effect)}. "
-                f"Price: {html.escape(f.price)}.</li>"
-                for f in finding.fixes
-            ]
-            parts.append("</ul>")
-    if d.notes:
-        parts.append("<h2>Notes</h2><ul>")
-        parts += [f"<li>{html.escape(n)}</li>" for n in d.notes]
-        parts.append("</ul>")
     for i, fig in enumerate(figures):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0)))
     parts.append("</body></html>")

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from itlkit.bundled import scenario_folder
 from itlkit.diagnosis.evidence import timeline_from_frame
-from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis, diagnose
+from itlkit.diagnosis.report import build_report, to_html
+from itlkit.diagnosis.scoring import Diagnosis, diagnose
 from itlkit.diagnosis.whatif import (
     EngineSpeed,
     Prediction,
@@ -32,7 +33,6 @@ from itlkit.plots.postmortem import (
     whatif_figure,
     whatif_title,
 )
-from itlkit.units import format_seconds
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._style import error_banner
 
@@ -54,6 +54,25 @@ class PostmortemExplorer:
     """Load metrics, diagnose, show the evidence, replay what-ifs and export an HTML report."""
 
     def __init__(self, *, scenario: str = "mixed", max_num_batched_tokens: int = 2048):
+        self._build_controls(scenario, max_num_batched_tokens)
+        self.diagnosis: Diagnosis | None = None
+        self.speed: EngineSpeed | None = None
+        self.baseline: Prediction | None = None
+        self.prediction: Prediction | None = None
+        self._run_diagnosis()
+        self.timeline_figure = go.FigureWidget(timeline_figure(self.diagnosis))
+        self._run_whatif()
+        self.whatif_figure = go.FigureWidget(
+            whatif_figure(self.diagnosis, self.baseline, self.prediction)
+        )
+        self.load.on_click(lambda _: self.reload())
+        for control in (self.whatif_budget, self.whatif_seqs, self.whatif_fp8, self.whatif_disagg):
+            control.observe(self.update_whatif, names="value")
+        self.export.on_click(lambda _: self.export_report())
+        self.view = self._layout()
+
+    def _build_controls(self, scenario: str, max_num_batched_tokens: int) -> None:
+        """The source, deployment and what-if controls, and the output panes."""
         self.source = widgets.Dropdown(
             options=[*bundled_scenarios(), UPLOAD, PROMETHEUS],
             value=scenario,
@@ -84,17 +103,27 @@ class PostmortemExplorer:
             style=_WIDE,
         )
         self.load = widgets.Button(description="load and diagnose", button_style="primary")
-        self.verdict = widgets.HTML()
-        self.evidence = widgets.HTML()
+        self.verdict, self.evidence = widgets.HTML(), widgets.HTML()
         self.whatif_budget = widgets.IntSlider(
-            value=512, min=64, max=16384, step=64, description="token budget (tokens/step)",
-            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="560px"),
-        )  # fmt: skip
+            value=512,
+            min=64,
+            max=16384,
+            step=64,
+            description="token budget (tokens/step)",
+            continuous_update=False,
+            style=_WIDE,
+            layout=widgets.Layout(width="560px"),
+        )
         self.whatif_budget.add_class("itlkit-whatif-budget")
         self.whatif_seqs = widgets.IntSlider(
-            value=1024, min=1, max=1024, description="max_num_seqs (requests)",
-            continuous_update=False, style=_WIDE, layout=widgets.Layout(width="560px"),
-        )  # fmt: skip
+            value=1024,
+            min=1,
+            max=1024,
+            description="max_num_seqs (requests)",
+            continuous_update=False,
+            style=_WIDE,
+            layout=widgets.Layout(width="560px"),
+        )
         self.whatif_fp8 = widgets.Checkbox(value=False, description="FP8 KV cache", indent=False)
         self.whatif_disagg = widgets.Checkbox(
             value=False, description="disaggregate prefill", indent=False
@@ -105,57 +134,32 @@ class PostmortemExplorer:
         self.export_status = widgets.HTML()
         self.report_dir = Path(tempfile.gettempdir())
 
-        self.diagnosis: Diagnosis | None = None
-        self.speed: EngineSpeed | None = None
-        self.baseline: Prediction | None = None
-        self.prediction: Prediction | None = None
-        self._run_diagnosis()
-        self.timeline_figure = go.FigureWidget(timeline_figure(self.diagnosis))
-        self._run_whatif()
-        self.whatif_figure = go.FigureWidget(
-            whatif_figure(self.diagnosis, self.baseline, self.prediction)
-        )
-
-        self.load.on_click(lambda _: self.reload())
-        for control in (self.whatif_budget, self.whatif_seqs, self.whatif_fp8, self.whatif_disagg):
-            control.observe(self.update_whatif, names="value")
-        self.export.on_click(lambda _: self.export_report())
-        self.view = widgets.VBox(
+    def _layout(self) -> widgets.VBox:
+        """The six steps of the walk, top to bottom."""
+        sources = widgets.VBox([self.source, self.upload, self.url, self.start, self.end])
+        deployment = widgets.VBox([*self.picker.controls, self.tp, self.budget])
+        whatif = widgets.HBox(
             [
-                widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
-                widgets.HBox(
-                    [
-                        widgets.VBox([self.source, self.upload, self.url, self.start, self.end]),
-                        widgets.VBox(
-                            [
-                                *self.picker.controls,
-                                self.tp,
-                                self.budget,
-                            ]
-                        ),
-                    ]
-                ),
-                self.load,
-                widgets.HTML("<h3>2. Verdict</h3>"),
-                self.verdict,
-                widgets.HTML("<h3>3. The histogram over time, against arrivals</h3>"),
-                self.timeline_figure,
-                widgets.HTML("<h3>4. Evidence, what to check next, fixes</h3>"),
-                self.evidence,
-                widgets.HTML(
-                    "<h3>5. What if? Replay the incident's traffic with other settings</h3>"
-                ),
-                widgets.HBox(
-                    [
-                        widgets.VBox([self.whatif_budget, self.whatif_seqs]),
-                        widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
-                    ]
-                ),
-                self.whatif_figure,
-                widgets.HTML("<h3>6. Report</h3>"),
-                widgets.HBox([self.export, self.export_status]),
+                widgets.VBox([self.whatif_budget, self.whatif_seqs]),
+                widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
             ]
         )
+        return widgets.VBox([
+            widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
+            widgets.HBox([sources, deployment]),
+            self.load,
+            widgets.HTML("<h3>2. Verdict</h3>"),
+            self.verdict,
+            widgets.HTML("<h3>3. The histogram over time, against arrivals</h3>"),
+            self.timeline_figure,
+            widgets.HTML("<h3>4. Evidence, what to check next, fixes</h3>"),
+            self.evidence,
+            widgets.HTML("<h3>5. What if? Replay the incident's traffic with other settings</h3>"),
+            whatif,
+            self.whatif_figure,
+            widgets.HTML("<h3>6. Report</h3>"),
+            widgets.HBox([self.export, self.export_status]),
+        ])  # fmt: skip
 
     # ---- steps ------------------------------------------------------------------------------
     def _paths(self) -> list[Path]:
@@ -184,8 +188,9 @@ class PostmortemExplorer:
             timeline, deployment, max_num_batched_tokens=int(self.budget.value)
         )
         self.speed = None  # the replay is calibrated again for new metrics
-        self.verdict.value = verdict_html(self.diagnosis)
-        self.evidence.value = evidence_html(self.diagnosis)
+        report = build_report(self.diagnosis)
+        self.verdict.value = to_html(report, parts=("verdict", "facts", "notes"))
+        self.evidence.value = to_html(report, parts=("findings",))
 
     def _setting(self) -> Setting:
         base = current_setting(self.diagnosis)
@@ -251,39 +256,3 @@ class PostmortemExplorer:
         target.write_text(postmortem_html(self.diagnosis, figures))
         self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
         return target
-
-
-def verdict_html(d: Diagnosis) -> str:
-    """The verdict and the numbers it rests on."""
-    q = d.itl_quantiles_seconds
-    color = "#2a7a2a" if d.healthy else "#a0322a"
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in d.notes)
-    return (
-        f'<div style="font-size:15px;color:{color}"><b>{html.escape(d.verdict)}</b></div>'
-        f"<div>floor {format_seconds(d.floor_seconds)} at batch ~{d.batch_size:.0f}, context "
-        f"~{d.context_tokens:,.0f} tokens; fast mode {format_seconds(d.fast_mode_seconds)} "
-        f"(MBU fit {100 * d.mbu_fit:.0f}%); ITL p50 {format_seconds(q[0.5])}, p99 "
-        f"{format_seconds(q[0.99])}</div>"
-        + (f"<ul style='color:#666'>{notes}</ul>" if notes else "")
-    )
-
-
-def evidence_html(d: Diagnosis) -> str:
-    """Every finding with its evidence; check-next and priced fixes for the likely ones."""
-    parts = []
-    for f in d.findings:
-        style = "" if f.score >= HEALTHY_BELOW else " style='color:#888'"
-        parts.append(f"<h4{style}>{html.escape(f.title)} — score {f.score:.2f}</h4><ul{style}>")
-        parts += [f"<li>{html.escape(e)}</li>" for e in f.evidence]
-        parts.append("</ul>")
-        if f.score >= HEALTHY_BELOW:
-            parts.append("<b>Check next</b><ul>")
-            parts += [f"<li>{html.escape(c)}</li>" for c in f.confirm]
-            parts.append("</ul><b>Fixes and their price</b><ul>")
-            parts += [
-                f"<li><b>{html.escape(x.action)}</b>: {html.escape(x.effect)}. "
-                f"<i>Price:</i> {html.escape(x.price)}.</li>"
-                for x in f.fixes
-            ]
-            parts.append("</ul>")
-    return "".join(parts)

@@ -1,0 +1,321 @@
+"""The numbers a diagnosis rests on, measured once from a Timeline: no scores, no sentences.
+
+A `Fingerprint` holds the bandwidth floor the running batch implies, the fast mode (the window
+p25, never below its floor), the slow mode beside it, the growth of the fast mode over the
+period, the multi-second gaps, and the correlations between them and the signals that explain
+them (arrivals, running requests, preemptions). `scoring` turns the named features into scores
+through one table; `findings` turns them into sentences.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from itlkit.diagnosis.evidence import Timeline
+from itlkit.errors import EvidenceError
+from itlkit.metrics.histogram import Histogram, split_modes
+from itlkit.physics.roofline import Deployment, decode_step, mixed_step
+
+SLOW_FACTOR = 3.0  # the slow mode is looked for at ~3x the fast mode and beyond
+GAP_SECONDS = 1.0  # ITL observations this long are stalls, not steps
+WINDOW_MIN_OBSERVATIONS = 50  # a window with fewer has no quantiles worth reading
+QUANTILES = (0.25, 0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, eq=False)
+class Fingerprint:
+    """Every measured feature of an incident, in SI units; NaN where the input cannot tell."""
+
+    batch_size: float  # observation-weighted mean of the running gauge
+    context_tokens: float
+    context_from_counters: bool
+    mean_prompt_tokens: float
+    uncached_prompt_tokens: float  # what an arriving prompt leaves to prefill after the cache
+    mean_output_tokens: float
+    max_num_batched_tokens: int
+    floor_seconds: float
+    floor_seconds_by_window: np.ndarray
+    fast_mode_seconds: float
+    mbu_fit: float
+    mbu_range: tuple[float, float]
+    itl_quantiles_seconds: dict[float, float]
+    itl_quantile_buckets: dict[float, tuple[float, float]]
+    expected_mixed_step_seconds: float  # a step carrying a full token budget's chunk
+    slow_share: float  # whole period, bucket-level split at ~sqrt(SLOW_FACTOR) x fast mode
+    slow_cut_seconds: float
+    split_warning: str | None
+    slow_share_by_window: np.ndarray
+    slow_factor_by_window: np.ndarray
+    window_slow_share: float  # observation-weighted over the windows that resolve a slow mode
+    slow_mode_factor: float  # median over windows: slow mode / fast mode
+    arrival_chunk_factor: float  # predicted step with an arriving prompt's chunk / decode step
+    arrival_r: float  # slow share per window vs first tokens per second
+    arrival_r_fixed: float  # the same with running requests held fixed
+    running_varies: bool
+    correlated_windows: int
+    fast_mode_growth: float  # fast mode, last third of the period over the first
+    p50_growth: float
+    floor_growth: float
+    growth_correlation: float  # window fast mode vs running requests
+    gap_observations: float  # ITL observations above GAP_SECONDS
+    preemptions: float  # increase of vllm:num_preemptions_total (NaN: not exported)
+    gap_correlation: float  # preemptions vs gaps per window
+    observations: float
+
+    @property
+    def fast_over_floor(self) -> float:
+        """How many times the floor the fast mode sits (1 / MBU fit)."""
+        return 1.0 / self.mbu_fit if self.mbu_fit > 0 else math.nan
+
+    @property
+    def arrival_correlation(self) -> float:
+        """The arrival link: either correlation counts (a ramp in arrivals also grows the batch;
+        the partial one holds running fixed), the plain one when running does not vary."""
+        if self.running_varies and math.isfinite(self.arrival_r_fixed):
+            return max(self.arrival_r, self.arrival_r_fixed)
+        return self.arrival_r
+
+
+# ---- small numeric helpers --------------------------------------------------------------------
+def pearson(a, b) -> float:
+    """Pearson correlation over the finite pairs; NaN with fewer than 4 or no variance."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 4 or np.std(a[ok]) == 0 or np.std(b[ok]) == 0:
+        return math.nan
+    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+def partial_correlation(a, b, control) -> float:
+    """Correlation of a and b with `control` held fixed (NaN when it cannot be computed)."""
+    a, b, control = (np.asarray(x, dtype=float) for x in (a, b, control))
+    ok = np.isfinite(a) & np.isfinite(b) & np.isfinite(control)
+    a, b, control = a[ok], b[ok], control[ok]
+    r_ab, r_ac, r_bc = pearson(a, b), pearson(a, control), pearson(b, control)
+    if not all(math.isfinite(r) for r in (r_ab, r_ac, r_bc)) or max(abs(r_ac), abs(r_bc)) > 0.999:
+        return math.nan
+    partial = (r_ab - r_ac * r_bc) / math.sqrt((1 - r_ac**2) * (1 - r_bc**2))
+    return float(np.clip(partial, -1.0, 1.0))
+
+
+def gap_count(h: Histogram) -> float:
+    """Observations above GAP_SECONDS (bucket-level: from the first bound >= GAP_SECONDS)."""
+    at = int(np.searchsorted(h.upper_bounds, GAP_SECONDS, side="left"))
+    if at >= h.upper_bounds.size - 1 and math.isinf(h.upper_bounds[at]):
+        return float(h.count - h.cumulative_counts[at - 1]) if at > 0 else float(h.count)
+    return float(h.count - h.cumulative_counts[at])
+
+
+def fast_mode(h: Histogram, floor_seconds: float) -> float:
+    """The fast mode: p25, never below the bandwidth floor (interpolation inside a coarse first
+    bucket, vLLM's is 0-10 ms, can put p25 lower than any real step); NaN for a thin window."""
+    if h.count < WINDOW_MIN_OBSERVATIONS:
+        return math.nan
+    return max(h.quantile(0.25), float(floor_seconds))
+
+
+def _thirds_ratio(values: np.ndarray) -> float:
+    """Median of the last third over the median of the first third of the finite values."""
+    ok = values[np.isfinite(values)]
+    if ok.size < 3:
+        return math.nan
+    third = max(ok.size // 3, 1)
+    first, last = np.median(ok[:third]), np.median(ok[-third:])
+    return float(last / first) if first > 0 else math.nan
+
+
+def _weighted_median(values, weights) -> float:
+    order = np.argsort(values)
+    cumulative = np.cumsum(np.asarray(weights, dtype=float)[order])
+    return float(np.asarray(values)[order][np.searchsorted(cumulative, cumulative[-1] / 2)])
+
+
+# ---- the measurements -------------------------------------------------------------------------
+def _window_mode(h: Histogram, fast: float) -> tuple[float, float]:
+    """A window's slow-mode share (gaps excluded) and its distance from the fast mode."""
+    split = split_modes(h, floor_seconds=fast, slow_factor=SLOW_FACTOR)
+    if not split.resolved:
+        return math.nan, math.nan
+    slow = max(split.slow_share - gap_count(h) / h.count, 0.0)
+    if slow == 0:
+        return 0.0, math.nan
+    slow_mode = h.quantile(min(split.near_floor_share + slow / 2, 0.999))
+    # Two modes are told apart only with a gap between their buckets; adjacent wide buckets
+    # cannot distinguish a slow mode from a fast mode that moved.
+    fast_upper = h.upper_bounds[np.searchsorted(h.upper_bounds, fast)]
+    slow_lower = h.lower_bounds[np.searchsorted(h.upper_bounds, slow_mode)]
+    if slow_lower < 2 * fast_upper:
+        return math.nan, math.nan
+    return slow, slow_mode / fast
+
+
+def _batch_and_context(timeline, batch_size, context_tokens, prompt_tokens):
+    """Running sequences per window, the mean context, the mean prompt and output."""
+    running = timeline.running
+    if batch_size is not None:
+        batch = np.full(len(timeline), float(batch_size))
+    elif np.isfinite(running).any():
+        batch = np.where(np.isfinite(running), running, np.nanmean(running))
+    else:
+        raise EvidenceError(
+            "no vllm:num_requests_running gauge in the metrics: give the batch size (--batch)"
+        )
+    mean_prompt = prompt_tokens or timeline.mean_prompt_tokens()
+    mean_output = timeline.mean_output_tokens()
+    if context_tokens is None:
+        if not (math.isfinite(mean_prompt) and math.isfinite(mean_output)):
+            raise EvidenceError(
+                "the metrics do not give the mean context (vllm:prompt_tokens_total, "
+                "vllm:generation_tokens_total, vllm:request_success_total): give it (--context)"
+            )
+        context = mean_prompt + mean_output / 2
+    else:
+        context = float(context_tokens)
+    mean_prompt = mean_prompt if math.isfinite(mean_prompt) else context
+    return np.maximum(batch, 1.0), float(context), float(mean_prompt), float(mean_output)
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
+    return float(np.average(values, weights=weights) if weights.sum() > 0 else values.mean())
+
+
+def _arrival_chunk_factor(deployment, *, batch, context, prompt, budget) -> float:
+    """How many decode steps a step carrying one arriving prompt's chunk costs (step model)."""
+    chunk = min(prompt, max(budget - batch, 0))
+    args = dict(batch_size=batch, context_tokens=context)
+    mixed = float(mixed_step(deployment, chunk_tokens=chunk, **args).step_seconds)
+    return mixed / float(decode_step(deployment, **args).step_seconds)
+
+
+def _floor_and_fast(t: Timeline, deployment, batch, context) -> tuple[dict, np.ndarray]:
+    """The floor per window and overall, the fast mode, the MBU fit, the overall quantiles."""
+    weights = t.itl_counts
+    floors = np.asarray(
+        decode_step(deployment, batch_size=batch, context_tokens=context).floor_seconds
+    )
+    floor = _weighted_mean(floors, weights)
+    located = {q: t.itl_total.locate(q) for q in QUANTILES}
+    p25 = located[0.25]
+    fast = max(p25.value, floor)
+    fasts = np.array([fast_mode(h, f) for h, f in zip(t.itl, floors, strict=True)])
+    ok = np.isfinite(fasts) & (fasts > 0)
+    # Each window's floor over its own fast mode: the batch may change between windows.
+    mbu_fit = _weighted_median(floors[ok] / fasts[ok], weights[ok]) if ok.any() else floor / fast
+    return dict(
+        floor_seconds=floor,
+        floor_seconds_by_window=floors,
+        fast_mode_seconds=fast,
+        mbu_fit=mbu_fit,
+        mbu_range=(
+            floor / p25.bucket_upper if math.isfinite(p25.bucket_upper) else 0.0,
+            min(floor / p25.bucket_lower, 1.0) if p25.bucket_lower > 0 else 1.0,
+        ),
+        itl_quantiles_seconds={q: e.value for q, e in located.items()},
+        itl_quantile_buckets={q: (e.bucket_lower, e.bucket_upper) for q, e in located.items()},
+    ), fasts
+
+
+def _slow_mode(t: Timeline, fasts: np.ndarray, fast: float) -> dict:
+    """The slow mode per window and overall, and its correlation with arrivals."""
+    weights = t.itl_counts
+    modes = [
+        _window_mode(h, f) if f > 0 else (math.nan, math.nan)
+        for h, f in zip(t.itl, fasts, strict=True)
+    ]
+    shares = np.array([m[0] for m in modes], dtype=float)
+    factors = np.array([m[1] for m in modes], dtype=float)
+    resolved = np.isfinite(shares)
+    with_factor = resolved & np.isfinite(factors)
+    split = split_modes(t.itl_total, floor_seconds=fast, slow_factor=SLOW_FACTOR)
+    running, arrivals = t.running, t.first_tokens_per_second
+    known = np.isfinite(running).any()
+    return dict(
+        slow_share=split.slow_share if split.resolved else math.nan,
+        slow_cut_seconds=split.cut_seconds,
+        split_warning=split.warning,
+        slow_share_by_window=shares,
+        slow_factor_by_window=factors,
+        window_slow_share=(
+            float(np.average(shares[resolved], weights=weights[resolved]))
+            if resolved.any() and weights[resolved].sum() > 0
+            else math.nan
+        ),
+        slow_mode_factor=float(np.median(factors[with_factor])) if with_factor.any() else math.nan,
+        arrival_r=pearson(shares, arrivals),
+        arrival_r_fixed=partial_correlation(shares, arrivals, running),
+        running_varies=known and bool(np.nanstd(running) > 0.1 * max(np.nanmean(running), 1)),
+        correlated_windows=int(resolved.sum()),
+    )
+
+
+def _growth(t: Timeline, fasts: np.ndarray, floors: np.ndarray) -> dict:
+    """How far the fast mode, p50 and the predicted floor moved over the period."""
+    if not (t.has_time_axis and np.isfinite(fasts).sum() >= 3):
+        return dict(fast_mode_growth=math.nan, p50_growth=math.nan, floor_growth=math.nan,
+                    growth_correlation=math.nan)  # fmt: skip
+    p50s = np.array(
+        [h.quantile(0.5) if h.count >= WINDOW_MIN_OBSERVATIONS else math.nan for h in t.itl]
+    )
+    return dict(
+        fast_mode_growth=_thirds_ratio(fasts),
+        p50_growth=_thirds_ratio(p50s),
+        floor_growth=_thirds_ratio(floors),
+        growth_correlation=pearson(fasts, t.running),
+    )
+
+
+def _gaps(t: Timeline) -> dict:
+    """Multi-second stalls, the preemption counter, and their link window by window."""
+    gaps = np.array([gap_count(h) for h in t.itl])
+    known = np.isfinite(t.preemptions).any()
+    return dict(
+        gap_observations=float(gaps.sum()),
+        preemptions=float(np.nansum(t.preemptions)) if known else math.nan,
+        gap_correlation=pearson(t.preemptions, gaps),
+    )
+
+
+def fingerprint(
+    timeline: Timeline,
+    deployment: Deployment,
+    *,
+    max_num_batched_tokens: int,
+    batch_size: float | None = None,
+    context_tokens: float | None = None,
+    prompt_tokens: float | None = None,
+) -> Fingerprint:
+    """Measure an incident: batch and context from the metrics unless given, then every feature."""
+    t = timeline
+    batch, context, prompt, output = _batch_and_context(
+        t, batch_size, context_tokens, prompt_tokens
+    )
+    mean_batch = _weighted_mean(batch, t.itl_counts)
+    budget = int(max_num_batched_tokens)
+    uncached = prompt * (1 - t.prefix_cache_hit_rate())
+    floor_fields, fasts = _floor_and_fast(t, deployment, batch, context)
+    slow_fields = _slow_mode(t, fasts, floor_fields["fast_mode_seconds"])
+    expected_mixed = mixed_step(
+        deployment, batch_size=mean_batch, context_tokens=context,
+        chunk_tokens=max(budget - mean_batch, 0),
+    ).step_seconds  # fmt: skip
+    return Fingerprint(
+        batch_size=mean_batch,
+        context_tokens=context,
+        context_from_counters=context_tokens is None,
+        mean_prompt_tokens=prompt,
+        uncached_prompt_tokens=uncached,
+        mean_output_tokens=output,
+        max_num_batched_tokens=budget,
+        expected_mixed_step_seconds=float(expected_mixed),
+        arrival_chunk_factor=_arrival_chunk_factor(
+            deployment, batch=mean_batch, context=context, prompt=uncached, budget=budget
+        ),
+        observations=float(t.itl_total.count),
+        **floor_fields,
+        **slow_fields,
+        **_growth(t, fasts, floor_fields["floor_seconds_by_window"]),
+        **_gaps(t),
+    )

@@ -1,0 +1,135 @@
+"""The postmortem as one structure, and its two renderings: text (the CLI) and HTML (the notebook
+widget and the offline report).
+
+`build_report` gathers the verdict, the numbers it rests on, every cause's evidence, and for the
+named causes what to check next and the priced fixes. `to_text` and `to_html` only lay it out.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from itlkit.diagnosis.findings import Fix, bucket_text
+from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
+from itlkit.units import format_percent, format_seconds
+
+HTML_PARTS = ("verdict", "facts", "findings", "notes")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One cause in the report; `named` causes carry checks and fixes."""
+
+    title: str
+    score: float
+    named: bool
+    evidence: tuple[str, ...]
+    checks: tuple[str, ...]
+    fixes: tuple[Fix, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a postmortem says, in reading order."""
+
+    period: str
+    verdict: str
+    healthy: bool
+    facts: tuple[tuple[str, str], ...]
+    sections: tuple[Section, ...]
+    notes: tuple[str, ...]
+
+
+def build_report(d: Diagnosis) -> Report:
+    """The diagnosis as a report: period, facts, verdict, one section per cause, notes."""
+    t, fp = d.timeline, d.fingerprint
+    q = fp.itl_quantiles_seconds
+    mbu_low, mbu_high = fp.mbu_range
+    period = (
+        f"{t.snapshots} scrapes, {len(t)} windows over {t.duration_seconds / 60:.1f} min"
+        if t.has_time_axis
+        else "one scrape (cumulative since the server started)"
+    )
+    facts = (
+        ("deployment", f"{d.deployment.label}, batch ~{fp.batch_size:.0f}, context "
+                       f"~{fp.context_tokens:,.0f} tokens"),
+        ("floor", f"{format_seconds(fp.floor_seconds)} (weights + KV at HBM bandwidth)"),
+        ("fast mode", f"{format_seconds(fp.fast_mode_seconds)}: MBU fit "
+                      f"{format_percent(fp.mbu_fit)} (its bucket allows "
+                      f"{100 * mbu_low:.0f}-{100 * mbu_high:.0f}%)"),
+        ("ITL", f"p50 {format_seconds(q[0.5])}, p90 {format_seconds(q[0.9])}, p99 "
+                f"{format_seconds(q[0.99])} (interpolated in the "
+                f"{bucket_text(fp.itl_quantile_buckets[0.99])} bucket), mean "
+                f"{format_seconds(t.itl_total.mean)} over {t.itl_total.count:,.0f} observations"),
+    )  # fmt: skip
+    sections = tuple(
+        Section(f.title, f.score, f.score >= HEALTHY_BELOW, f.evidence, f.confirm, f.fixes)
+        for f in d.findings
+    )
+    return Report(period, d.verdict, d.healthy, facts, sections, d.notes)
+
+
+def to_text(report: Report) -> str:
+    """The report as a short postmortem a team can paste into its document."""
+    lines = [f"ITL postmortem: {report.period}"]
+    lines += [f"{label:<12} {value}" for label, value in report.facts]
+    lines += ["", f"{'verdict':<12} {report.verdict}", ""]
+    for rank, s in enumerate(report.sections, 1):
+        lines.append(
+            f"{rank}. {s.title}: score {s.score:.2f}{'' if s.named else '  (below threshold)'}"
+        )
+        lines += [f"   - {e}" for e in s.evidence]
+        if s.named:
+            lines.append("   check next:")
+            lines += [f"   - {c}" for c in s.checks]
+            lines.append("   fixes and their price:")
+            lines += [f"   - {f.action}: {f.effect}. Price: {f.price}." for f in s.fixes]
+        lines.append("")
+    if report.notes:
+        lines.append("notes")
+        lines += [f"- {n}" for n in report.notes]
+    return "\n".join(lines).rstrip()
+
+
+def _items(texts) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in texts) + "</ul>"
+
+
+def _section_html(s: Section) -> str:
+    style = "" if s.named else " style='color:#888'"
+    parts = [f"<h4{style}>{html.escape(s.title)} — score {s.score:.2f}</h4>", _items(s.evidence)]
+    if s.named:
+        fixes = "".join(
+            f"<li><b>{html.escape(f.action)}</b>: {html.escape(f.effect)}. "
+            f"<i>Price:</i> {html.escape(f.price)}.</li>"
+            for f in s.fixes
+        )
+        parts += [
+            "<b>Check next</b>",
+            _items(s.checks),
+            f"<b>Fixes and their price</b><ul>{fixes}</ul>",
+        ]
+    return "".join(parts)
+
+
+def to_html(report: Report, *, parts: tuple[str, ...] = HTML_PARTS) -> str:
+    """The report as an HTML fragment; `parts` picks and orders what is shown."""
+    unknown = set(parts) - set(HTML_PARTS)
+    if unknown:
+        raise ValueError(f"unknown report parts {sorted(unknown)}; valid: {', '.join(HTML_PARTS)}")
+    color = "#2a7a2a" if report.healthy else "#a0322a"
+    rendered = {
+        "verdict": f'<div style="font-size:15px;color:{color}"><b>'
+        f"{html.escape(report.verdict)}</b></div>",
+        "facts": "<table>"
+        + "".join(
+            f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in report.facts
+        )
+        + f"</table><p style='color:#666'>{html.escape(report.period)}</p>",
+        "findings": "".join(_section_html(s) for s in report.sections),
+        "notes": f"<div style='color:#666'>Notes{_items(report.notes)}</div>"
+        if report.notes
+        else "",
+    }
+    return "".join(rendered[p] for p in parts)
