@@ -150,15 +150,16 @@ def _names_in_page(text: str, parser: _Parser) -> frozenset:
     return frozenset(n for n in parser.names if _family_of(n) not in drop)
 
 
-def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Parser) -> list:
-    """Rows (tuples in TIDY_COLUMNS order) for one exposition page.
+def _malformed(source: str, number: int, raw: str, detail: str = "") -> SourceError:
+    return SourceError(f"{source}:{number}: malformed exposition line{detail}: {raw[:120]!r}")
 
-    Only sample lines of wanted families reach the parser (samples are matched by name, so
-    HELP/TYPE lines are not needed). Label blocks repeat on every line and in every scrape and
-    cost about half the parse time, so each distinct block is parsed once (`_labels_of`) and
-    the page goes to the parser with a short index label in its place.
+
+def _wanted_lines(text: str, *, source: str, names: frozenset, parser: _Parser):
+    """The page's sample lines of wanted families, each with its label block swapped for an index.
+
+    Returns (line number, raw line) of each kept line, the rewritten lines and the label blocks
+    they index; a line that is neither a comment, blank nor a sample raises SourceError.
     """
-    names = _names_in_page(text, parser)
     matches, lines, blocks = [], [], []
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw or raw[0] == "#":
@@ -167,13 +168,13 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
         end = name.end() if name else 0
         if name is None or end == len(raw) or raw[end] not in "{ \t":
             if raw.strip():
-                raise SourceError(f"{source}:{number}: malformed exposition line: {raw[:120]!r}")
+                raise _malformed(source, number, raw)
             continue
         if name.group(1) not in names:
             continue
         m = parser.keep.fullmatch(raw)
         if m is None:
-            raise SourceError(f"{source}:{number}: malformed exposition line: {raw[:120]!r}")
+            raise _malformed(source, number, raw)
         matches.append((number, raw))
         block = m.group("labels") or "{}"
         try:
@@ -184,19 +185,45 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
             ) from None
         lines.append(f'{m.group("name")}{{i="{len(blocks)}"}}{m.group("rest")}')
         blocks.append(block)
+    return matches, lines, blocks
+
+
+def _parse_families(matches: list, lines: list[str], *, source: str) -> list:
+    """prometheus_client's families of the rewritten lines; on failure, name the first bad line."""
     try:
-        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
+        return list(text_string_to_metric_families("\n".join(lines) + "\n"))
     except ValueError as exc:
-        for (number, raw), line_text in zip(matches, lines, strict=True):  # name the bad line
+        for (number, raw), line_text in zip(matches, lines, strict=True):
             try:
                 list(text_string_to_metric_families(line_text + "\n"))
             except ValueError as line_exc:
-                raise SourceError(
-                    f"{source}:{number}: malformed exposition line ({line_exc}): {raw[:120]!r}"
-                ) from None
+                raise _malformed(source, number, raw, f" ({line_exc})") from None
         raise SourceError(f"{source}: cannot parse exposition text ({exc})") from None
+
+
+def _bucket_bound(labels: dict, *, sample_name: str, source: str) -> float:
+    """A bucket's `le` label as a float (inf for +Inf), taken out of `labels`."""
+    raw = labels.pop("le", None)
+    if raw is None:
+        raise SourceError(f"{source}: {sample_name} sample without an le label")
+    try:
+        return float(raw)
+    except ValueError:
+        raise SourceError(f"{source}: {sample_name} has a bad le label {raw!r}") from None
+
+
+def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Parser) -> list:
+    """Rows (tuples in TIDY_COLUMNS order) for one exposition page.
+
+    Only sample lines of wanted families reach the parser (samples are matched by name, so
+    HELP/TYPE lines are not needed). Label blocks repeat on every line and in every scrape and
+    cost about half the parse time, so each distinct block is parsed once (`_labels_of`) and
+    the page goes to the parser with a short index label in its place.
+    """
+    names = _names_in_page(text, parser)
+    matches, lines, blocks = _wanted_lines(text, source=source, names=names, parser=parser)
     rows = []
-    for family in families:
+    for family in _parse_families(matches, lines, source=source):
         for s in family.samples:
             hit = parser.table.get(s.name)
             if hit is None:
@@ -205,13 +232,7 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
             labels = dict(_labels_of(blocks[int(s.labels["i"])]))
             le = math.nan
             if kind == "bucket":
-                raw = labels.pop("le", None)
-                if raw is None:
-                    raise SourceError(f"{source}: {s.name} sample without an le label")
-                try:
-                    le = float(raw)
-                except ValueError:
-                    raise SourceError(f"{source}: {s.name} has a bad le label {raw!r}") from None
+                le = _bucket_bound(labels, sample_name=s.name, source=source)
             model_name = labels.pop("model_name", "")
             engine = labels.pop("engine", "")
             other = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
