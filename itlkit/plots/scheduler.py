@@ -255,93 +255,30 @@ def trace_data(view: SchedulerView) -> list[dict]:
     ]
 
 
-def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 720) -> go.Figure:
-    """The whole notebook-02 figure: two ITL histograms, the step timeline, the frontier."""
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        subplot_titles=(
-            "ITL histogram, vLLM buckets",
-            "ITL histogram, fine buckets",
-            "step durations (arrivals marked)",
-            "TTFT p99 vs ITL p99 across token budgets",
-        ),
-        horizontal_spacing=0.09,
-        vertical_spacing=0.16,
-    )
-    data = trace_data(view)
-    fig.add_trace(
-        go.Scatter(
-            name="ITL share (vLLM bucket)",
-            mode="lines",
-            fill="tozeroy",
-            line=dict(color=_FAST, shape="hv"),
-            **data[0],
-        ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            name="ITL share (fine bucket)",
-            mode="lines",
-            line=dict(color=_FAST, shape="hv"),
-            **data[1],
-        ),
-        row=1,
-        col=2,
-    )
-    fig.add_trace(
-        go.Scatter(
-            name="bandwidth floor", mode="lines", line=dict(color="black", dash="dash"), **data[2]
-        ),
-        row=1,
-        col=2,
-    )
-    fig.add_trace(
-        go.Scatter(name="step duration", mode="lines", line=dict(color=_SLOW, width=1), **data[3]),
-        row=2,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            name="arrival",
-            mode="markers",
-            marker=dict(symbol="triangle-up", size=9, color=_ARRIVAL),
-            **data[4],
-        ),
-        row=2,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            name="token budget (tokens/step)",
-            mode="lines+markers+text",
-            textposition="top right",
-            line=dict(color="gray"),
-            **data[5],
-        ),
-        row=2,
-        col=2,
-    )
-    fig.add_trace(
-        go.Scatter(
-            name="current setting",
-            mode="markers+text",
-            textposition="bottom left",
-            marker=dict(size=16, color=_SLOW, symbol="star"),
-            **data[6],
-        ),
-        row=2,
-        col=2,
-    )
-    fig.update_layout(
-        title=dict(text=figure_title(view), font=dict(size=13)),
-        width=width,
-        height=height,
-        margin=dict(l=60, r=20, t=90, b=50),
-        legend=dict(orientation="h", y=-0.1),
-    )
+_SUBPLOT_TITLES = (
+    "ITL histogram, vLLM buckets",
+    "ITL histogram, fine buckets",
+    "step durations (arrivals marked)",
+    "TTFT p99 vs ITL p99 across token budgets",
+)
+# Panel (row, col) and style of every trace, in `trace_data` order.
+_TRACE_STYLES = (
+    (1, 1, dict(name="ITL share (vLLM bucket)", mode="lines", fill="tozeroy",
+                line=dict(color=_FAST, shape="hv"))),
+    (1, 2, dict(name="ITL share (fine bucket)", mode="lines", line=dict(color=_FAST, shape="hv"))),
+    (1, 2, dict(name="bandwidth floor", mode="lines", line=dict(color="black", dash="dash"))),
+    (2, 1, dict(name="step duration", mode="lines", line=dict(color=_SLOW, width=1))),
+    (2, 1, dict(name="arrival", mode="markers",
+                marker=dict(symbol="triangle-up", size=9, color=_ARRIVAL))),
+    (2, 2, dict(name="token budget (tokens/step)", mode="lines+markers+text",
+                textposition="top right", line=dict(color="gray"))),
+    (2, 2, dict(name="current setting", mode="markers+text", textposition="bottom left",
+                marker=dict(size=16, color=_SLOW, symbol="star"))),
+)  # fmt: skip
+
+
+def _label_axes(fig: go.Figure) -> None:
+    """Axis titles (with units), scales and ranges of the four panels."""
     itl_range_ms = [np.log10(FINE_BUCKETS_SECONDS[0] / MILLISECOND), np.log10(5000)]
     fig.update_xaxes(type="log", range=itl_range_ms, title_text="ITL (ms), log scale", row=1, col=1)
     fig.update_yaxes(title_text="share of ITL observations", tickformat=".0%", row=1, col=1)
@@ -351,4 +288,25 @@ def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 72
     fig.update_yaxes(title_text="step duration (ms)", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(type="log", title_text="TTFT p99 (s), log scale", row=2, col=2)
     fig.update_yaxes(title_text="ITL p99 (ms)", rangemode="tozero", row=2, col=2)
+
+
+def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 720) -> go.Figure:
+    """The whole notebook-02 figure: two ITL histograms, the step timeline, the frontier."""
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        subplot_titles=_SUBPLOT_TITLES,
+        horizontal_spacing=0.09,
+        vertical_spacing=0.16,
+    )
+    for (row, col, style), data in zip(_TRACE_STYLES, trace_data(view), strict=True):
+        fig.add_trace(go.Scatter(**style, **data), row=row, col=col)
+    fig.update_layout(
+        title=dict(text=figure_title(view), font=dict(size=13)),
+        width=width,
+        height=height,
+        margin=dict(l=60, r=20, t=90, b=50),
+        legend=dict(orientation="h", y=-0.1),
+    )
+    _label_axes(fig)
     return fig
