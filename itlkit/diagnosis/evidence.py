@@ -192,13 +192,64 @@ def _count_series(frame: pd.DataFrame, key: str) -> pd.Series | None:
     return rows.groupby("timestamp_seconds", dropna=False)["value"].sum().rename(key)
 
 
-def timeline_from_frame(
-    frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
-) -> Timeline:
-    """Cut a tidy scrape table (metrics.readers) into windows of at least `window_seconds`."""
-    if not window_seconds > 0:
-        raise EvidenceError(f"window must be positive, got {window_seconds}")
-    notes: list[str] = []
+@dataclass
+class _Aligner:
+    """Reads the other metrics of a scrape table at the ITL histogram's scrape times, per window:
+    counters as their increase, gauges as their mean (the values themselves for one scrape)."""
+
+    frame: pd.DataFrame
+    times: np.ndarray
+    edges: np.ndarray
+    notes: list[str]
+
+    @property
+    def single(self) -> bool:
+        return self.times.size == 1
+
+    def _at_times(self, series: pd.Series | None) -> np.ndarray | None:
+        if series is None:
+            return None
+        series = series[~series.index.duplicated(keep="last")]
+        if self.single:
+            return series.to_numpy()[-1:] if len(series) else None
+        aligned = series.reindex(self.times)
+        if aligned.isna().any():
+            self.notes.append(f"{series.name} is missing in some scrapes; those windows show NaN")
+        return aligned.to_numpy(dtype=float)
+
+    def _increase(self, series: pd.Series | None) -> np.ndarray | None:
+        values = self._at_times(series)
+        if values is None or self.single:
+            return values
+        return _counter_increase(np.nan_to_num(values), self.edges)
+
+    def _nan(self) -> np.ndarray:
+        return np.full(max(self.edges.size - 1, 1), math.nan)
+
+    def counter(self, key: str) -> np.ndarray:
+        """A counter's increase per window; NaN (with a note) when not exported."""
+        values = self._increase(_optional_scalar(self.frame, key, "sum", self.notes))
+        return self._nan() if values is None else values
+
+    def optional_counter(self, key: str) -> np.ndarray | None:
+        """A counter that older servers do not export: None without a note when missing."""
+        return self._increase(_optional_scalar(self.frame, key, "sum", None))
+
+    def gauge(self, key: str) -> np.ndarray:
+        """A gauge's mean per window; NaN (with a note) when not exported."""
+        how = "mean" if key == "kv_usage" else "sum"
+        values = self._at_times(_optional_scalar(self.frame, key, how, self.notes))
+        if values is None:
+            return self._nan()
+        return values if self.single else _gauge_mean(values, self.edges)
+
+    def histogram_count(self, key: str) -> np.ndarray | None:
+        """Observations per window of a histogram (its _count increase)."""
+        return self._increase(_count_series(self.frame, key))
+
+
+def _itl_windows(frame: pd.DataFrame, window_seconds: float, notes: list[str]):
+    """The ITL histogram series, cut into windows, with the snapshot edges of each window."""
     try:
         itl = histogram_series(frame, "itl")
     except SourceError as exc:
@@ -218,11 +269,31 @@ def timeline_from_frame(
             "a single scrape has no time axis: it holds everything since the server started, so "
             "arrival correlation and growth over time cannot be judged"
         )
-        windows = [Window(itl.snapshot(0), math.nan, float(times[0]))]
-        edges = np.array([0, 0])
-    else:
-        edges = _window_edges(times, window_seconds)
-        windows = _windows(itl, edges)
+        return times, np.array([0, 0]), [Window(itl.snapshot(0), math.nan, float(times[0]))]
+    edges = _window_edges(times, window_seconds)
+    return times, edges, _windows(itl, edges)
+
+
+def _ttft_total(frame: pd.DataFrame, times: np.ndarray) -> Histogram | None:
+    """The TTFT histogram's increase over the whole period (None when not exported)."""
+    ends = (
+        frame["timestamp_seconds"].isin([times[0], times[-1]]) | frame["timestamp_seconds"].isna()
+    )
+    try:
+        ttft = histogram_series(frame[ends], "ttft")
+    except SourceError:
+        return None
+    return series_window(ttft).histogram if len(ttft) >= 2 else ttft.snapshot(len(ttft) - 1)
+
+
+def timeline_from_frame(
+    frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
+) -> Timeline:
+    """Cut a tidy scrape table (metrics.readers) into windows of at least `window_seconds`."""
+    if not window_seconds > 0:
+        raise EvidenceError(f"window must be positive, got {window_seconds}")
+    notes: list[str] = []
+    times, edges, windows = _itl_windows(frame, window_seconds, notes)
     resets = tuple(t for w in windows for t in w.reset_times_seconds)
     if resets:
         notes.append(
@@ -233,92 +304,39 @@ def timeline_from_frame(
     total = sum_histograms([w.histogram for w in windows])
     if total.count == 0:
         raise EvidenceError("the ITL histogram recorded no observations in the period")
-    n = len(windows)
-    start = np.array([w.start_seconds for w in windows])
-    end = np.array([w.end_seconds for w in windows])
-    nan = np.full(n, math.nan)
-
-    def at_itl_times(series: pd.Series | None) -> np.ndarray | None:
-        if series is None:
-            return None
-        series = series[~series.index.duplicated(keep="last")]
-        if len(itl) == 1:
-            return series.to_numpy()[-1:] if len(series) else None
-        aligned = series.reindex(times)
-        if aligned.isna().any():
-            notes.append(f"{series.name} is missing in some scrapes; those windows show NaN")
-        return aligned.to_numpy(dtype=float)
-
-    def increase(series: pd.Series | None) -> np.ndarray | None:
-        """A counter's increase per window (the cumulative value itself for one scrape)."""
-        values = at_itl_times(series)
-        if values is None or len(itl) == 1:
-            return values
-        return _counter_increase(np.nan_to_num(values), edges)
-
-    def counter(key: str) -> np.ndarray:
-        values = increase(_optional_scalar(frame, key, "sum", notes))
-        return nan.copy() if values is None else values
-
-    def optional_counter(key: str) -> np.ndarray | None:
-        """A counter that older servers do not export: None without a note when missing."""
-        return increase(_optional_scalar(frame, key, "sum", None))
-
-    def gauge(key: str) -> np.ndarray:
-        values = at_itl_times(
-            _optional_scalar(frame, key, "sum" if key != "kv_usage" else "mean", notes)
-        )
-        if values is None:
-            return nan.copy()
-        return values if len(itl) == 1 else _gauge_mean(values, edges)
-
-    def histogram_count(key: str) -> np.ndarray | None:
-        """Observations per window of a histogram (its _count increase)."""
-        return increase(_count_series(frame, key))
-
-    ttft_total = None
-    ends = (
-        frame["timestamp_seconds"].isin([times[0], times[-1]]) | frame["timestamp_seconds"].isna()
-    )
-    try:
-        ttft = histogram_series(frame[ends], "ttft")
-        ttft_total = (
-            series_window(ttft).histogram if len(ttft) >= 2 else ttft.snapshot(len(ttft) - 1)
-        )
-    except SourceError:
-        pass
-    first_tokens = histogram_count("ttft")
+    at = _Aligner(frame, times, edges, notes)
+    first_tokens = at.histogram_count("ttft")
     if first_tokens is None:
-        first_tokens = nan.copy()
+        first_tokens = np.full(len(windows), math.nan)
         notes.append(
             "no TTFT histogram: the arrival signal (rate of first tokens) is missing, so slow-mode "
             "correlation with arrivals cannot be checked"
         )
-    finished = histogram_count("e2e")
+    finished = at.histogram_count("e2e")
     if finished is None:
-        finished = counter("request_success")
+        finished = at.counter("request_success")
     return Timeline(
-        start_seconds=start,
-        end_seconds=end,
+        start_seconds=np.array([w.start_seconds for w in windows]),
+        end_seconds=np.array([w.end_seconds for w in windows]),
         itl=tuple(w.histogram for w in windows),
         itl_total=total,
-        ttft_total=ttft_total,
+        ttft_total=_ttft_total(frame, times),
         first_tokens=first_tokens,
-        running=gauge("running"),
-        waiting=gauge("waiting"),
-        kv_usage=gauge("kv_usage"),
-        preemptions=counter("preemptions"),
-        prompt_tokens=counter("prompt_tokens"),
-        generation_tokens=counter("generation_tokens"),
+        running=at.gauge("running"),
+        waiting=at.gauge("waiting"),
+        kv_usage=at.gauge("kv_usage"),
+        preemptions=at.counter("preemptions"),
+        prompt_tokens=at.counter("prompt_tokens"),
+        generation_tokens=at.counter("generation_tokens"),
         finished_requests=finished,
         counter_resets_seconds=resets,
-        snapshots=len(itl),
+        snapshots=times.size,
         notes=tuple(dict.fromkeys(notes)),
-        prefix_cache_queries=optional_counter("prefix_cache_queries"),
-        prefix_cache_hits=optional_counter("prefix_cache_hits"),
-        finished_prompt_tokens=optional_counter("request_prompt_tokens_sum"),
-        finished_generation_tokens=optional_counter("request_generation_tokens_sum"),
-        finished_counted=optional_counter("request_prompt_tokens_count"),
+        prefix_cache_queries=at.optional_counter("prefix_cache_queries"),
+        prefix_cache_hits=at.optional_counter("prefix_cache_hits"),
+        finished_prompt_tokens=at.optional_counter("request_prompt_tokens_sum"),
+        finished_generation_tokens=at.optional_counter("request_generation_tokens_sum"),
+        finished_counted=at.optional_counter("request_prompt_tokens_count"),
     )
 
 
@@ -338,6 +356,59 @@ def parse_time_seconds(text: str) -> float:
     if when.tzinfo is None:
         when = when.tz_localize("UTC")
     return when.timestamp()
+
+
+def _histograms_from_rates(rates: HistogramSeries, window_seconds: float) -> tuple[Histogram, ...]:
+    """Each step's `rate(bucket[w])` times w: Prometheus' own `increase` per window."""
+    return tuple(
+        Histogram.create(
+            upper_bounds=rates.upper_bounds,
+            cumulative_counts=np.maximum.accumulate(row * window_seconds),
+            sum=float(np.nan_to_num(s) * window_seconds),
+        )
+        for row, s in zip(rates.cumulative_counts, rates.sums, strict=True)
+    )
+
+
+@dataclass
+class _PrometheusQueries:
+    """Range queries over the period, one value per window end."""
+
+    base_url: str
+    span: dict
+    times: np.ndarray
+    notes: list[str]
+
+    def series(self, promql: str, *, scale: float = 1.0) -> np.ndarray:
+        """The query's values summed over series at each window end (NaN with a note if empty)."""
+        from itlkit.metrics.prometheus_api import query_range
+
+        frame = query_range(self.base_url, promql, **self.span)
+        if frame.empty:
+            self.notes.append(f"Prometheus returned nothing for {promql}")
+            return np.full(self.times.size, math.nan)
+        values = frame.groupby("timestamp_seconds")["value"].sum()
+        return values.reindex(self.times).to_numpy(dtype=float) * scale
+
+    def ttft_total(self, model_name: str | None, window: str, window_seconds: float):
+        """The TTFT histogram over the whole period (None, with a note, when absent)."""
+        from itlkit.errors import PrometheusError
+        from itlkit.metrics.prometheus_api import fetch_bucket_rates
+
+        try:
+            ttft = fetch_bucket_rates(
+                self.base_url, "ttft", model_name=model_name, rate_window=window, **self.span
+            )
+        except PrometheusError:
+            self.notes.append("no TTFT histogram in that period")
+            return None
+        return Histogram.create(
+            upper_bounds=ttft.upper_bounds,
+            cumulative_counts=np.maximum.accumulate(
+                np.nansum(ttft.cumulative_counts, axis=0) * window_seconds
+            ),
+            sum=float(np.nansum(ttft.sums) * window_seconds),
+        )
 
 
 def timeline_from_prometheus(
@@ -360,7 +431,6 @@ def timeline_from_prometheus(
         counter_rate_query,
         fetch_bucket_rates,
         gauge_query,
-        query_range,
     )
 
     start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
@@ -370,12 +440,8 @@ def timeline_from_prometheus(
             f"({window_seconds:g} s)"
         )
     window = f"{round(window_seconds)}s"
-    span = dict(
-        start_seconds=start_seconds + window_seconds,
-        end_seconds=end_seconds,
-        step_seconds=window_seconds,
-        timeout_seconds=timeout_seconds,
-    )
+    span = dict(start_seconds=start_seconds + window_seconds, end_seconds=end_seconds,
+                step_seconds=window_seconds, timeout_seconds=timeout_seconds)  # fmt: skip
     try:
         itl = fetch_bucket_rates(base_url, "itl", model_name=model_name, rate_window=window, **span)
     except PrometheusError as exc:
@@ -383,59 +449,31 @@ def timeline_from_prometheus(
             raise EvidenceError(f"no ITL histogram in that period: {exc}") from None
         raise
     times = itl.timestamps_seconds
-    histograms = tuple(
-        Histogram.create(
-            upper_bounds=itl.upper_bounds,
-            cumulative_counts=np.maximum.accumulate(row * window_seconds),
-            sum=float(np.nan_to_num(s) * window_seconds),
-        )
-        for row, s in zip(itl.cumulative_counts, itl.sums, strict=True)
-    )
+    histograms = _histograms_from_rates(itl, window_seconds)
     total = sum_histograms(histograms)
     if total.count == 0:
         raise EvidenceError("the ITL histogram recorded no observations in the period")
-    notes: list[str] = []
-
-    def series(promql: str, *, scale: float = 1.0) -> np.ndarray:
-        frame = query_range(base_url, promql, **span)
-        if frame.empty:
-            notes.append(f"Prometheus returned nothing for {promql}")
-            return np.full(times.size, math.nan)
-        values = frame.groupby("timestamp_seconds")["value"].sum()
-        return values.reindex(times).to_numpy(dtype=float) * scale
-
+    q = _PrometheusQueries(base_url, span, times, [])
     kw = dict(model_name=model_name, rate_window=window)
-    ttft_total = None
-    try:
-        ttft = fetch_bucket_rates(
-            base_url, "ttft", model_name=model_name, rate_window=window, **span
-        )
-        ttft_total = Histogram.create(
-            upper_bounds=ttft.upper_bounds,
-            cumulative_counts=np.maximum.accumulate(
-                np.nansum(ttft.cumulative_counts, axis=0) * window_seconds
-            ),
-            sum=float(np.nansum(ttft.sums) * window_seconds),
-        )
-    except PrometheusError:
-        notes.append("no TTFT histogram in that period")
+
+    def increase(query: str) -> np.ndarray:
+        return q.series(query, scale=window_seconds)
+
     return Timeline(
         start_seconds=times - window_seconds,
         end_seconds=times,
         itl=histograms,
         itl_total=total,
-        ttft_total=ttft_total,
-        first_tokens=series(count_rate_query("ttft", **kw), scale=window_seconds),
-        running=series(gauge_query("running", model_name=model_name)),
-        waiting=series(gauge_query("waiting", model_name=model_name)),
-        kv_usage=series(gauge_query("kv_usage", model_name=model_name, how="max")),
-        preemptions=series(counter_rate_query("preemptions", **kw), scale=window_seconds),
-        prompt_tokens=series(counter_rate_query("prompt_tokens", **kw), scale=window_seconds),
-        generation_tokens=series(
-            counter_rate_query("generation_tokens", **kw), scale=window_seconds
-        ),
-        finished_requests=series(count_rate_query("e2e", **kw), scale=window_seconds),
+        ttft_total=q.ttft_total(model_name, window, window_seconds),
+        first_tokens=increase(count_rate_query("ttft", **kw)),
+        running=q.series(gauge_query("running", model_name=model_name)),
+        waiting=q.series(gauge_query("waiting", model_name=model_name)),
+        kv_usage=q.series(gauge_query("kv_usage", model_name=model_name, how="max")),
+        preemptions=increase(counter_rate_query("preemptions", **kw)),
+        prompt_tokens=increase(counter_rate_query("prompt_tokens", **kw)),
+        generation_tokens=increase(counter_rate_query("generation_tokens", **kw)),
+        finished_requests=increase(count_rate_query("e2e", **kw)),
         counter_resets_seconds=(),
         snapshots=int(times.size) + 1,
-        notes=tuple(dict.fromkeys(notes)),
+        notes=tuple(dict.fromkeys(q.notes)),
     )
