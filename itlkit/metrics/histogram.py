@@ -8,6 +8,7 @@ exactly (checked against the 69 cases of `promql/promqltest/testdata/histograms.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -384,7 +385,7 @@ def series_steps(series: HistogramSeries) -> list[Window]:
     snaps = [series.snapshot(i) for i in range(len(series))]
     ts = series.timestamps_seconds
     where = series.sources if series.sources else [""] * len(series)
-    return [
+    steps = [
         difference(
             snaps[i],
             snaps[i + 1],
@@ -393,6 +394,13 @@ def series_steps(series: HistogramSeries) -> list[Window]:
             where=f"{where[i]} -> {where[i + 1]}" if where[i] else "",
         )
         for i in range(len(snaps) - 1)
+    ]
+    corrected = set(series.reset_times_seconds)  # resets already undone per series upstream
+    return [
+        dataclasses.replace(w, reset_times_seconds=(*w.reset_times_seconds, w.end_seconds))
+        if w.end_seconds in corrected and not w.counter_reset
+        else w
+        for w in steps
     ]
 
 

@@ -17,6 +17,11 @@ def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
     rows = frame[frame["metric"] == m.key]
     if model_name is not None:
         rows = rows[rows["model_name"] == model_name]
+    elif len(names := sorted({str(n) for n in rows["model_name"].unique()} - {""})) > 1:
+        raise SourceError(
+            f"{len(names)} models in the input ({', '.join(repr(n) for n in names[:8])}): their "
+            f"{m.key} histograms are not one; choose one with --model-name (model_name=)"
+        )
     if engine is not None:
         rows = rows[rows["engine"] == str(engine)]
     if rows.empty:
@@ -44,6 +49,11 @@ def histogram_series(
 ) -> HistogramSeries:
     """The snapshots of one histogram metric over time, summed by `le` across label sets.
 
+    A series is its full label set. Each one's counters are read on their own: a drop is a
+    reset (a restart), after which the series carries on from what it had; a series that
+    appears later starts from zero (a new engine, a renamed metric after an upgrade) and one
+    that disappears keeps its last value. Only then are the series summed, so one engine's
+    restart never hides another's increase. The same series twice in one scrape is an error.
     Bucket layouts must agree between label sets and between scrapes; errors name the file and
     label set. Scrapes are ordered by timestamp; those without one come last, by file name.
     """
@@ -51,29 +61,70 @@ def histogram_series(
         raise SourceError(f"{metric_key} is a {metric(metric_key).kind}, not a histogram")
     rows, order = _with_scrape_ids(_select(frame, metric_key, model_name, engine))
     rows = _with_series_ids(rows)
+    _check_duplicates(rows, order)
     table = _bucket_table(rows, metric_key, order)
     bounds = np.asarray(table.columns, dtype=float)
     counts = table.to_numpy()
     sums, totals = _sums_and_counts(rows, table, order)
     sources = order["source"].to_numpy()
     _check_histograms(table, bounds, counts, sums, totals, sources)
-    index = table.index.get_level_values("scrape")
-    per_scrape = pd.DataFrame(counts, index=index).groupby(level=0).sum().sort_index()
-    per_scrape_totals = (
-        pd.DataFrame({"sum": sums, "count": totals}, index=index)
-        .groupby(level=0)
-        .sum()
-        .sort_index()
-    )
+    values = np.column_stack([counts, sums, totals])
+    carried, reset_scrapes = _carried_over_resets(table.index, values, scrapes=len(order))
+    times = order["timestamp_seconds"].to_numpy(dtype=float)
     bounds.flags.writeable = False
     return HistogramSeries(
-        timestamps_seconds=order["timestamp_seconds"].to_numpy(dtype=float),
+        timestamps_seconds=times,
         upper_bounds=bounds,
-        cumulative_counts=per_scrape.to_numpy(),
-        sums=per_scrape_totals["sum"].to_numpy(),
-        counts=per_scrape_totals["count"].to_numpy(),
+        cumulative_counts=carried[:, :-2],
+        sums=carried[:, -2],
+        counts=carried[:, -1],
         sources=tuple(sources),
+        reset_times_seconds=tuple(float(times[i]) for i in reset_scrapes),
     )
+
+
+def _check_duplicates(rows: pd.DataFrame, order: pd.DataFrame) -> None:
+    """The same sample of the same series twice in one scrape: refuse rather than sum."""
+    twice = rows.duplicated(["scrape", "series", "sample", "le"], keep=False)
+    if not twice.any():
+        return
+    r = rows[twice].iloc[0]
+    lines = rows[twice]["line"][:2] if "line" in rows else ()
+    where = f" (lines {', '.join(str(n) for n in lines)})" if len(lines) else ""
+    le = f' le="{r["le"]:g}"' if r["sample"] == "bucket" else ""
+    raise SourceError(
+        f"{order['source'][r['scrape']]}: {r['series']} _{r['sample']}{le} appears twice in one "
+        f"scrape{where}; a series is its full label set, so this page repeats one"
+    )
+
+
+def _carried_over_resets(
+    index: pd.MultiIndex, values: np.ndarray, *, scrapes: int
+) -> tuple[np.ndarray, list[int]]:
+    """Per series: undo counter resets, zero before it appears, hold after it goes; then sum.
+
+    `values` has one row per (scrape, series) of `index`: buckets, then _sum, then _count.
+    Returns the summed rows (one per scrape) and the scrapes at which some series reset.
+    """
+    total = np.zeros((scrapes, values.shape[1]))
+    resets: set[int] = set()
+    scrape_of = index.get_level_values("scrape").to_numpy()
+    series_of = index.get_level_values("series").to_numpy()
+    for name in pd.unique(series_of):
+        mine = np.flatnonzero(series_of == name)
+        at, v = scrape_of[mine], values[mine]
+        order = np.argsort(at, kind="stable")
+        at, v = at[order], v[order]
+        dropped = np.zeros(len(at), dtype=bool)
+        dropped[1:] = (np.diff(v[:, :-2], axis=0) < 0).any(axis=1) | (np.diff(v[:, -1]) < 0)
+        carry = np.cumsum(np.where(dropped[:, None], np.roll(v, 1, axis=0), 0.0), axis=0)
+        resets.update(int(s) for s in at[dropped])
+        filled = np.zeros((scrapes, v.shape[1]))
+        position = np.searchsorted(at, np.arange(scrapes), side="right") - 1
+        seen = position >= 0
+        filled[seen] = (v + carry)[position[seen]]
+        total += filled
+    return total, sorted(resets)
 
 
 def _with_series_ids(rows: pd.DataFrame) -> pd.DataFrame:
@@ -101,8 +152,7 @@ def _bucket_table(rows: pd.DataFrame, metric_key: str, order: pd.DataFrame) -> p
         index=["scrape", "series"],
         columns="le",
         values="value",
-        aggfunc="sum",
-        dropna=False,
+        aggfunc="first",
         observed=True,
     )
     bounds = np.asarray(table.columns, dtype=float)
@@ -129,7 +179,7 @@ def _sums_and_counts(
             index=["scrape", "series"],
             columns="sample",
             values="value",
-            aggfunc="sum",
+            aggfunc="first",
             observed=True,
         )
         .reindex(table.index)

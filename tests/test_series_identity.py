@@ -1,0 +1,105 @@
+"""metrics.series: a series is its full label set; counters are read per series, then summed.
+
+Each case is written by hand in vLLM's exposition format and its expected increase worked out in
+the comment beside it, as Prometheus' `increase()` would count it per series.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_sources import HEAD, TPOT_HEAD, _write_series, itl_lines, page
+
+from itlkit.errors import SourceError
+from itlkit.metrics.histogram import series_window
+from itlkit.metrics.readers import parse_prometheus_text, read_scrape_folder
+from itlkit.metrics.series import histogram_series
+
+ITL = "vllm:inter_token_latency_seconds"
+TPOT = "vllm:time_per_output_token_seconds"
+
+
+def _flat(n):
+    """n observations, all in the first bucket (le=0.01)."""
+    return [n] * 6
+
+
+def _engines(*per_engine):
+    """One page holding engine 0, 1, ... with these counts (all observations <= 10 ms)."""
+    blocks = [HEAD]
+    for i, n in enumerate(per_engine):
+        if n is not None:
+            blocks.append(
+                itl_lines(ITL, _flat(n), 0.005 * n, labels=f'model_name="m",engine="{i}"')
+            )
+    return page(*blocks)
+
+
+def _window(tmp_path, pages):
+    _write_series(tmp_path / "s", pages)
+    series = histogram_series(read_scrape_folder(tmp_path / "s"), "itl")
+    return series, series_window(series)
+
+
+def test_one_engine_restarting_does_not_swallow_the_others_increase(tmp_path):
+    # engine 0: 1,000 -> 1,100 (+100); engine 1: 400 -> 50, a restart (+50 since). True: 150.
+    # Summed first, 1,400 -> 1,150 looks like one big reset and reads as +1,150.
+    series, w = _window(tmp_path, [_engines(1000, 400), _engines(1100, 50)])
+    assert w.histogram.count == 150
+    assert w.histogram.sum == pytest.approx(0.005 * 150)
+    assert w.counter_reset and w.reset_times_seconds == (series.timestamps_seconds[1],)
+
+
+def test_both_engines_restart_at_once(tmp_path):
+    # 1,000 -> 10 and 400 -> 5: both reset; 15 observations since.
+    _, w = _window(tmp_path, [_engines(1000, 400), _engines(10, 5)])
+    assert w.histogram.count == 15 and w.counter_reset
+
+
+def test_engine_that_appears_and_one_that_goes_away(tmp_path):
+    # scrape 0: engine 0 at 100. scrape 1: engines 0 (120) and 1 (30, new: all 30 are new).
+    # scrape 2: engine 1 gone; engine 0 at 150. Increase: (150 - 100) + 30 = 80, no reset.
+    pages = [_engines(100, None), _engines(120, 30), _engines(150, None)]
+    series, w = _window(tmp_path, pages)
+    assert series.counts.tolist() == [100, 150, 180]
+    assert w.histogram.count == 80 and not w.counter_reset
+
+
+def test_upgrade_from_v0_pages_to_v1_pages_with_a_rename(tmp_path):
+    # vLLM 0.9 pages: TPOT without an engine label (40 -> 60). After the upgrade (a restart), V1
+    # pages name it ITL with engine="0", counting from zero (5 -> 25). Increase: 20 + 5 + 20 = 45.
+    old = [page(TPOT_HEAD, itl_lines(TPOT, _flat(n), 0.005 * n, labels='model_name="m"'))
+           for n in (40, 60)]  # fmt: skip
+    new = [page(HEAD, itl_lines(ITL, _flat(n), 0.005 * n)) for n in (5, 25)]
+    _, w = _window(tmp_path, old + new)
+    assert w.histogram.count == 45
+
+
+def test_same_series_twice_in_one_page_is_an_error_naming_it():
+    text = page(
+        HEAD,
+        itl_lines(ITL, _flat(10), 0.05),
+        itl_lines(ITL, _flat(10), 0.05, labels='engine="0",model_name="m"'),  # same, reordered
+    )
+    with pytest.raises(SourceError, match=r'twice\.prom: .*engine="0".* appears twice'):
+        histogram_series(parse_prometheus_text(text, source="twice.prom"), "itl")
+
+
+def test_two_models_on_one_page_are_counted_apart():
+    text = page(
+        HEAD,
+        itl_lines(ITL, _flat(10), 0.05, labels='model_name="a",engine="0"'),
+        itl_lines(ITL, _flat(30), 0.15, labels='model_name="b",engine="0"'),
+    )
+    frame = parse_prometheus_text(text, source="two.prom")
+    assert histogram_series(frame, "itl", model_name="a").counts.tolist() == [10]
+    assert histogram_series(frame, "itl", model_name="b").counts.tolist() == [30]
+
+
+def test_two_models_without_a_choice_are_listed_not_summed():
+    text = page(
+        HEAD,
+        itl_lines(ITL, _flat(10), 0.05, labels='model_name="a",engine="0"'),
+        itl_lines(ITL, _flat(30), 0.15, labels='model_name="b",engine="0"'),
+    )
+    with pytest.raises(SourceError, match=r"2 models in the input \('a', 'b'\).*--model-name"):
+        histogram_series(parse_prometheus_text(text, source="two.prom"), "itl")
