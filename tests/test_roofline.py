@@ -305,3 +305,30 @@ def test_every_expert_is_resident_in_memory():
     assert not cap.weights_fit
     assert capacity(Deployment.create(model="mixtral-8x7b-v0.1", gpu="h100-sxm", tp=2),
                     context_tokens=1).weights_fit  # fmt: skip
+
+
+# ---- one formula: step_seconds (token counts) == step_time (the decomposition) ---------------
+@pytest.mark.parametrize(
+    ("model", "tp", "terms"),
+    [
+        ("llama-3.1-8b", 1, {}),
+        ("llama-3.1-70b", 2, {}),
+        ("llama-3.1-70b", 4, {"allreduce_latency_seconds": 5e-6, "host_overhead_seconds": 1e-3}),
+        ("llama-3.1-70b", 8, {"weight_precision": "fp8", "kv_precision": "fp8"}),
+        ("mixtral-8x7b-v0.1", 2, {}),  # MoE: weight bytes grow with the experts touched
+        ("mixtral-8x7b-v0.1", 8, {"weight_precision": "fp8", "allreduce_latency_seconds": 3e-6}),
+        ("qwen3-30b-a3b", 4, {"prefill_attention": True, "exclude_input_embedding": True}),
+    ],
+)
+def test_step_seconds_is_step_time_at_any_tp(model, tp, terms):
+    dep = Deployment.create(model=model, gpu="h100-sxm", tp=tp, **terms)
+    assert (dep.allreduce and tp > 1) == (step_time(dep, batch_size=1, context_tokens=1)
+                                          .allreduce_seconds > 0)  # fmt: skip
+    for batch in (1, 7, 64, 256):
+        for context in (100, 4096):
+            for chunk in (0, 512, 2048):
+                full = step_time(dep, batch_size=batch, context_tokens=context, chunk_tokens=chunk)
+                fast = step_seconds(
+                    dep, decode_tokens=batch, prefill_tokens=chunk, kv_tokens=batch * context
+                )
+                assert fast == pytest.approx(full.step_seconds, rel=1e-12), (batch, context, chunk)

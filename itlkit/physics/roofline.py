@@ -15,7 +15,7 @@ Every function takes numpy arrays as well as scalars, so one call serves a slide
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -191,6 +191,125 @@ def _positive(name: str, value, *, allow_zero: bool = False):
     return array
 
 
+@dataclass(frozen=True, slots=True)
+class StepCoefficients:
+    """The step-time formula's constants for one deployment, computed once (per GPU, SI units).
+
+    step = (max(weight read, matmul) + KV read + prefill attention + all-reduce) / efficiency
+           + host overhead
+    with weight read = weight bytes / HBM bandwidth, matmul = FLOPs per token x tokens / (MFU x
+    peak), KV read = KV bytes / HBM bandwidth, prefill attention = its FLOPs / (MFU x peak) and
+    all-reduce = bytes per token x tokens / link bandwidth + a latency per call. Each time is
+    bytes (or FLOPs) over a rate, as the worked example divides them, so every caller gets the
+    same floats: `step_time`, `step_seconds` and the simulator's step function.
+    """
+
+    weight_read_seconds: float  # dense: every step streams all weights (MoE: see weight_read)
+    matmul_flops_per_token: float
+    flops_per_second: float  # MFU x dense peak for the weight precision
+    kv_bytes_per_token: float
+    hbm_bytes_per_second: float
+    attention_flops_per_token_pair: float  # 0 unless prefill attention is on
+    allreduce_bytes_per_token: float
+    link_bytes_per_second: float
+    allreduce_seconds_per_step: float  # the latency of every all-reduce call in a step
+    host_overhead_seconds: float
+    efficiency: float = 1.0
+    moe: Deployment | None = None  # weight bytes depend on the experts a step touches
+
+    def weight_read(self, tokens):
+        """Seconds to stream the weights a step over `tokens` tokens reads."""
+        if self.moe is None:
+            return self.weight_read_seconds
+        return self.moe.weight_bytes_per_gpu(tokens=tokens) / self.hbm_bytes_per_second
+
+    def matmul_seconds(self, tokens):
+        return self.matmul_flops_per_token * tokens / self.flops_per_second
+
+    def kv_read_seconds(self, kv_bytes):
+        return kv_bytes / self.hbm_bytes_per_second
+
+    def attention_flops(self, *, chunk_tokens, prior_tokens=0):
+        """Causal attention FLOPs of a prefill chunk: per pair x chunk x (prior + chunk / 2)."""
+        return (
+            self.attention_flops_per_token_pair * chunk_tokens * (prior_tokens + chunk_tokens / 2.0)
+        )
+
+    def allreduce_bytes(self, tokens):
+        return self.allreduce_bytes_per_token * tokens
+
+    def allreduce_seconds(self, tokens):
+        return (
+            self.allreduce_bytes(tokens) / self.link_bytes_per_second
+            + self.allreduce_seconds_per_step
+        )
+
+    def total(self, *, weight, matmul, kv, attention, allreduce, maximum=np.maximum):
+        """The step from its terms (`maximum=max` for Python floats, as the simulator calls it)."""
+        gpu = maximum(weight, matmul) + kv + attention + allreduce
+        return gpu / self.efficiency + self.host_overhead_seconds
+
+    def seconds(self, *, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum):
+        """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all."""
+        return self.total(
+            weight=self.weight_read(tokens),
+            matmul=self.matmul_seconds(tokens),
+            kv=self.kv_read_seconds(self.kv_bytes_per_token * kv_tokens),
+            attention=attention_flops / self.flops_per_second,
+            allreduce=self.allreduce_seconds(tokens),
+            maximum=maximum,
+        )
+
+
+def step_coefficients(
+    deployment: Deployment, *, efficiency: float = 1.0, host_overhead_seconds: float | None = None
+) -> StepCoefficients:
+    """The constants of `step_time`'s formula for this deployment (host overhead overridable)."""
+    dep = deployment
+    m = dep.model
+    if m.is_mla:
+        qk_dim, v_dim = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+    else:
+        qk_dim = v_dim = m.attention_head_dim
+    pair = 2.0 * m.num_layers * m.num_attention_heads * (qk_dim + v_dim) / dep.tp
+    allreduce = dep.allreduce and dep.tp > 1
+    count = ALLREDUCES_PER_LAYER * m.num_layers
+    per_token = (
+        count * 2.0 * (dep.tp - 1) / dep.tp * m.hidden_size * dep.activation_bytes_per_element
+    )
+    host = dep.host_overhead_seconds if host_overhead_seconds is None else host_overhead_seconds
+    return StepCoefficients(
+        weight_read_seconds=float(dep.weight_bytes_per_gpu(tokens=1))
+        / dep.gpu.hbm_bytes_per_second,
+        matmul_flops_per_token=2.0 * dep.matmul_params / dep.tp,
+        flops_per_second=dep.mfu * dep.peak_flops_per_second,
+        kv_bytes_per_token=dep.kv_bytes_per_token_per_gpu,
+        hbm_bytes_per_second=dep.gpu.hbm_bytes_per_second,
+        attention_flops_per_token_pair=pair if dep.prefill_attention else 0.0,
+        allreduce_bytes_per_token=per_token if allreduce else 0.0,
+        link_bytes_per_second=dep.gpu.link_bytes_per_second,
+        allreduce_seconds_per_step=count * dep.allreduce_latency_seconds if allreduce else 0.0,
+        host_overhead_seconds=float(host),
+        efficiency=float(efficiency),
+        moe=dep if m.is_moe else None,
+    )
+
+
+def _batch(dep: Deployment, batch_size, context_tokens, request_context_tokens):
+    """(batch, mean context, KV bytes the decodes read) from an even or an uneven batch."""
+    if request_context_tokens is not None:
+        contexts = _positive("request context tokens", request_context_tokens)
+        if contexts.ndim != 1 or contexts.size == 0:
+            raise ConfigError("request_context_tokens must be a non-empty 1-D list of contexts")
+        kv_bytes = np.sum(dep.kv_bytes_per_sequence_per_gpu(context_tokens=contexts))
+        return np.asarray(float(contexts.size)), np.asarray(contexts.mean()), kv_bytes
+    if batch_size is None or context_tokens is None:
+        raise ConfigError("give batch_size and context_tokens, or request_context_tokens")
+    batch = _positive("batch size", batch_size)
+    context = _positive("context tokens", context_tokens)
+    return batch, context, batch * dep.kv_bytes_per_sequence_per_gpu(context_tokens=context)
+
+
 def step_time(
     deployment: Deployment,
     *,
@@ -210,66 +329,41 @@ def step_time(
     own prompt is already cached (it matters only to the prefill-attention term).
     """
     dep = deployment
-    if request_context_tokens is not None:
-        contexts = _positive("request context tokens", request_context_tokens)
-        if contexts.ndim != 1 or contexts.size == 0:
-            raise ConfigError("request_context_tokens must be a non-empty 1-D list of contexts")
-        batch = np.asarray(float(contexts.size))
-        kv_bytes = np.sum(dep.kv_bytes_per_sequence_per_gpu(context_tokens=contexts))
-        context = np.asarray(contexts.mean())
-    else:
-        if batch_size is None or context_tokens is None:
-            raise ConfigError("give batch_size and context_tokens, or request_context_tokens")
-        batch = _positive("batch size", batch_size)
-        context = _positive("context tokens", context_tokens)
-        kv_bytes = batch * dep.kv_bytes_per_sequence_per_gpu(context_tokens=context)
+    c = step_coefficients(dep)
+    batch, context, kv_bytes = _batch(dep, batch_size, context_tokens, request_context_tokens)
     chunk = _positive("chunk tokens", chunk_tokens, allow_zero=True)
     prior = _positive("chunk context tokens", chunk_context_tokens, allow_zero=True)
     tokens = batch + chunk
-    bandwidth = dep.gpu.hbm_bytes_per_second
-    flops_per_second = dep.mfu * dep.peak_flops_per_second
-
-    weight_bytes = dep.weight_bytes_per_gpu(tokens=tokens)
-    weight_read = weight_bytes / bandwidth
-    kv_read = kv_bytes / bandwidth
-    matmul_flops = 2.0 * dep.matmul_params * tokens / dep.tp
-    matmul_seconds = matmul_flops / flops_per_second
-
-    attention_flops = np.zeros_like(chunk)
-    if dep.prefill_attention:
-        attention_flops = prefill_attention_flops(dep, chunk_tokens=chunk, prior_tokens=prior)
-    attention_seconds = attention_flops / flops_per_second
-
-    allreduce_bytes = np.zeros_like(tokens)
-    allreduce_seconds = np.zeros_like(tokens)
-    if dep.allreduce and dep.tp > 1:
-        allreduce_bytes, allreduce_seconds = allreduce_cost(dep, tokens=tokens)
-
-    host = np.full_like(tokens, dep.host_overhead_seconds)
-    step = (
-        np.maximum(weight_read, matmul_seconds)
-        + kv_read
-        + attention_seconds
-        + allreduce_seconds
-        + host
+    weight_read = np.broadcast_to(c.weight_read(tokens), np.shape(tokens)).astype(float)
+    kv_read = c.kv_read_seconds(kv_bytes)
+    matmul_seconds = c.matmul_seconds(tokens)
+    attention_flops = c.attention_flops(chunk_tokens=chunk, prior_tokens=prior)
+    attention_seconds = attention_flops / c.flops_per_second
+    allreduce_seconds = np.broadcast_to(c.allreduce_seconds(tokens), np.shape(tokens))
+    step = c.total(
+        weight=weight_read,
+        matmul=matmul_seconds,
+        kv=kv_read,
+        attention=attention_seconds,
+        allreduce=allreduce_seconds,
     )
     return StepTime(
         batch_size=_out(batch),
         context_tokens=_out(context),
         chunk_tokens=_out(chunk),
         tokens=_out(tokens),
-        weight_bytes=_out(weight_bytes),
+        weight_bytes=_out(dep.weight_bytes_per_gpu(tokens=tokens)),
         kv_bytes=_out(kv_bytes),
         weight_read_seconds=_out(weight_read),
         kv_read_seconds=_out(kv_read),
         floor_seconds=_out(weight_read + kv_read),
-        matmul_flops=_out(matmul_flops),
+        matmul_flops=_out(c.matmul_flops_per_token * tokens),
         matmul_seconds=_out(matmul_seconds),
         prefill_attention_flops=_out(attention_flops),
         prefill_attention_seconds=_out(attention_seconds),
-        allreduce_bytes=_out(allreduce_bytes),
+        allreduce_bytes=_out(c.allreduce_bytes(tokens)),
         allreduce_seconds=_out(allreduce_seconds),
-        host_overhead_seconds=_out(host),
+        host_overhead_seconds=_out(np.full_like(tokens, c.host_overhead_seconds)),
         step_seconds=_out(step),
         compute_bound=_out(matmul_seconds > weight_read),
     )
@@ -294,26 +388,15 @@ def mixed_step(deployment: Deployment, *, batch_size, context_tokens, chunk_toke
 
 
 def step_seconds(deployment: Deployment, *, decode_tokens: int, prefill_tokens: int, kv_tokens):
-    """Fast scalar step time for the simulator: `kv_tokens` is the decodes' summed context.
-
-    Same formula as `step_time` (KV linear in tokens; sliding windows must be clipped by the
-    caller; prefill attention counted as if the chunk starts its prompt).
-    """
-    dep = deployment
+    """Step time from token counts (`kv_tokens`: the decodes' summed context): `step_time`'s
+    formula through the same `StepCoefficients` (KV linear in tokens, so sliding windows must be
+    clipped by the caller; prefill attention counted as if the chunk starts its prompt)."""
+    c = step_coefficients(deployment)
     tokens = decode_tokens + prefill_tokens
     if tokens <= 0:
-        return dep.host_overhead_seconds
-    bandwidth = dep.gpu.hbm_bytes_per_second
-    flops_per_second = dep.mfu * dep.peak_flops_per_second
-    weight_read = float(dep.weight_bytes_per_gpu(tokens=tokens)) / bandwidth
-    matmul = 2.0 * dep.matmul_params * tokens / dep.tp / flops_per_second
-    seconds = max(weight_read, matmul) + kv_tokens * dep.kv_bytes_per_token_per_gpu / bandwidth
-    if dep.prefill_attention and prefill_tokens:
-        flops = prefill_attention_flops(dep, chunk_tokens=prefill_tokens, prior_tokens=0)
-        seconds += float(flops) / flops_per_second
-    if dep.allreduce and dep.tp > 1:
-        seconds += float(allreduce_cost(dep, tokens=tokens)[1])
-    return seconds + dep.host_overhead_seconds
+        return c.host_overhead_seconds
+    attention = c.attention_flops(chunk_tokens=prefill_tokens) if prefill_tokens else 0.0
+    return float(c.seconds(tokens=tokens, kv_tokens=kv_tokens, attention_flops=attention))
 
 
 def prefill_attention_flops(deployment: Deployment, *, chunk_tokens, prior_tokens=0):
@@ -321,15 +404,9 @@ def prefill_attention_flops(deployment: Deployment, *, chunk_tokens, prior_token
 
     QK^T and PV: 2 x L x heads x (d_qk + d_v) x chunk x (prior + chunk/2).
     """
-    m = deployment.model
-    if m.is_mla:
-        qk_dim, v_dim = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
-    else:
-        qk_dim = v_dim = m.attention_head_dim
+    c = step_coefficients(replace(deployment, prefill_attention=True))
     chunk = np.asarray(chunk_tokens, dtype=float)
-    attended = np.asarray(prior_tokens, dtype=float) + chunk / 2.0
-    flops = 2.0 * m.num_layers * m.num_attention_heads * (qk_dim + v_dim) * chunk * attended
-    return flops / deployment.tp
+    return c.attention_flops(chunk_tokens=chunk, prior_tokens=np.asarray(prior_tokens, dtype=float))
 
 
 def allreduce_cost(deployment: Deployment, *, tokens):
@@ -338,13 +415,9 @@ def allreduce_cost(deployment: Deployment, *, tokens):
     Ring all-reduce: 2 (tp - 1) / tp x message bytes over one direction of the scale-up link,
     two all-reduces per layer of tokens x hidden activations, plus a fixed latency each.
     """
-    dep = deployment
-    count = ALLREDUCES_PER_LAYER * dep.model.num_layers
-    message = np.asarray(tokens, dtype=float) * dep.model.hidden_size
-    message = message * dep.activation_bytes_per_element
-    sent = count * 2.0 * (dep.tp - 1) / dep.tp * message
-    seconds = sent / dep.gpu.link_bytes_per_second + count * dep.allreduce_latency_seconds
-    return sent, seconds
+    c = step_coefficients(replace(deployment, allreduce=True))
+    tokens = np.asarray(tokens, dtype=float)
+    return c.allreduce_bytes(tokens), c.allreduce_seconds(tokens)
 
 
 def ridge_tokens_per_step(deployment: Deployment) -> float:

@@ -44,7 +44,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -56,7 +56,7 @@ from itlkit.metrics.vllm_metrics import (
     REQUEST_LATENCY_BUCKETS_SECONDS,
     TTFT_BUCKETS_SECONDS,
 )
-from itlkit.physics.roofline import Deployment, allreduce_cost, capacity, step_seconds
+from itlkit.physics.roofline import Deployment, capacity, step_coefficients
 from itlkit.sim.workload import Workload
 
 StepFunction = Callable[..., float]
@@ -121,93 +121,35 @@ def roofline_step_function(
     efficiency: float = 1.0,
     host_overhead_seconds: float | None = None,
 ) -> StepFunction:
-    """Roofline step time (`roofline.step_seconds`) / efficiency + per-step host overhead.
+    """Roofline step time (`roofline.StepCoefficients`) / efficiency + per-step host overhead.
 
     `efficiency` scales the GPU time (1 = the roofline model as is, 0.6 = a server at 60% of it);
-    host overhead defaults to the deployment's. Dense models get a closed form of the same
-    formula (max(weight read, matmul) + KV read + all-reduce) checked against `step_seconds`.
+    host overhead defaults to the deployment's. Python ints get Python floats (the engine calls
+    it once a step); arrays of tokens or of KV tokens get arrays.
     """
     if not (0 < efficiency <= 1):
         raise ConfigError(f"efficiency must be in (0, 1], got {efficiency}")
-    host = (
-        deployment.host_overhead_seconds if host_overhead_seconds is None else host_overhead_seconds
+    c = step_coefficients(
+        deployment, efficiency=efficiency, host_overhead_seconds=host_overhead_seconds
     )
+    host = c.host_overhead_seconds
     if not (host >= 0 and math.isfinite(host)):
         raise ConfigError(f"host overhead must be a finite number >= 0 seconds, got {host}")
-    gpu = replace(deployment, host_overhead_seconds=0.0)
-    closed = _closed_form(gpu)
-    if closed is not None:
-        weight_seconds, matmul_per_token, kv_per_token, ar_per_token, ar_fixed = closed
+    attention = c.attention_flops_per_token_pair > 0
 
-        def step(*, decode_tokens, prefill_tokens, kv_tokens):
-            tokens = decode_tokens + prefill_tokens
-            seconds = (
-                np.maximum(weight_seconds, matmul_per_token * tokens)
-                + kv_per_token * kv_tokens
-                + ar_per_token * tokens
-                + ar_fixed
-            )
-            return np.where(tokens > 0, seconds / efficiency, 0.0) + host
-
-        def scalar_step(*, decode_tokens, prefill_tokens, kv_tokens):
-            tokens = decode_tokens + prefill_tokens
-            if isinstance(tokens, np.ndarray):  # arrays of tokens; kv_tokens arrays work below
-                return step(
-                    decode_tokens=decode_tokens, prefill_tokens=prefill_tokens, kv_tokens=kv_tokens
-                )
-            if tokens <= 0:
-                return host
-            matmul = matmul_per_token * tokens
-            gemm = weight_seconds if weight_seconds > matmul else matmul
-            gpu_seconds = gemm + kv_per_token * kv_tokens + ar_per_token * tokens + ar_fixed
-            return gpu_seconds / efficiency + host
-
-        return scalar_step
-
-    def one(decode_tokens, prefill_tokens, kv_tokens):
-        seconds = step_seconds(
-            gpu,
-            decode_tokens=int(decode_tokens),
-            prefill_tokens=int(prefill_tokens),
-            kv_tokens=kv_tokens,  # linear in the formula, so an array of them works as is
+    def step(*, decode_tokens, prefill_tokens, kv_tokens):
+        tokens = decode_tokens + prefill_tokens
+        flops = c.attention_flops(chunk_tokens=prefill_tokens) if attention else 0.0
+        if np.ndim(tokens) or np.ndim(kv_tokens):
+            seconds = c.seconds(tokens=tokens, kv_tokens=kv_tokens, attention_flops=flops)
+            return np.where(np.asarray(tokens) > 0, seconds, host)
+        if tokens <= 0:
+            return host
+        return float(
+            c.seconds(tokens=tokens, kv_tokens=kv_tokens, attention_flops=flops, maximum=max)
         )
-        return seconds / efficiency + host
 
-    def general(*, decode_tokens, prefill_tokens, kv_tokens):
-        if np.ndim(decode_tokens) or np.ndim(prefill_tokens):
-            return np.vectorize(one)(decode_tokens, prefill_tokens, kv_tokens)
-        return one(decode_tokens, prefill_tokens, kv_tokens)
-
-    return general
-
-
-def _closed_form(dep: Deployment):
-    """Coefficients of step_seconds for a dense model, or None when the formula is not linear."""
-    if dep.model.is_moe or dep.prefill_attention:
-        return None
-    bandwidth = dep.gpu.hbm_bytes_per_second
-    weight_seconds = float(dep.weight_bytes_per_gpu(tokens=1)) / bandwidth
-    matmul_per_token = 2.0 * dep.matmul_params / dep.tp / (dep.mfu * dep.peak_flops_per_second)
-    kv_per_token = dep.kv_bytes_per_token_per_gpu / bandwidth
-    ar_per_token = ar_fixed = 0.0
-    if dep.allreduce and dep.tp > 1:
-        one = _allreduce_seconds(dep, tokens=1)
-        ar_fixed = _allreduce_seconds(dep, tokens=0)
-        ar_per_token = one - ar_fixed
-    coefficients = (weight_seconds, matmul_per_token, kv_per_token, ar_per_token, ar_fixed)
-    # The adapter must agree with the model it stands for; fall back if it ever does not.
-    for decode, prefill, kv in ((1, 0, 100), (64, 2048, 262144), (256, 8192, 10**6)):
-        expect = step_seconds(dep, decode_tokens=decode, prefill_tokens=prefill, kv_tokens=kv)
-        tokens = decode + prefill
-        got = max(weight_seconds, matmul_per_token * tokens) + kv_per_token * kv
-        got += ar_per_token * tokens + ar_fixed
-        if not math.isclose(got, expect, rel_tol=1e-9):
-            return None
-    return coefficients
-
-
-def _allreduce_seconds(dep: Deployment, *, tokens: int) -> float:
-    return float(allreduce_cost(dep, tokens=tokens)[1])
+    return step
 
 
 def transfer_bytes_per_token(deployment: Deployment) -> float:
