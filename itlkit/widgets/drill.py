@@ -62,6 +62,17 @@ class InterviewDrill:
 
         self.new_button = widgets.Button(description="new scenario", icon="refresh")
         self.question = widgets.HTML()
+        self._build_answer_controls()
+        self.check_button = widgets.Button(description="check my answer", button_style="primary")
+        self.feedback = widgets.HTML()
+        self.figure = go.FigureWidget(answer_figure(None))
+        self._build_follow_ups()
+        self._wire()
+        self.view = self._layout()
+        self._show_scenario()
+
+    def _build_answer_controls(self) -> None:
+        """The inputs: numbers (ms, count), ranked causes, what p99 means, signal, fix, TTFT."""
         self.floor = _number("floor (ms)")
         self.kv_term = _number("KV term (ms)")
         self.mixed_step = _number("step with a chunk (ms)")
@@ -79,9 +90,9 @@ class InterviewDrill:
         self.ttft_check = widgets.Checkbox(
             value=False, description="check TTFT p99 against its SLO before shipping", indent=False
         )
-        self.check_button = widgets.Button(description="check my answer", button_style="primary")
-        self.feedback = widgets.HTML()
-        self.figure = go.FigureWidget(answer_figure(None))
+
+    def _build_follow_ups(self) -> None:
+        """Three follow-up questions, each with a reveal button (locked until a check)."""
         self.reveal_buttons = tuple(
             widgets.Button(description="show the answer", disabled=True) for _ in range(3)
         )
@@ -99,11 +110,14 @@ class InterviewDrill:
             ]
         )
 
+    def _wire(self) -> None:
         self.new_button.on_click(self.new_scenario)
         self.check_button.on_click(self.check)
         for index, button in enumerate(self.reveal_buttons):
             button.on_click(lambda _button, index=index: self.reveal(index))
 
+    def _layout(self) -> widgets.VBox:
+        """Question, numbers beside reasoning, the rest of the answer, feedback and follow-ups."""
         numbers = widgets.VBox(
             [
                 widgets.HTML("<b>Numbers</b> (per GPU; leave 0 to skip)"),
@@ -116,7 +130,7 @@ class InterviewDrill:
         reasoning = widgets.VBox(
             [widgets.HTML("<b>Causes, most likely first</b>"), *self.ranks, self.signal]
         )
-        self.view = widgets.VBox(
+        return widgets.VBox(
             [
                 self.new_button,
                 self.question,
@@ -131,7 +145,6 @@ class InterviewDrill:
                 self.follow_ups,
             ]
         )
-        self._show_scenario()
 
     def _draw(self) -> Scenario:
         return draw_scenario(self.rng)
