@@ -12,7 +12,7 @@ from test_sources import HEAD, TPOT_HEAD, _write_series, itl_lines, page
 from itlkit.errors import SourceError
 from itlkit.metrics.histogram import series_window
 from itlkit.metrics.readers import parse_prometheus_text, read_scrape_folder
-from itlkit.metrics.series import histogram_series
+from itlkit.metrics.series import histogram_series, scalar_series
 
 ITL = "vllm:inter_token_latency_seconds"
 TPOT = "vllm:time_per_output_token_seconds"
@@ -103,3 +103,23 @@ def test_two_models_without_a_choice_are_listed_not_summed():
     )
     with pytest.raises(SourceError, match=r"2 models in the input \('a', 'b'\).*--model-name"):
         histogram_series(parse_prometheus_text(text, source="two.prom"), "itl")
+
+
+def _preemptions(*per_engine):
+    lines = ["# TYPE vllm:num_preemptions counter"]
+    lines += [
+        f'vllm:num_preemptions_total{{model_name="m",engine="{i}"}} {n}'
+        for i, n in enumerate(per_engine)
+        if n is not None
+    ]
+    return page(lines)
+
+
+def test_counters_are_corrected_per_series_too(tmp_path):
+    # engine 0: 10 -> 12 -> 15; engine 1: 7 -> 1 (a restart: 7 before, 1 since, so 8) -> gone
+    # (holds 8). Summed per scrape: 10 + 7 = 17, 12 + 8 = 20, 15 + 8 = 23.
+    _write_series(
+        tmp_path / "c", [_preemptions(10, 7), _preemptions(12, 1), _preemptions(15, None)]
+    )
+    values = scalar_series(read_scrape_folder(tmp_path / "c"), "preemptions")
+    assert values.tolist() == [17, 20, 23]

@@ -213,16 +213,26 @@ def _check_histograms(table, bounds, counts, sums, totals, sources) -> None:
 def scalar_series(
     frame: pd.DataFrame, metric_key: str, *, model_name=None, engine=None, how: str = "sum"
 ) -> pd.Series:
-    """A counter or gauge over time (index: timestamp_seconds), label sets combined by `how`."""
+    """A counter or gauge over time (index: timestamp_seconds), label sets combined by `how`.
+
+    Counters are corrected per series first, as in `histogram_series` (a restart of one engine
+    never hides another's increase; a series that appears starts from zero, one that goes keeps
+    its last value), so the combined counter only goes down where nothing was observed.
+    """
     if metric(metric_key).kind == "histogram":
         raise SourceError(f"{metric_key} is a histogram; use histogram_series")
     rows = _select(frame, metric_key, model_name, engine)
-    nan_rows = rows[rows["value"].isna()]
-    if not nan_rows.empty:
-        r = nan_rows.iloc[0]
-        raise SourceError(f"{r['source']}: {r['family']} is NaN")
     rows, order = _with_scrape_ids(rows)
+    rows = _with_series_ids(rows)
+    _check_duplicates(rows, order)
+    times = pd.Index(order["timestamp_seconds"].to_numpy(), name="timestamp_seconds")
+    if metric(metric_key).kind == "counter" and how == "sum":
+        table = rows.set_index(["scrape", "series"])["value"].sort_index()
+        carried, _ = _carried_over_resets(
+            table.index, table.to_numpy()[:, None], scrapes=len(order)
+        )
+        return pd.Series(carried[:, 0], index=times, name=metric_key)
     values = rows.groupby("scrape")["value"].agg(how).sort_index()
-    values.index = pd.Index(order["timestamp_seconds"].to_numpy(), name="timestamp_seconds")
+    values.index = times
     values.name = metric_key
     return values
