@@ -42,44 +42,10 @@ class DecodeExplorer:
         )
         self.model, self.model_path = self.picker.model, self.picker.model_path
         self.gpu, self.weights, self.kv = self.picker.gpu, self.picker.weights, self.picker.kv
-        self.batch = slider(
-            widgets.IntSlider, "batch (sequences)", value=batch_size, min=1, max=1024, step=1
+        self._build_workload_controls(
+            batch_size=batch_size, context_tokens=context_tokens, chunk_tokens=chunk_tokens
         )
-        self.batch.add_class("itlkit-batch")
-        self.context = slider(
-            widgets.IntSlider,
-            "context (tokens)",
-            value=context_tokens,
-            min=128,
-            max=131072,
-            step=128,
-        )
-        self.chunk = slider(
-            widgets.IntSlider,
-            "prefill chunk (tokens)",
-            value=chunk_tokens,
-            min=0,
-            max=16384,
-            step=64,
-        )
-        self.tp = slider(
-            widgets.SelectionSlider, "TP (GPUs)", options=[1, 2, 4, 8, 16, 32], value=tp
-        )
-        self.mfu = slider(
-            widgets.FloatSlider, "MFU (fraction)", value=mfu, min=0.05, max=1.0, step=0.05
-        )
-        self.host_overhead = slider(
-            widgets.FloatSlider, "host overhead (ms)", value=0.0, min=0.0, max=20.0, step=0.5
-        )
-        self.allreduce_latency = slider(
-            widgets.FloatSlider, "all-reduce latency (µs)", value=0.0, min=0.0, max=50.0, step=1.0
-        )
-        self.prefill_attention = widgets.Checkbox(
-            value=False, description="count prefill attention FLOPs", indent=False
-        )
-        self.exclude_embedding = widgets.Checkbox(
-            value=False, description="skip the input-embedding read (row gather)", indent=False
-        )
+        self._build_engine_controls(tp=tp, mfu=mfu)
         self.status = widgets.HTML()
         self._view = self._compute()
         self.figure = go.FigureWidget(decode_figure(self._view))
@@ -101,6 +67,52 @@ class DecodeExplorer:
         left = widgets.VBox(controls[:8])
         right = widgets.VBox(controls[8:])
         self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+
+    def _build_workload_controls(
+        self, *, batch_size: int, context_tokens: int, chunk_tokens: int
+    ) -> None:
+        """Sliders for the batch (sequences), its context and the prefill chunk (tokens)."""
+        self.batch = slider(
+            widgets.IntSlider, "batch (sequences)", value=batch_size, min=1, max=1024, step=1
+        )
+        self.batch.add_class("itlkit-batch")
+        self.context = slider(
+            widgets.IntSlider,
+            "context (tokens)",
+            value=context_tokens,
+            min=128,
+            max=131072,
+            step=128,
+        )
+        self.chunk = slider(
+            widgets.IntSlider,
+            "prefill chunk (tokens)",
+            value=chunk_tokens,
+            min=0,
+            max=16384,
+            step=64,
+        )
+
+    def _build_engine_controls(self, *, tp: int, mfu: float) -> None:
+        """TP, MFU, host overhead (ms), all-reduce latency (µs) and the two accounting switches."""
+        self.tp = slider(
+            widgets.SelectionSlider, "TP (GPUs)", options=[1, 2, 4, 8, 16, 32], value=tp
+        )
+        self.mfu = slider(
+            widgets.FloatSlider, "MFU (fraction)", value=mfu, min=0.05, max=1.0, step=0.05
+        )
+        self.host_overhead = slider(
+            widgets.FloatSlider, "host overhead (ms)", value=0.0, min=0.0, max=20.0, step=0.5
+        )
+        self.allreduce_latency = slider(
+            widgets.FloatSlider, "all-reduce latency (µs)", value=0.0, min=0.0, max=50.0, step=1.0
+        )
+        self.prefill_attention = widgets.Checkbox(
+            value=False, description="count prefill attention FLOPs", indent=False
+        )
+        self.exclude_embedding = widgets.Checkbox(
+            value=False, description="skip the input-embedding read (row gather)", indent=False
+        )
 
     def deployment(self) -> Deployment:
         """The Deployment the controls describe (raises ConfigError/UnknownNameError)."""
