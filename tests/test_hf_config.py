@@ -7,8 +7,10 @@ from _paths import DATA
 
 from itlkit.errors import ConfigError
 from itlkit.physics.model_catalog import get_model
+from itlkit.units import PRECISIONS
 
 LLAMA = json.loads((DATA / "hf_configs" / "llama-3.1-8b" / "config.json").read_text())
+BF16 = PRECISIONS["bf16"]
 MIXTRAL = json.loads((DATA / "hf_configs" / "mixtral-8x7b-v0.1" / "config.json").read_text())
 
 
@@ -130,3 +132,111 @@ def test_model_type_and_text_config_must_have_the_right_shape(tmp_path):
         _read(tmp_path, {**LLAMA, "model_type": 7})
     with pytest.raises(ConfigError, match="'text_config' must be a JSON object"):
         _read(tmp_path, {"model_type": "llama4", "text_config": "none"})
+
+
+# ---- families read by their own field names ----------------------------------------------------
+def _config(slug):
+    return get_model(DATA / "hf_configs" / slug / "config.json")
+
+
+def _raw(slug):
+    return json.loads((DATA / "hf_configs" / slug / "config.json").read_text())
+
+
+def test_gpt2_learned_positions_layernorm_biases_and_a_tied_head():
+    gpt2 = _config("gpt2")
+    assert gpt2.position_embedding_params == 1024 * 768
+    assert gpt2.lm_head_params == 0
+    assert gpt2.norm_params == 2 * 768  # LayerNorm weight and bias
+    assert gpt2.dense_mlp_params_per_layer == 2 * 768 * 3072 + 3072 + 768  # c_fc, c_proj + biases
+    assert gpt2.attention_params_per_layer == 4 * 768 * 768 + 4 * 768  # c_attn, c_proj + biases
+    # Token table is the tied head (streamed); the position table is a gather.
+    streamed = float(gpt2.streamed_params(exclude_input_embedding=True))
+    assert streamed == 124_439_808 - 786_432
+
+
+def test_opt_positions_have_an_offset_of_two_and_350m_projects_its_embeddings():
+    assert _config("opt-125m").position_embedding_params == (2048 + 2) * 768
+    opt350 = _config("opt-350m")
+    assert opt350.embedding_params == 50272 * 512
+    assert opt350.embedding_projection_params == 2 * 512 * 1024
+    assert not opt350.final_norm  # do_layer_norm_before: false
+
+
+def test_gpt_j_has_one_norm_per_block_and_a_biased_head():
+    gptj = _config("gpt-j-6b")
+    assert gptj.norms_per_layer == 1
+    assert gptj.lm_head_params == 50400 * 4096 + 50400
+
+
+def test_falcon_7b_is_multi_query_with_one_parallel_norm():
+    falcon = _config("falcon-7b")
+    assert (falcon.num_kv_heads, falcon.norms_per_layer) == (1, 1)
+    assert falcon.kv_bytes_per_token(BF16) == 32 * 2 * 64 * 2
+
+
+def test_llama_4_scout_has_a_shared_expert_and_dense_width_for_dense_layers():
+    scout, maverick = _config("llama-4-scout-17b-16e"), _config("llama-4-maverick-17b-128e")
+    assert scout.moe_layers == 48 and maverick.moe_layers == 24  # interleave_moe_layer_step 1, 2
+    assert scout.shared_experts_params_per_layer == 3 * 5120 * 8192
+    assert maverick.dense_mlp_params_per_layer == 3 * 5120 * 16384  # intermediate_size_mlp
+    # Without the shared expert the reader gave 101.7 B / 11.1 B.
+    assert scout.total_params - 48 * scout.shared_experts_params_per_layer == pytest.approx(
+        101.7e9, abs=0.05e9
+    )
+    # 3 of 4 layers attend within an 8,192-token chunk.
+    assert (scout.sliding_layers, scout.sliding_window) == (36, 8192)
+
+
+def test_gemma_3_keeps_one_global_layer_in_six():
+    gemma = _config("gemma-3-1b")
+    assert (gemma.sliding_layers, gemma.sliding_window) == (22, 512)
+    assert gemma.qk_norm and gemma.tie_word_embeddings
+
+
+def test_qwen2_moe_shared_expert_has_its_own_width_and_gate():
+    qwen = _config("qwen1.5-moe-a2.7b")
+    assert qwen.shared_experts_params_per_layer == 3 * 2048 * 5632 + 2048
+
+
+@pytest.mark.parametrize(
+    ("slug", "field", "bad", "message"),
+    [
+        ("gpt2", "n_embd", "768", "must be a positive integer"),
+        ("gpt2", "n_positions", 0, "must be a positive integer"),
+        ("opt-125m", "enable_bias", "false", "must be true or false"),
+        ("opt-125m", "ffn_dim", -3072, "must be a positive integer"),
+        ("falcon-7b", "multi_query", "true", "must be true or false"),
+        ("falcon-7b", "num_attention_heads", 71.5, "must be a positive integer"),
+        ("pythia-160m", "intermediate_size", None, "is missing"),
+        ("gpt-j-6b", "n_inner", 0, "must be a positive integer"),
+        ("qwen1.5-moe-a2.7b", "shared_expert_intermediate_size", -1, "must be an integer >= 0"),
+        (
+            "qwen1.5-moe-a2.7b",
+            "mlp_only_layers",
+            [3],
+            r"\(dense layers listed by index\) is not supported",
+        ),
+        ("deepseek-v2-lite", "moe_layer_freq", 2, "other than 1 is not supported"),
+    ],
+)
+def test_family_fields_are_checked(tmp_path, slug, field, bad, message):
+    with pytest.raises(ConfigError, match=f"config.json: field '{field}' {message}"):
+        _read(tmp_path, {**_raw(slug), field: bad})
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "message"),
+    [
+        ("interleave_moe_layer_step", 0, "must be a positive integer"),
+        ("interleave_moe_layer_step", 49, "exceeds num_hidden_layers"),
+        ("num_experts_per_tok", 17, r"\(17\) exceeds the 16 experts"),
+        ("no_rope_layers", [1, 0], r"must list one 0 or 1 per layer \(48\)"),
+        ("attention_chunk_size", -8192, "must be an integer >= 0"),
+    ],
+)
+def test_llama_4_text_config_fields_are_checked(tmp_path, field, bad, message):
+    config = _raw("llama-4-scout-17b-16e")
+    config["text_config"] = {**config["text_config"], field: bad}
+    with pytest.raises(ConfigError, match=f"field '{field}' {message}"):
+        _read(tmp_path, config)

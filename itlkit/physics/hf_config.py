@@ -379,6 +379,8 @@ def _mla_fields(f: _Fields) -> dict:
 
 def _sliding_fields(f: _Fields, model_type: str, *, layers: int) -> dict:
     """The sliding window and how many layers use it (`layer_types`, else the family's rule)."""
+    if model_type == "llama4_text":
+        return _chunked_fields(f, layers=layers)
     window = f.int("sliding_window", 0, minimum=0)
     if not window or not f.bool("use_sliding_window", True):
         return {}
@@ -396,3 +398,23 @@ def _sliding_fields(f: _Fields, model_type: str, *, layers: int) -> dict:
     else:
         sliding = layers
     return dict(sliding_window=window, sliding_layers=sliding) if sliding else {}
+
+
+def _chunked_fields(f: _Fields, *, layers: int) -> dict:
+    """Llama 4's chunked local attention, held as a sliding window of `attention_chunk_size`.
+
+    The RoPE layers (`no_rope_layers[i] == 1`; by default 3 of every 4) attend within their
+    chunk, so they hold at most one chunk of KV: an upper bound, as a window is.
+    """
+    chunk = f.int("attention_chunk_size", 0, minimum=0)
+    if not chunk:
+        return {}
+    flags = f.list("no_rope_layers")
+    if flags:
+        if len(flags) != layers or any(isinstance(x, bool) or x not in (0, 1) for x in flags):
+            raise f.fail("no_rope_layers", f"must list one 0 or 1 per layer ({layers})")
+        chunked = sum(flags)
+    else:
+        interval = f.int("no_rope_layer_interval", 4)
+        chunked = sum(1 for i in range(layers) if (i + 1) % interval)
+    return dict(sliding_window=chunk, sliding_layers=chunked) if chunked else {}
