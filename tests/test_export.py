@@ -13,6 +13,7 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from itlkit.errors import ConfigError
+from itlkit.metrics.histogram import from_samples
 from itlkit.metrics.readers import read_scrape_folder
 from itlkit.metrics.scrape_names import timestamp_from_name
 from itlkit.metrics.series import histogram_series, scalar_series
@@ -26,7 +27,7 @@ from itlkit.sim.export import (
     scrape_series,
     scrape_times,
 )
-from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment, weighted_histogram
+from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
 from itlkit.sim.workload import make_workload, synthetic_workload
 
 MAIN_FAMILIES = (
@@ -76,9 +77,8 @@ def test_read_back_itl_equals_the_samples_binned_directly(run, scrapes):
     times = scrape_times(run, interval_seconds=15)
     np.testing.assert_array_equal(series.timestamps_seconds, DEFAULT_START_UNIX_SECONDS + times)
     for k, t in enumerate(times):
-        direct = weighted_histogram(
-            *run.itl_weighted(until_seconds=t), upper_bounds=ITL_BUCKETS_SECONDS
-        )
+        values, weights = run.itl_weighted(until_seconds=t)
+        direct = from_samples(values, weights=weights, upper_bounds=ITL_BUCKETS_SECONDS)
         read = series.snapshot(k)
         np.testing.assert_array_equal(read.upper_bounds, direct.upper_bounds)
         np.testing.assert_array_equal(read.cumulative_counts, direct.cumulative_counts)
@@ -95,7 +95,7 @@ def test_read_back_ttft_and_counters(run, scrapes):
     ttft = histogram_series(frame, "ttft").snapshot(-1)
     got = run.first_token_seconds <= end
     samples = run.first_token_seconds[got] - run.workload.arrival_seconds[got]
-    direct = weighted_histogram(samples, np.ones(samples.size), upper_bounds=TTFT_BUCKETS_SECONDS)
+    direct = from_samples(samples, upper_bounds=TTFT_BUCKETS_SECONDS)
     np.testing.assert_array_equal(ttft.cumulative_counts, direct.cumulative_counts)
     ended = run.step_end_seconds <= end
     generation = scalar_series(frame, "generation_tokens")
@@ -188,9 +188,8 @@ def test_bad_interval_is_a_clear_error(run, tmp_path):
 def test_older_page_layouts_read_back_without_double_counting(run, tmp_path):
     """vLLM 0.11 exposes ITL twice (with the deprecated TPOT name); 0.9 only as TPOT."""
     end = scrape_times(run, interval_seconds=45)[-1]
-    direct = weighted_histogram(
-        *run.itl_weighted(until_seconds=end), upper_bounds=ITL_BUCKETS_SECONDS
-    )
+    values, weights = run.itl_weighted(until_seconds=end)
+    direct = from_samples(values, weights=weights, upper_bounds=ITL_BUCKETS_SECONDS)
     for version in ("0.9", "0.11"):
         folder = tmp_path / version
         export_prometheus_scrapes(run, folder, interval_seconds=45, version=version)
@@ -208,3 +207,21 @@ def test_a_run_with_no_traffic_exports_zeros(tmp_path):
     assert histogram_series(frame, "itl").counts.tolist() == [0, 0, 0]
     assert scalar_series(frame, "running").tolist() == [0, 0, 0]
     assert render_openmetrics(r).endswith("# EOF\n")
+
+
+def test_exported_histograms_put_values_on_a_bound_into_that_le_bucket():
+    """Steps of exactly 0.5 s: every ITL (0.5) and TTFT (0.5) lands in le=0.5 in the scrapes."""
+    from itlkit.sim.scheduler import constant_step_function, simulate
+
+    w = make_workload(arrival_seconds=np.zeros(2), prompt_tokens=10, output_tokens=5)
+    r = simulate(w, step_function=constant_step_function(0.5), kv_capacity_tokens=100)
+    last = scrape_series(r, times_seconds=[1.0, 3.0]).state(1).histograms
+    for name, count in (
+        ("vllm:inter_token_latency_seconds", 8),
+        ("vllm:time_to_first_token_seconds", 2),
+    ):
+        h = last[name]
+        per_bucket = dict(zip(h.upper_bounds, h.bucket_counts, strict=True))
+        assert per_bucket[0.5] == count == h.count, (name, per_bucket)
+    e2e = last["vllm:e2e_request_latency_seconds"]
+    assert dict(zip(e2e.upper_bounds, e2e.bucket_counts, strict=True))[2.5] == 2

@@ -253,3 +253,16 @@ def test_slow_share_over_time_per_interval():
     # 10 of 100 above the 25 ms cut; an empty interval has no share; then 50 of 100
     assert timeline.slow_share[0] == pytest.approx(0.1) and math.isnan(timeline.slow_share[1])
     assert timeline.slow_share[2] == pytest.approx(0.5) and timeline.warning is None
+
+
+def test_values_on_bounds_land_in_that_le_bucket_with_and_without_weights():
+    """prometheus_client: `value <= le` counts, so 0.025 is in le=0.025, not le=0.05."""
+    values = [0.01, 0.025, 0.025, 0.05, 0.0500001]
+    plain = from_samples(values, upper_bounds=[0.01, 0.025, 0.05, INF])
+    assert list(plain.bucket_counts) == [1, 2, 1, 1]
+    weighted = from_samples(values, weights=[3, 1, 2, 5, 7], upper_bounds=[0.01, 0.025, 0.05, INF])
+    assert list(weighted.bucket_counts) == [3, 3, 5, 7]
+    assert weighted.count == 18
+    assert weighted.sum == pytest.approx(3 * 0.01 + 3 * 0.025 + 5 * 0.05 + 7 * 0.0500001)
+    with pytest.raises(HistogramError, match="weights"):
+        from_samples(values, weights=[1, 2], upper_bounds=[0.01, INF])

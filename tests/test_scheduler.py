@@ -516,3 +516,53 @@ def test_invariants_hold_for_any_small_workload(data, chunked, disaggregated, se
         assert np.all(np.diff(times) > 0)
         assert times[0] == r.first_token_seconds[i] and times[-1] == r.finish_seconds[i]
     assert np.all(r.first_token_seconds >= w.arrival_seconds)
+
+
+def _on_the_bounds():
+    """Steps of exactly 0.5 s: ITL 0.5, TTFT 0.5 and e2e 2.5 s, each an `le` of vLLM's buckets."""
+    w = make_workload(arrival_seconds=np.zeros(2), prompt_tokens=10, output_tokens=5)
+    return simulate(w, step_function=constant_step_function(0.5), kv_capacity_tokens=100)
+
+
+def test_result_histograms_put_values_on_a_bound_into_that_le_bucket():
+    r = _on_the_bounds()
+    for h, le, count in (
+        (r.itl_histogram(), 0.5, 8),
+        (r.ttft_histogram(), 0.5, 2),
+        (r.e2e_histogram(), 2.5, 2),
+    ):
+        per_bucket = dict(zip(h.upper_bounds, h.bucket_counts, strict=True))
+        assert per_bucket[le] == count == h.count, (le, per_bucket)
+
+
+def test_a_new_prompts_first_chunk_is_the_budget_left_after_the_decodes():
+    """Budget 2,048, no decodes: a 4,096-token prompt takes 2 steps (2,048 + 2,048), not 3.
+
+    With 3 requests decoding, the next prompt's first chunk is 2,048 - 3 = 2,045 tokens.
+    """
+    w = make_workload(arrival_seconds=np.zeros(1), prompt_tokens=4096, output_tokens=2)
+    config = SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=8)
+    r = simulate(w, step_function=constant_step_function(0.01), kv_capacity_tokens=10**5,
+                 config=config)  # fmt: skip
+    assert list(r.step_prefill_tokens) == [2048, 2048, 0]
+    assert r.first_token_seconds[0] == pytest.approx(0.02, abs=1e-12)
+    # Three short requests decode from step 1 on; the long prompt arrives during step 1.
+    w = make_workload(
+        arrival_seconds=[0.0, 0.0, 0.0, 0.005], prompt_tokens=[1, 1, 1, 4096], output_tokens=10
+    )
+    r = simulate(w, step_function=constant_step_function(0.01), kv_capacity_tokens=10**5,
+                 config=config)  # fmt: skip
+    assert list(r.step_prefill_tokens[:4]) == [3, 2045, 2045, 6]
+    assert list(r.step_decode_tokens[:4]) == [0, 3, 3, 3]
+
+
+def test_preemption_evicts_the_newest_running_request():
+    """KV for 3 x 12 tokens; each request needs 10 + 8: when KV runs out the last admitted goes."""
+    w = make_workload(arrival_seconds=[0.0, 0.001, 0.002], prompt_tokens=10, output_tokens=8)
+    config = SchedulerConfig(max_num_batched_tokens=16, max_num_seqs=4)
+    r = simulate(w, step_function=constant_step_function(0.01), kv_capacity_tokens=36,
+                 config=config)  # fmt: skip
+    assert r.preemptions >= 1
+    assert list(r.request_preemptions[:2]) == [0, 0]  # the two older ones never lose their KV
+    assert r.request_preemptions[2] >= 1
+    assert r.finished.all()

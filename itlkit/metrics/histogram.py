@@ -279,21 +279,40 @@ def quantile(q: float, upper_bounds, cumulative_counts) -> float:
     return locate_quantile(q, upper_bounds, cumulative_counts).value
 
 
-def from_samples(samples_seconds, *, upper_bounds) -> Histogram:
-    """Bin exact observations as prometheus_client does: v counts in every bucket with le >= v."""
-    values = np.asarray(samples_seconds, dtype=float).ravel()
-    if np.isnan(values).any():
-        raise HistogramError("a sample is NaN")
+def bucket_layout(upper_bounds) -> np.ndarray:
+    """Sorted, distinct upper bounds ending in +Inf (one is appended when missing)."""
     bounds = np.unique(np.asarray(upper_bounds, dtype=float))
     if bounds[-1] != math.inf:
         bounds = np.append(bounds, math.inf)
-    index = np.searchsorted(bounds, values, side="left")
-    per_bucket = np.bincount(index, minlength=bounds.size).astype(float)
+    return bounds
+
+
+def bucket_index(bounds: np.ndarray, values) -> np.ndarray:
+    """The bucket each value lands in: the first `le` >= value (prometheus_client's `le`)."""
+    return np.searchsorted(bounds, np.asarray(values, dtype=float), side="left")
+
+
+def from_samples(samples_seconds, *, upper_bounds, weights=None) -> Histogram:
+    """Bin exact observations as prometheus_client does: v counts in every bucket with le >= v.
+
+    `weights` (optional, one per sample) says how many observations each value stands for.
+    """
+    values = np.asarray(samples_seconds, dtype=float).ravel()
+    if np.isnan(values).any():
+        raise HistogramError("a sample is NaN")
+    bounds = bucket_layout(upper_bounds)
+    index = bucket_index(bounds, values)
+    if weights is None:
+        per_bucket = np.bincount(index, minlength=bounds.size).astype(float)
+        total, count = float(values.sum()), float(values.size)
+    else:
+        weights = np.asarray(weights, dtype=float).ravel()
+        if weights.shape != values.shape:
+            raise HistogramError(f"{values.size} samples but {weights.size} weights")
+        per_bucket = np.bincount(index, weights=weights, minlength=bounds.size)
+        total, count = float(np.dot(values, weights)), float(weights.sum())
     return Histogram.create(
-        upper_bounds=bounds,
-        cumulative_counts=np.cumsum(per_bucket),
-        sum=float(values.sum()),
-        count=float(values.size),
+        upper_bounds=bounds, cumulative_counts=np.cumsum(per_bucket), sum=total, count=count
     )
 
 

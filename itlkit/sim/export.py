@@ -30,7 +30,7 @@ from prometheus_client.utils import floatToGoString
 
 from itlkit.errors import ConfigError
 from itlkit.metrics.exposition import EngineState, render_vllm_metrics
-from itlkit.metrics.histogram import Histogram
+from itlkit.metrics.histogram import Histogram, bucket_index, bucket_layout
 from itlkit.metrics.vllm_metrics import (
     ITERATION_TOKENS_BUCKETS,
     ITL_BUCKETS_SECONDS,
@@ -179,12 +179,12 @@ def _cumulative(times, at, weights) -> np.ndarray:
 
 def _cumulative_histograms(times, at, values, weights, bounds) -> list[Histogram]:
     """One cumulative histogram per scrape time: observations with event time <= the scrape."""
-    bounds = np.asarray(bounds, dtype=float)
+    bounds = bucket_layout(bounds)
     at = np.asarray(at, dtype=float)
     values = np.asarray(values, dtype=float)
     weights = np.asarray(weights, dtype=float)
     k = np.searchsorted(times, at, side="left")
-    b = np.searchsorted(bounds, values, side="left")
+    b = bucket_index(bounds, values)  # the binning of histogram.from_samples
     cells = np.bincount(
         k * bounds.size + b, weights=weights, minlength=(times.size + 1) * bounds.size
     ).reshape(times.size + 1, bounds.size)[: times.size]

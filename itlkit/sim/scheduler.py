@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from itlkit.errors import ConfigError
-from itlkit.metrics.histogram import Histogram
+from itlkit.metrics.histogram import Histogram, from_samples
 from itlkit.metrics.vllm_metrics import (
     ITL_BUCKETS_SECONDS,
     REQUEST_LATENCY_BUCKETS_SECONDS,
@@ -283,17 +283,17 @@ class SimulationResult:
     def itl_histogram(self, upper_bounds=ITL_BUCKETS_SECONDS) -> Histogram:
         """ITL observations binned as vLLM bins them (le inclusive; default vLLM's bounds)."""
         values, weights = self.itl_weighted()
-        return weighted_histogram(values, weights, upper_bounds=upper_bounds)
+        return from_samples(values, weights=weights, upper_bounds=upper_bounds)
 
     def ttft_histogram(self, upper_bounds=TTFT_BUCKETS_SECONDS) -> Histogram:
         """TTFT observations in vLLM's TTFT buckets (or any others)."""
         samples = self.ttft_seconds
-        return weighted_histogram(samples, np.ones(samples.size), upper_bounds=upper_bounds)
+        return from_samples(samples, upper_bounds=upper_bounds)
 
     def e2e_histogram(self, upper_bounds=REQUEST_LATENCY_BUCKETS_SECONDS) -> Histogram:
         """e2e latencies of finished requests in vLLM's request-latency buckets."""
         samples = self.e2e_seconds
-        return weighted_histogram(samples, np.ones(samples.size), upper_bounds=upper_bounds)
+        return from_samples(samples, upper_bounds=upper_bounds)
 
     def itl_quantile(self, q):
         """Exact sample quantile(s) of ITL (inverted CDF: an observed value, never interpolated)."""
@@ -381,23 +381,6 @@ class Summary:
     steps: int
     simulated_seconds: float
     preemptions: int
-
-
-def weighted_histogram(values, weights, *, upper_bounds) -> Histogram:
-    """Bin weighted observations like prometheus_client: v counts where le >= v."""
-    values = np.asarray(values, dtype=float)
-    weights = np.asarray(weights, dtype=float)
-    bounds = np.unique(np.asarray(upper_bounds, dtype=float))
-    if bounds[-1] != math.inf:
-        bounds = np.append(bounds, math.inf)
-    index = np.searchsorted(bounds, values, side="left")
-    per_bucket = np.bincount(index, weights=weights, minlength=bounds.size)
-    return Histogram.create(
-        upper_bounds=bounds,
-        cumulative_counts=np.cumsum(per_bucket),
-        sum=float(np.dot(values, weights)),
-        count=float(weights.sum()),
-    )
 
 
 def weighted_quantile(values, weights, q):
@@ -914,6 +897,5 @@ __all__ = [
     "simulate",
     "simulate_deployment",
     "transfer_bytes_per_token",
-    "weighted_histogram",
     "weighted_quantile",
 ]
