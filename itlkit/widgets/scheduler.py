@@ -45,6 +45,45 @@ class SchedulerExplorer:
         self.deployment = Deployment.create(model=model, gpu=gpu)
         self.window_seconds = float(window_seconds)
         self.seed = int(seed)
+        self._build_controls(
+            rate_per_second=rate_per_second,
+            max_num_batched_tokens=max_num_batched_tokens,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            max_num_seqs=max_num_seqs,
+        )
+        self.status = widgets.HTML()
+        self._frontier, self._frontier_key = (), None
+        view, key, _ = self._compute()
+        self._view = with_frontier(view)
+        self._frontier, self._frontier_key = self._view.frontier, key
+        self.figure = go.FigureWidget(scheduler_figure(self._view))
+        self.status.value = status_html(self._view)
+        self.controls = [
+            self.rate,
+            self.budget,
+            self.prompt,
+            self.output,
+            self.max_num_seqs,
+            self.chunked,
+            self.disaggregated,
+        ]
+        for control in self.controls:
+            control.observe(self.update, names="value")
+        left = widgets.VBox(self.controls[:4])
+        right = widgets.VBox(self.controls[4:])
+        self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+
+    def _build_controls(
+        self,
+        *,
+        rate_per_second: float,
+        max_num_batched_tokens: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        max_num_seqs: int,
+    ) -> None:
+        """Traffic and scheduler sliders (redraw on release) and the two prefill switches."""
         self.rate = slider(
             widgets.FloatSlider, "arrival rate (requests/s)", simulated=True,
             value=rate_per_second, min=0.25, max=10.0, step=0.25,
@@ -76,27 +115,6 @@ class SchedulerExplorer:
         self.disaggregated = widgets.Checkbox(
             value=False, description="disaggregated prefill (separate instance)", indent=False
         )
-        self.status = widgets.HTML()
-        self._frontier, self._frontier_key = (), None
-        view, key, _ = self._compute()
-        self._view = with_frontier(view)
-        self._frontier, self._frontier_key = self._view.frontier, key
-        self.figure = go.FigureWidget(scheduler_figure(self._view))
-        self.status.value = status_html(self._view)
-        self.controls = [
-            self.rate,
-            self.budget,
-            self.prompt,
-            self.output,
-            self.max_num_seqs,
-            self.chunked,
-            self.disaggregated,
-        ]
-        for control in self.controls:
-            control.observe(self.update, names="value")
-        left = widgets.VBox(self.controls[:4])
-        right = widgets.VBox(self.controls[4:])
-        self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
 
     @property
     def result(self) -> SimulationResult:
