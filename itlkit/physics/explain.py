@@ -138,19 +138,26 @@ def _decode_section(
             format_seconds(step.floor_seconds),
         ),
     ]
-    values = {
-        "model": model.slug,
-        "gpu": gpu.slug,
+    return lines, _decode_values(dep, step, batch_size=batch_size, context_tokens=context_tokens)
+
+
+def _decode_values(
+    dep: Deployment, step: StepTime, *, batch_size: int, context_tokens: int
+) -> dict:
+    """The deployment and the decode step's terms in SI units, as `--json` reports them."""
+    return {
+        "model": dep.model.slug,
+        "gpu": dep.gpu.slug,
         "weight_precision": dep.weights.name,
         "kv_precision": dep.kv.name,
         "tp": dep.tp,
         "mfu": dep.mfu,
         "batch_size": int(batch_size),
         "context_tokens": int(context_tokens),
-        "hbm_bytes_per_second": gpu.hbm_bytes_per_second,
+        "hbm_bytes_per_second": dep.gpu.hbm_bytes_per_second,
         "peak_flops_per_second": dep.peak_flops_per_second,
         "weight_bytes": float(step.weight_bytes),
-        "kv_bytes_per_token": float(kv_bytes_per_token),
+        "kv_bytes_per_token": float(dep.model.kv_bytes_per_token(dep.kv)),
         "kv_bytes": float(step.kv_bytes),
         "weight_read_seconds": float(step.weight_read_seconds),
         "kv_read_seconds": float(step.kv_read_seconds),
@@ -159,7 +166,6 @@ def _decode_section(
         "host_overhead_seconds": float(step.host_overhead_seconds),
         "decode_step_seconds": float(step.step_seconds),
     }
-    return lines, values
 
 
 def _step_overheads_section(step: StepTime) -> _Section:
