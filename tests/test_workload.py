@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from itlkit.errors import ConfigError
+from itlkit.errors import ConfigError, ItlkitError
 from itlkit.sim.workload import (
     Fixed,
     LogNormal,
@@ -126,6 +126,7 @@ def test_vllm_bench_result_replay_with_start_times(tmp_path):
                 "start_times": [10.0, 10.4, 11.0],
                 "errors": ["", "timeout", ""],
                 "ttfts": [0.1, 0.0, 0.2],
+                "itls": [[0.02] * 99, [], [0.02] * 299],
             }
         )
     )
@@ -154,15 +155,18 @@ def test_vllm_bench_result_without_start_times_redraws_poisson(tmp_path):
         ("arrival_seconds,prompt_tokens\n1,2\n", ".csv", "lacks output_tokens"),
         ("arrival_seconds,prompt_tokens,output_tokens\n1,x,3\n", ".csv", ":2: bad value"),
         ("arrival_seconds,prompt_tokens,output_tokens\n1,0,3\n", ".csv", "prompt token"),
-        ("{not json", ".json", "not JSON"),
-        ('{"a": 1}', ".json", "not a vllm bench result"),
+        ("{not json", ".json", "not valid JSON"),
+        ('{"a": 1}', ".json", "not a vllm bench serve result"),
+        ('{"completed": 0, "mean_itl_ms": null}', ".json", "completed no request"),
+        ('{"completed": 9, "mean_itl_ms": 20}', ".json", "summary-only bench result"),
+        ('{"input_lens": [5, "x"], "output_lens": [5, 6]}', ".json", "must be a list of token"),
         ("x", ".txt", ".csv or a vllm bench"),
     ],
 )
 def test_bad_workload_files_name_the_problem(tmp_path, text, suffix, message):
     path = tmp_path / f"w{suffix}"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ItlkitError, match=message):
         read_workload(path)
 
 

@@ -52,7 +52,7 @@ class BenchResult:
 
     source: str
     model_id: str
-    completed: int
+    completed: int  # -1 when the file does not say
     failed: int
     duration_seconds: float
     summaries: dict[str, MetricSummary]
@@ -140,17 +140,23 @@ def _load(text: str, source: str) -> dict:
 def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
     """The summary (and samples, if saved) of the text of a bench result file."""
     doc = _load(text, source)
+    if _number(doc, "completed", source) == 0:
+        raise SourceError(
+            f"{source}: the benchmark completed no request (every request failed): nothing was "
+            "measured; see the server's log for the cause"
+        )
     summaries = {m: s for m in SUMMARY_METRICS if (s := _summary(doc, m, source)) is not None}
     samples = _samples(doc, source)
-    if not summaries and samples is None:
+    has_lengths = "input_lens" in doc and "output_lens" in doc
+    if not summaries and samples is None and not has_lengths:
         raise SourceError(
             f"{source}: not a vllm bench serve result (no mean_itl_ms / median_ttft_ms summary, "
-            "no per-request ttfts/itls)"
+            "no per-request ttfts/itls or input_lens/output_lens)"
         )
     completed = _number(doc, "completed", source)
     if samples is not None:
         completed = len(samples.ttft_seconds)
-    if completed == 0 or (math.isnan(completed) and samples is None):
+    if completed == 0:
         raise SourceError(
             f"{source}: the benchmark completed no request (every request failed): nothing was "
             "measured; see the server's log for the cause"
@@ -162,12 +168,22 @@ def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
     return BenchResult(
         source=source,
         model_id=str(doc.get("model_id") or ""),
-        completed=int(completed),
+        completed=-1 if math.isnan(completed) else int(completed),
         failed=int(max(failed, 0)),
         duration_seconds=_number(doc, "duration", source),
         summaries=summaries,
         samples=samples,
     )
+
+
+def require_latencies(result: BenchResult) -> BenchResult:
+    """`result`, if it measured latencies at all (a summary or per-request samples)."""
+    if not result.summaries and result.samples is None:
+        raise SourceError(
+            f"{result.source}: holds request lengths but no latencies (no mean_itl_ms summary, "
+            "no ttfts/itls): nothing to read as a histogram"
+        )
+    return result
 
 
 def read_bench_result(path) -> BenchResult:

@@ -325,40 +325,63 @@ def read_workload_csv(path: str | Path) -> Workload:
         raise ConfigError(f"{path}: {exc}") from None
 
 
+def _lengths(data: dict, key: str, path: Path) -> np.ndarray:
+    values = data.get(key)
+    if not isinstance(values, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+    ):
+        raise ConfigError(f"{path}: {key!r} must be a list of token counts (integers >= 0)")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _bench_arrivals(data: dict, n: int, ok: np.ndarray, seed: Seed) -> np.ndarray:
+    starts = data.get("start_times")
+    if isinstance(starts, list) and len(starts) == n:
+        arrival = np.asarray(starts, dtype=float)
+        return arrival - arrival[ok].min() if ok.any() else arrival
+    rate = float(data.get("request_rate") or math.inf)
+    if math.isinf(rate):
+        return np.zeros(n)
+    arrival = np.cumsum(make_rng(seed).exponential(1.0 / rate, size=n))
+    return arrival - arrival[0]
+
+
+def _mean_lengths_hint(data: dict, completed: int) -> str:
+    tokens = data.get("total_input_tokens"), data.get("total_output_tokens")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in tokens):
+        return ""
+    prompt, output = (n / completed for n in tokens)
+    return f" (its mean lengths: --prompt-tokens {prompt:.0f} --output-tokens {output:.0f})"
+
+
 def read_vllm_bench_result(path: str | Path, *, seed: Seed = None) -> Workload:
     """Replay a `vllm bench serve --save-result` JSON: `input_lens`, `output_lens`, start times.
 
-    Newer files carry per-request `start_times` (perf-counter seconds); older ones only the
-    `request_rate`, so arrivals are redrawn as Poisson at that rate (all at 0 when it is inf).
-    Failed requests (non-empty `errors` entry or 0 output tokens) are dropped.
+    The file is first read as every subcommand reads it (`metrics.bench`), so a failed run or a
+    malformed file gets the same message here as in `histogram`. Newer files carry per-request
+    `start_times` (perf-counter seconds); older ones only the `request_rate`, so arrivals are
+    redrawn as Poisson at that rate (all at 0 when it is inf). Failed requests (non-empty
+    `errors` entry or 0 output tokens) are dropped.
     """
+    from itlkit.metrics.bench import read_bench_result
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or "input_lens" not in data or "output_lens" not in data:
-        raise ConfigError(f"{path}: not a vllm bench result (no input_lens/output_lens)")
-    prompt = np.asarray(data["input_lens"], dtype=np.int64)
-    output = np.asarray(data["output_lens"], dtype=np.int64)
+    result = read_bench_result(path)
+    data = json.loads(path.read_text())
+    if "input_lens" not in data or "output_lens" not in data:
+        raise ConfigError(
+            f"{path}: a summary-only bench result has no per-request input_lens/output_lens to "
+            "replay (save it with --save-detailed), or describe the workload by flags"
+            + _mean_lengths_hint(data, result.completed)
+        )
+    prompt, output = _lengths(data, "input_lens", path), _lengths(data, "output_lens", path)
     if prompt.shape != output.shape:
         raise ConfigError(f"{path}: input_lens and output_lens differ in length")
     ok = (prompt > 0) & (output > 0)
     errors = data.get("errors")
     if isinstance(errors, list) and len(errors) == len(prompt):
         ok &= np.array([not e for e in errors], dtype=bool)
-    starts = data.get("start_times")
-    if isinstance(starts, list) and len(starts) == len(prompt):
-        arrival = np.asarray(starts, dtype=float)
-        arrival = arrival - arrival[ok].min() if ok.any() else arrival
-    else:
-        rate = float(data.get("request_rate") or math.inf)
-        n = len(prompt)
-        if math.isinf(rate):
-            arrival = np.zeros(n)
-        else:
-            arrival = np.cumsum(make_rng(seed).exponential(1.0 / rate, size=n))
-            arrival -= arrival[0]
+    arrival = _bench_arrivals(data, len(prompt), ok, seed)
     return make_workload(
         arrival_seconds=arrival[ok], prompt_tokens=prompt[ok], output_tokens=output[ok]
     )
