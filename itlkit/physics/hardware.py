@@ -1,7 +1,9 @@
 """GPU catalog: dense datasheet peaks, HBM size and bandwidth, interconnect, with sources.
 
-Entries come from `shared/spec/gpus.json` (every tensor figure DENSE, no 2:4 sparsity). Values are
-written in SI units as literals: no arithmetic inside entries.
+Entries come from `shared/spec/gpus.json`, and the PCIe cards people run vLLM on (RTX 3090,
+RTX A6000, L40, A10, RTX 5090) from `tests/data/gpus.json`, which holds all of them with sources.
+Every tensor figure is DENSE (no 2:4 sparsity); GeForce cards carry the FP32-accumulate rate (half
+the FP16-accumulate one). Values are written in SI units as literals: no arithmetic inside entries.
 """
 
 from __future__ import annotations
@@ -363,6 +365,87 @@ GPUS: dict[str, Hardware] = {
         confidence="high",
         source=(
             "NVIDIA Ada Lovelace architecture whitepaper, Appendix (RTX 4090) [PDF not retrieved here; values cross-checked on the two pages below]: FP16 tensor w/ FP16 acc 330.3 dense, w/ FP32 acc 165.2 dense; BF16 (FP32 acc) 165.2; FP8 660.6 (FP16 acc) / 330.3 (FP32 acc) dense; INT8 660.6 dense | https://waredb.com/processor/nvidia-geforce-rtx-4090 (BF16 165.15 dense / 330.30 sparse; FP8 330.30 / 660.60; INT8 660.60 / 1321.21; 1008 GB/s) | https://gigagpu.com/?p=34220 (BF16/FP16 FP32-acc 165.2 dense; FP16 FP16-acc 330.3)"
+        ),
+    ),
+    "rtx-3090": Hardware(
+        slug="rtx-3090",
+        name="NVIDIA GeForce RTX 3090 24GB",
+        vendor="NVIDIA",
+        hbm_bytes=24e9,
+        hbm_bytes_per_second=0.936e12,
+        peak_flops_per_second={"bf16": 71e12, "fp16": 71e12, "int8": 284e12},
+        interconnect="none modeled (PCIe; an optional 2-way NVLink bridge, 112.5 GB/s, pairs only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="medium",
+        source=(
+            "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A 'GeForce RTX 3090' (Peak FP16 Tensor TFLOPS with FP16 Accumulate 142/284, with FP32 Accumulate 71/142, BF16 71/142, TF32 35.6/71, INT8 284/568 TOPS, dense/sparse; 936 GB/s), copy at https://docslib.org/doc/759549/nvidia-ampere-ga102-gpu-architecture-whitepaper [table not shown in the stored excerpt; values as widely quoted] | https://holynerdvana.blogspot.com/2022/10/nvidia-geforce-rtx-3090-specifications.html (24 GB GDDR6X, 936 GB/s, FP16 tensor 142 (285 sparse) = the FP16-accumulate rate, 350 W)"
+        ),
+    ),
+    "rtx-a6000": Hardware(
+        slug="rtx-a6000",
+        name="NVIDIA RTX A6000 48GB",
+        vendor="NVIDIA",
+        hbm_bytes=48e9,
+        hbm_bytes_per_second=0.768e12,
+        peak_flops_per_second={"bf16": 154.8e12, "fp16": 154.8e12, "int8": 309.7e12},
+        interconnect="none modeled (PCIe; a 2-way NVLink bridge, 112.5 GB/s bidir, pairs only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "NVIDIA RTX A6000 datasheet ('Tensor Performance 309.7 TFLOPS', with sparsity) and Ampere GA102 whitepaper v2.0 Appendix C (FP16/BF16 with FP32 accumulate 154.8 dense / 309.7 sparse; INT8 309.7 / 619.4) | https://llmperf.net/categories/gpu/Nvidia-A6000-GPUs (FP16/BF16 154.8 TFLOPS dense, ~309.7 with sparsity; INT8 309.7 TOPS; 768 GB/s; PCIe 4.0 x16) | https://servethehome.com/nvidia-rtx-a6000-48gb-gpu-drops-quadro-designation (48 GB GDDR6 ECC, 768 GB/s, 300 W, NVLink 2-way 112.5 GB/s bidirectional)"
+        ),
+    ),
+    "l40": Hardware(
+        slug="l40",
+        name="NVIDIA L40 48GB",
+        vendor="NVIDIA",
+        hbm_bytes=48e9,
+        hbm_bytes_per_second=0.864e12,
+        peak_flops_per_second={"bf16": 181.05e12, "fp16": 181.05e12, "fp8": 362e12, "int8": 362e12},
+        interconnect="none (PCIe only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "NVIDIA L40 datasheet, as reproduced at https://www.mullet.se/product.html?product_id=355414 (L40 column: BF16 181.05 | 362.1*, FP16 181.05 | 362.1*, FP8 362 | 724*, INT8 362 | 724*, 48 GB GDDR6 ECC, 864 GB/s, PCIe Gen4 x16 64 GB/s, 300 W; '* With Sparsity') | https://hmc-tech.com/gpu/nvidia-l40-vs-nvidia-a40 (FP8 724 sparse, FP16/BF16 362 sparse with FP32 accumulate)"
+        ),
+    ),
+    "a10": Hardware(
+        slug="a10",
+        name="NVIDIA A10 24GB",
+        vendor="NVIDIA",
+        hbm_bytes=24e9,
+        hbm_bytes_per_second=0.6e12,
+        peak_flops_per_second={"bf16": 125e12, "fp16": 125e12, "int8": 250e12},
+        interconnect="none (PCIe only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="medium",
+        source=(
+            "https://www.nvidia.com/en-us/data-center/products/a10-gpu/ (datasheet table: FP32 31.2 TF; TF32 62.5 | 125*; BF16 125 | 250*; FP16 125 | 250*; INT8 250 | 500* TOPS; 24 GB GDDR6; 600 GB/s; PCIe Gen4 64 GB/s; 150 W; '* with sparsity') [page not retrieved here; values as widely quoted] | https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/ (24 GB GDDR6, 600 GB/s; 'the A10 prioritizes tensor compute')"
+        ),
+    ),
+    "rtx-5090": Hardware(
+        slug="rtx-5090",
+        name="NVIDIA GeForce RTX 5090 32GB",
+        vendor="NVIDIA",
+        hbm_bytes=32e9,
+        hbm_bytes_per_second=1.792e12,
+        peak_flops_per_second={
+            "bf16": 209.5e12,
+            "fp16": 209.5e12,
+            "fp8": 419e12,
+            "int8": 838e12,
+            "fp4": 1676e12,
+        },
+        interconnect="none (no NVLink)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="medium",
+        source=(
+            "NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix (GeForce RTX 5090): FP16 tensor with FP16 accumulate 419 dense / 838 sparse, with FP32 accumulate 209.5 / 419; FP8 with FP32 accumulate 419 / 838; INT8 838 / 1676 TOPS; FP4 1676 / 3352 (the '3,352 AI TOPS') [PDF not retrieved here] | https://www.spheron.network/blog/nvidia-rtx-5090-specs/ (32 GB GDDR7, 512-bit, 1,792 GB/s; FP16 tensor 838.4 sparse, FP8 1,676.8 sparse, FP4 3,352 sparse; 575 W; PCIe Gen 5 x16) | https://pocketmags.com/linux-format-magazine/may-2025/articles/nvidia-geforce-rtx-5090 (1,792 GB/s; 838 FP16; 3,352 FP8/4; 575 W)"
         ),
     ),
 }
