@@ -137,14 +137,18 @@ def _load(text: str, source: str) -> dict:
     return doc
 
 
+def _nothing_completed(source: str) -> SourceError:
+    return SourceError(
+        f"{source}: the benchmark completed no request (every request failed): nothing was "
+        "measured; see the server's log for the cause"
+    )
+
+
 def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
     """The summary (and samples, if saved) of the text of a bench result file."""
     doc = _load(text, source)
     if _number(doc, "completed", source) == 0:
-        raise SourceError(
-            f"{source}: the benchmark completed no request (every request failed): nothing was "
-            "measured; see the server's log for the cause"
-        )
+        raise _nothing_completed(source)
     summaries = {m: s for m in SUMMARY_METRICS if (s := _summary(doc, m, source)) is not None}
     samples = _samples(doc, source)
     has_lengths = "input_lens" in doc and "output_lens" in doc
@@ -157,10 +161,7 @@ def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
     if samples is not None:
         completed = len(samples.ttft_seconds)
     if completed == 0:
-        raise SourceError(
-            f"{source}: the benchmark completed no request (every request failed): nothing was "
-            "measured; see the server's log for the cause"
-        )
+        raise _nothing_completed(source)
     failed = _number(doc, "failed", source)
     total = _number(doc, "num_prompts", source)
     if math.isnan(failed):
