@@ -16,15 +16,14 @@ from hypothesis import strategies as st
 from itlkit.errors import ConfigError
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS
 from itlkit.physics.roofline import Deployment, capacity, decode_step, step_seconds
+from itlkit.sim.results import fine_buckets_seconds, weighted_quantile
 from itlkit.sim.scheduler import (
     SchedulerConfig,
     constant_step_function,
-    fine_buckets_seconds,
     kv_capacity_tokens,
     roofline_step_function,
     simulate,
     simulate_deployment,
-    weighted_quantile,
 )
 from itlkit.sim.workload import (
     LogNormal,

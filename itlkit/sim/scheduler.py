@@ -44,19 +44,13 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from itlkit.errors import ConfigError
-from itlkit.metrics.histogram import Histogram, from_samples
-from itlkit.metrics.vllm_metrics import (
-    ITL_BUCKETS_SECONDS,
-    REQUEST_LATENCY_BUCKETS_SECONDS,
-    TTFT_BUCKETS_SECONDS,
-)
 from itlkit.physics.roofline import Deployment, capacity, step_coefficients
+from itlkit.sim.config import DEFAULT_KV_TRANSFER_BYTES_PER_SECOND, SchedulerConfig
+from itlkit.sim.results import SimulationResult, Summary, fine_buckets_seconds, weighted_quantile
 from itlkit.sim.workload import Workload
 
 StepFunction = Callable[..., float]
@@ -66,39 +60,12 @@ Called with ints, except in stretches of pure decode steps, where `kv_tokens` is
 (one entry per step) and the result must be an array of the same length or a scalar.
 """
 
+DEFAULT_CONFIG = SchedulerConfig()  # `vllm serve` on an H100-class GPU
+
 # Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long.
 FAST_PATH_MIN_STEPS = 2
 FAST_PATH_ARRAY_STEPS = 48
 FAST_PATH_MAX_STEPS = 4096
-
-# One 400 Gb/s RDMA NIC per GPU, a common prefill-to-decode KV transfer path.
-DEFAULT_KV_TRANSFER_BYTES_PER_SECOND = 50e9
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """The engine's knobs (vLLM names); defaults are `vllm serve` on an H100-class GPU."""
-
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 1024
-    enable_chunked_prefill: bool = True
-    disaggregated: bool = False
-    kv_transfer_bytes_per_second: float = DEFAULT_KV_TRANSFER_BYTES_PER_SECOND
-
-    def validate(self) -> None:
-        """Raise ConfigError for knobs vLLM would reject or that cannot run."""
-        for name in ("max_num_batched_tokens", "max_num_seqs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.max_num_seqs > self.max_num_batched_tokens:
-            raise ConfigError(
-                f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
-                f"({self.max_num_batched_tokens}): every running request needs a decode token"
-            )
-        rate = self.kv_transfer_bytes_per_second
-        if not (rate > 0 and math.isfinite(rate)):
-            raise ConfigError(f"kv_transfer_bytes_per_second must be > 0, got {rate}")
 
 
 # ---- step time -----------------------------------------------------------------------------
@@ -165,250 +132,6 @@ def kv_capacity_tokens(deployment: Deployment) -> int:
     return int(budget // deployment.kv_bytes_per_token_per_gpu)
 
 
-# ---- results -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class SimulationResult:
-    """Everything one run produced: per-step and per-request arrays (SI units) and token segments.
-
-    Step arrays (length = steps): start and duration, tokens scheduled, queue lengths when
-    scheduled, KV tokens held after the step, preemptions, ITL observations (requests that
-    decoded), first tokens, prompt tokens completed and tokens generated.
-    Request arrays (length = workload requests): when first scheduled (on the decode instance
-    when disaggregated), first token and finish (NaN if none), tokens generated, preemptions.
-    Segment arrays: request i emitted one token at the end of every step from
-    `segment_first_step` to `segment_last_step`. Gap arrays: the ITL observations of requests
-    that resumed after preemption (observed at `gap_end_seconds`).
-    """
-
-    config: SchedulerConfig
-    workload: Workload
-    kv_capacity_tokens: int
-    end_seconds: float
-    step_start_seconds: np.ndarray
-    step_duration_seconds: np.ndarray
-    step_decode_tokens: np.ndarray
-    step_prefill_tokens: np.ndarray
-    step_running: np.ndarray
-    step_waiting: np.ndarray
-    step_kv_tokens: np.ndarray
-    step_preemptions: np.ndarray
-    step_itl_observations: np.ndarray
-    step_first_tokens: np.ndarray
-    step_prompt_tokens: np.ndarray
-    step_generation_tokens: np.ndarray
-    first_scheduled_seconds: np.ndarray
-    first_token_seconds: np.ndarray
-    finish_seconds: np.ndarray
-    generated_tokens: np.ndarray
-    request_preemptions: np.ndarray
-    segment_request: np.ndarray
-    segment_first_step: np.ndarray
-    segment_last_step: np.ndarray
-    gap_request: np.ndarray
-    gap_end_seconds: np.ndarray
-    gap_itl_seconds: np.ndarray
-
-    # ---- counts ---------------------------------------------------------------------------
-    @property
-    def steps(self) -> int:
-        return int(self.step_start_seconds.size)
-
-    @property
-    def step_end_seconds(self) -> np.ndarray:
-        return self.step_start_seconds + self.step_duration_seconds
-
-    @property
-    def arrived(self) -> np.ndarray:
-        """Mask of requests that arrived before the run ended."""
-        return self.workload.arrival_seconds < self.end_seconds
-
-    @property
-    def finished(self) -> np.ndarray:
-        """Mask of requests that produced their last token."""
-        return ~np.isnan(self.finish_seconds)
-
-    @property
-    def in_flight(self) -> np.ndarray:
-        """Mask of requests that arrived but had not finished when the run ended."""
-        return self.arrived & ~self.finished
-
-    @property
-    def preemptions(self) -> int:
-        return int(self.step_preemptions.sum())
-
-    # ---- samples ---------------------------------------------------------------------------
-    def itl_events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(observed at, ITL value, observation count): every step, then every resume gap."""
-        at = np.concatenate([self.step_end_seconds, self.gap_end_seconds])
-        values = np.concatenate([self.step_duration_seconds, self.gap_itl_seconds])
-        weights = np.concatenate(
-            [self.step_itl_observations, np.ones(self.gap_itl_seconds.size, dtype=np.int64)]
-        )
-        return at, values, weights
-
-    def itl_weighted(self, *, until_seconds: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
-        """ITL values and how many observations each carries, observed up to `until_seconds`."""
-        at, values, weights = self.itl_events()
-        keep = (weights > 0) & (at <= until_seconds)
-        return values[keep], weights[keep]
-
-    @property
-    def itl_seconds(self) -> np.ndarray:
-        """Every ITL observation (one per request per step that produced its next token)."""
-        values, weights = self.itl_weighted()
-        return np.repeat(values, weights)
-
-    @property
-    def ttft_seconds(self) -> np.ndarray:
-        """TTFT of every request that got its first token, in arrival order."""
-        got = ~np.isnan(self.first_token_seconds)
-        return self.first_token_seconds[got] - self.workload.arrival_seconds[got]
-
-    @property
-    def e2e_seconds(self) -> np.ndarray:
-        """Arrival-to-last-token latency of every finished request."""
-        done = self.finished
-        return self.finish_seconds[done] - self.workload.arrival_seconds[done]
-
-    def token_times_seconds(self, request: int) -> np.ndarray:
-        """When request `request` received each of its tokens (step end times)."""
-        ends = self.step_end_seconds
-        rows = np.flatnonzero(self.segment_request == request)
-        parts = [ends[self.segment_first_step[r] : self.segment_last_step[r] + 1] for r in rows]
-        return np.concatenate(parts) if parts else np.zeros(0)
-
-    # ---- histograms and quantiles -----------------------------------------------------------
-    def itl_histogram(self, upper_bounds=ITL_BUCKETS_SECONDS) -> Histogram:
-        """ITL observations binned as vLLM bins them (le inclusive; default vLLM's bounds)."""
-        values, weights = self.itl_weighted()
-        return from_samples(values, weights=weights, upper_bounds=upper_bounds)
-
-    def ttft_histogram(self, upper_bounds=TTFT_BUCKETS_SECONDS) -> Histogram:
-        """TTFT observations in vLLM's TTFT buckets (or any others)."""
-        samples = self.ttft_seconds
-        return from_samples(samples, upper_bounds=upper_bounds)
-
-    def e2e_histogram(self, upper_bounds=REQUEST_LATENCY_BUCKETS_SECONDS) -> Histogram:
-        """e2e latencies of finished requests in vLLM's request-latency buckets."""
-        samples = self.e2e_seconds
-        return from_samples(samples, upper_bounds=upper_bounds)
-
-    def itl_quantile(self, q):
-        """Exact sample quantile(s) of ITL (inverted CDF: an observed value, never interpolated)."""
-        values, weights = self.itl_weighted()
-        return weighted_quantile(values, weights, q)
-
-    def summary(self) -> Summary:
-        """Means and p50/p99 of ITL, TTFT and e2e plus the run's counts."""
-        itl_values, itl_weights = self.itl_weighted()
-        ttft, e2e = self.ttft_seconds, self.e2e_seconds
-        count = int(itl_weights.sum())
-        return Summary(
-            itl_mean_seconds=float(np.dot(itl_values, itl_weights) / count) if count else math.nan,
-            itl_p50_seconds=weighted_quantile(itl_values, itl_weights, 0.5),
-            itl_p99_seconds=weighted_quantile(itl_values, itl_weights, 0.99),
-            itl_observations=count,
-            ttft_mean_seconds=float(ttft.mean()) if ttft.size else math.nan,
-            ttft_p50_seconds=_sample_quantile(ttft, 0.5),
-            ttft_p99_seconds=_sample_quantile(ttft, 0.99),
-            e2e_mean_seconds=float(e2e.mean()) if e2e.size else math.nan,
-            e2e_p99_seconds=_sample_quantile(e2e, 0.99),
-            requests_arrived=int(self.arrived.sum()),
-            requests_finished=int(self.finished.sum()),
-            requests_in_flight=int(self.in_flight.sum()),
-            steps=self.steps,
-            simulated_seconds=float(self.end_seconds),
-            preemptions=self.preemptions,
-        )
-
-    # ---- tables ----------------------------------------------------------------------------
-    def steps_frame(self) -> pd.DataFrame:
-        """One row per engine step."""
-        return pd.DataFrame(
-            {
-                "start_seconds": self.step_start_seconds,
-                "duration_seconds": self.step_duration_seconds,
-                "decode_tokens": self.step_decode_tokens,
-                "prefill_tokens": self.step_prefill_tokens,
-                "running": self.step_running,
-                "waiting": self.step_waiting,
-                "kv_usage": self.step_kv_tokens / self.kv_capacity_tokens,
-                "preemptions": self.step_preemptions,
-                "itl_observations": self.step_itl_observations,
-            }
-        )
-
-    def requests_frame(self) -> pd.DataFrame:
-        """One row per request that arrived; `status` is finished or in_flight."""
-        w = self.workload
-        arrived = self.arrived
-        frame = pd.DataFrame(
-            {
-                "arrival_seconds": w.arrival_seconds,
-                "prompt_tokens": w.prompt_tokens,
-                "cached_prompt_tokens": w.cached_prompt_tokens,
-                "output_tokens": w.output_tokens,
-                "first_token_seconds": self.first_token_seconds,
-                "finish_seconds": self.finish_seconds,
-                "generated_tokens": self.generated_tokens,
-                "preemptions": self.request_preemptions,
-                "status": np.where(self.finished, "finished", "in_flight"),
-            }
-        )
-        frame["ttft_seconds"] = frame["first_token_seconds"] - frame["arrival_seconds"]
-        frame["e2e_seconds"] = frame["finish_seconds"] - frame["arrival_seconds"]
-        return frame[arrived].reset_index(drop=True)
-
-
-@dataclass(frozen=True)
-class Summary:
-    """The headline numbers of a run (seconds, counts)."""
-
-    itl_mean_seconds: float
-    itl_p50_seconds: float
-    itl_p99_seconds: float
-    itl_observations: int
-    ttft_mean_seconds: float
-    ttft_p50_seconds: float
-    ttft_p99_seconds: float
-    e2e_mean_seconds: float
-    e2e_p99_seconds: float
-    requests_arrived: int
-    requests_finished: int
-    requests_in_flight: int
-    steps: int
-    simulated_seconds: float
-    preemptions: int
-
-
-def weighted_quantile(values, weights, q):
-    """Inverted-CDF quantile of weighted samples (numpy `method="inverted_cdf"` on the repeats)."""
-    values = np.asarray(values, dtype=float)
-    weights = np.asarray(weights, dtype=float)
-    if weights.sum() <= 0:
-        return np.full(np.shape(q), math.nan) if np.ndim(q) else math.nan
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    rank = np.asarray(q, dtype=float) * cumulative[-1]
-    index = np.searchsorted(cumulative, rank, side="left")
-    result = values[order][np.minimum(index, values.size - 1)]
-    return float(result) if np.ndim(result) == 0 else result
-
-
-def fine_buckets_seconds(*, low_seconds=1e-3, high_seconds=100.0, per_decade=50) -> np.ndarray:
-    """Geometric bucket bounds (about 5% wide at 50 per decade) for drawing a smooth histogram."""
-    decades = math.log10(high_seconds / low_seconds)
-    return np.geomspace(low_seconds, high_seconds, round(decades * per_decade) + 1)
-
-
-def _sample_quantile(samples: np.ndarray, q: float) -> float:
-    if samples.size == 0:
-        return math.nan
-    return float(np.quantile(samples, q, method="inverted_cdf"))
-
-
 # ---- the engine ----------------------------------------------------------------------------
 
 
@@ -417,7 +140,7 @@ def simulate(
     *,
     step_function: StepFunction,
     kv_capacity_tokens: int,
-    config: SchedulerConfig = SchedulerConfig(),
+    config: SchedulerConfig = DEFAULT_CONFIG,
     kv_bytes_per_token: float = 0.0,
     until_seconds: float | None = None,
 ) -> SimulationResult:
@@ -866,7 +589,7 @@ def simulate_deployment(
     workload: Workload,
     *,
     deployment: Deployment,
-    config: SchedulerConfig = SchedulerConfig(),
+    config: SchedulerConfig = DEFAULT_CONFIG,
     efficiency: float = 1.0,
     host_overhead_seconds: float | None = None,
     until_seconds: float | None = None,
