@@ -79,21 +79,24 @@ RULES: tuple[Rule, ...] = (
          "arrivals make the slow mode only if a step carrying one arriving prompt's uncached "
          "tokens is predicted that slow; else the slow steps come from elsewhere (a preempted "
          "request's recompute)"),
-    Rule("prefill_interference", None, 0, 1, 0.45, "the shape alone: half a verdict"),
+    Rule("prefill_interference", None, 0, 1, 0.45,
+         "the shape alone earns just under a verdict (0.45 < 0.5)"),
     Rule("prefill_interference", "arrival_correlation", 0.0, 1.0, 0.55,
          "the slow share follows first tokens per second: chunks ride in steps when prompts "
          "arrive", missing=0.25),
     # batch or context growth: the fast mode moved, with the running requests.
     Rule("batch_or_context_growth", "fast_mode_growth", 1.15, 1.6, GATE,
          "the fast mode (window p25) moved from the first to the last third; 15% is noise"),
-    Rule("batch_or_context_growth", None, 0, 1, 0.4, "the shift alone"),
+    Rule("batch_or_context_growth", None, 0, 1, 0.4,
+         "the shift alone earns less than a verdict (0.4 < 0.5)"),
     Rule("batch_or_context_growth", "growth_correlation", 0.0, 1.0, 0.6,
          "the fast mode follows vllm:num_requests_running, as the floor does", missing=0.25),
     # host overhead: a fast mode no plausible bandwidth efficiency explains, in one hump.
     Rule("host_overhead", "fast_over_floor", 1 / PLAUSIBLE_MBU_LOW, 1 / PLAUSIBLE_MBU_LOW + 1.5,
          GATE, "real servers reach 35-105% of the roofline's bandwidth in decode; beyond 1/0.35 "
          "= 2.9x the floor the GPU waits for something else"),
-    Rule("host_overhead", None, 0, 1, 0.3, "far above the floor alone"),
+    Rule("host_overhead", None, 0, 1, 0.3,
+         "far above the floor alone earns less than a verdict (0.3 < 0.5)"),
     Rule("host_overhead", "slow_share", 0.1, 0.03, 0.7,
          "a unimodal histogram: every step pays the same fixed cost", missing=1.0),
     Rule("host_overhead", "batch_size", 32, 16, 0.15,
