@@ -135,10 +135,18 @@ class EngineState:
     success_by_reason: dict[str, float] = field(default_factory=dict)
 
 
+def escape_label_value(value: str) -> str:
+    """A label value as the text format requires: backslash, double quote and newline escaped.
+
+    Unescaped, a model name read from a config.json could close its quote and forge samples.
+    """
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _labels(pairs: list[tuple[str, str]], *, sort: bool) -> str:
     if sort:
         pairs = sorted(pairs)
-    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
+    return "{" + ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs) + "}"
 
 
 def _empty(buckets) -> Histogram:
