@@ -4,6 +4,8 @@ import json
 
 import pytest
 from _paths import DATA
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from itlkit.errors import ConfigError
 from itlkit.physics.model_catalog import get_model
@@ -240,3 +242,49 @@ def test_llama_4_text_config_fields_are_checked(tmp_path, field, bad, message):
     config["text_config"] = {**config["text_config"], field: bad}
     with pytest.raises(ConfigError, match=f"field '{field}' {message}"):
         _read(tmp_path, config)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**40), max_value=2**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+FIELDS_READ = {
+    "llama-3.1-8b": [*POSITIVE_INTEGER_FIELDS, "tie_word_embeddings", "sliding_window"],
+    "mixtral-8x7b-v0.1": ["num_local_experts", "num_experts_per_tok", "sliding_window"],
+    "deepseek-v3": ["kv_lora_rank", "q_lora_rank", "n_shared_experts", "first_k_dense_replace"],
+    "gpt-oss-120b": ["layer_types", "sliding_window", "head_dim"],
+    "gpt2": ["n_embd", "n_layer", "n_head", "n_positions", "n_inner", "tie_word_embeddings"],
+    "opt-350m": ["word_embed_proj_dim", "do_layer_norm_before", "ffn_dim", "enable_bias"],
+    "falcon-7b": ["multi_query", "parallel_attn", "new_decoder_architecture", "bias"],
+    "qwen1.5-moe-a2.7b": ["shared_expert_intermediate_size", "decoder_sparse_step"],
+    "gemma-3-1b": ["sliding_window_pattern", "sliding_window", "head_dim"],
+}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.sampled_from([(slug, f) for slug, fields in FIELDS_READ.items() for f in fields]),
+    value=JSON_VALUES,
+)
+def test_any_json_value_gives_a_model_or_one_config_error(tmp_path_factory, case, value):
+    slug, field = case
+    path = tmp_path_factory.mktemp("c") / "config.json"
+    path.write_text(json.dumps({**_raw(slug), field: value}))
+    try:
+        model = get_model(path)
+    except ConfigError as exc:
+        assert str(exc).startswith(f"model config {path}: field ")
+        assert "\n" not in str(exc)
+        return
+    # What was accepted is a buildable architecture: positive sizes, non-negative KV.
+    assert model.total_params > 0 and model.active_params > 0
+    assert model.num_attention_heads % model.num_kv_heads == 0 or model.is_mla
+    assert float(model.kv_bytes(BF16, context_tokens=10_000)) >= 0
+    assert model.experts_per_token <= model.num_experts or not model.is_moe

@@ -416,5 +416,5 @@ def _chunked_fields(f: _Fields, *, layers: int) -> dict:
         chunked = sum(flags)
     else:
         interval = f.int("no_rope_layer_interval", 4)
-        chunked = sum(1 for i in range(layers) if (i + 1) % interval)
+        chunked = layers - layers // interval  # every `interval`-th layer is NoPE and global
     return dict(sliding_window=chunk, sliding_layers=chunked) if chunked else {}

@@ -82,8 +82,8 @@ class Model:
         """Layers whose MLP is experts: past the first dense ones, every `moe_layer_step`-th."""
         if not self.is_moe:
             return 0
-        layers = range(self.first_dense_layers, self.num_layers)
-        return sum(1 for i in layers if (i + 1) % self.moe_layer_step == 0)
+        step = self.moe_layer_step  # layers i + 1 = step, 2 step, ... past the dense ones
+        return self.num_layers // step - self.first_dense_layers // step
 
     @property
     def embed_dim(self) -> int:
