@@ -411,6 +411,23 @@ class _PrometheusQueries:
         )
 
 
+def _prometheus_span(start, end, window_seconds: float, timeout_seconds: float):
+    """The range-query window (`60s`) and span: one step per window, ending at each window."""
+    start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
+    if not end_seconds - start_seconds >= window_seconds:
+        raise EvidenceError(
+            f"the period ({end_seconds - start_seconds:g} s) must span at least one window "
+            f"({window_seconds:g} s)"
+        )
+    span = dict(
+        start_seconds=start_seconds + window_seconds,
+        end_seconds=end_seconds,
+        step_seconds=window_seconds,
+        timeout_seconds=timeout_seconds,
+    )
+    return f"{round(window_seconds)}s", span
+
+
 def timeline_from_prometheus(
     base_url: str,
     *,
@@ -433,15 +450,7 @@ def timeline_from_prometheus(
         gauge_query,
     )
 
-    start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
-    if not end_seconds - start_seconds >= window_seconds:
-        raise EvidenceError(
-            f"the period ({end_seconds - start_seconds:g} s) must span at least one window "
-            f"({window_seconds:g} s)"
-        )
-    window = f"{round(window_seconds)}s"
-    span = dict(start_seconds=start_seconds + window_seconds, end_seconds=end_seconds,
-                step_seconds=window_seconds, timeout_seconds=timeout_seconds)  # fmt: skip
+    window, span = _prometheus_span(start, end, window_seconds, timeout_seconds)
     try:
         itl = fetch_bucket_rates(base_url, "itl", model_name=model_name, rate_window=window, **span)
     except PrometheusError as exc:

@@ -54,7 +54,8 @@ class PostmortemExplorer:
     """Load metrics, diagnose, show the evidence, replay what-ifs and export an HTML report."""
 
     def __init__(self, *, scenario: str = "mixed", max_num_batched_tokens: int = 2048):
-        self._build_controls(scenario, max_num_batched_tokens)
+        self._source_controls(scenario, max_num_batched_tokens)
+        self._whatif_controls()
         self.diagnosis: Diagnosis | None = None
         self.speed: EngineSpeed | None = None
         self.baseline: Prediction | None = None
@@ -71,8 +72,8 @@ class PostmortemExplorer:
         self.export.on_click(lambda _: self.export_report())
         self.view = self._layout()
 
-    def _build_controls(self, scenario: str, max_num_batched_tokens: int) -> None:
-        """The source, deployment and what-if controls, and the output panes."""
+    def _source_controls(self, scenario: str, max_num_batched_tokens: int) -> None:
+        """Where the metrics come from, the deployment that served them, the verdict panes."""
         self.source = widgets.Dropdown(
             options=[*bundled_scenarios(), UPLOAD, PROMETHEUS],
             value=scenario,
@@ -104,6 +105,9 @@ class PostmortemExplorer:
         )
         self.load = widgets.Button(description="load and diagnose", button_style="primary")
         self.verdict, self.evidence = widgets.HTML(), widgets.HTML()
+
+    def _whatif_controls(self) -> None:
+        """The what-if settings and the export button."""
         self.whatif_budget = widgets.IntSlider(
             value=512,
             min=64,
