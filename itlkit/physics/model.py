@@ -4,6 +4,9 @@ weights, KV bytes, and how it splits over tensor-parallel GPUs.
 Formulas follow `shared/spec/hardware-models-measurements.md` section 2: a dense decoder is
 embedding + layers x (attention + MLP + norms) + final norm (+ an untied LM head); MoE layers
 replace the MLP by experts and a router; DeepSeek's MLA caches one compressed latent per layer.
+The older layouts (GPT-2, OPT, GPT-NeoX, GPT-J, Falcon, Phi-2) add learned position tables,
+LayerNorm biases, biased two-matrix MLPs and biased heads; every such field defaults to the
+llama layout, so a catalog entry that does not name it counts as before.
 Entries of the catalog (`physics.model_catalog`) and a user's own `config.json`
 (`physics.hf_config`) hold only architecture fields; every count is computed here.
 """
