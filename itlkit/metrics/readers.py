@@ -14,7 +14,12 @@ Sources: Prometheus text exposition (a string, a file, or a folder of timestampe
 - `model_name`, `engine`: those labels, "" when absent (label order in the text does not matter).
 - `labels`: every other label except `le`, as sorted `key=value` pairs joined by ",".
 - `le`: the bucket's upper bound (inf for +Inf), NaN for non-bucket rows.
-- `value`: the sample value.
+- `value`: the sample value (counts and sums checked: finite and >= 0).
+- `line`: the sample's line number in its source (0 for binned bench results).
+
+A sample's own timestamp, where the page gives one, times its row: milliseconds in the text
+format, seconds in OpenMetrics (a page ending in `# EOF`), so an OpenMetrics file of a whole run
+reads as the time series it is.
 
 A folder's scrapes are timed by the names of their files (`metrics.scrape_names`). From the table
 to histogram snapshots and series over time: `metrics.series`.
@@ -60,6 +65,7 @@ TIDY_COLUMNS = (
     "labels",
     "le",
     "value",
+    "line",
 )
 _CATEGORICAL = ("source", "metric", "family", "sample", "model_name", "engine", "labels")
 
@@ -161,6 +167,7 @@ def _wanted_lines(text: str, *, source: str, names: frozenset, parser: _Parser):
     they index; a line that is neither a comment, blank nor a sample raises SourceError.
     """
     matches, lines, blocks = [], [], []
+    last = text.count("\n") + 1 if not text.endswith("\n") else 0
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw or raw[0] == "#":
             continue
@@ -175,6 +182,11 @@ def _wanted_lines(text: str, *, source: str, names: frozenset, parser: _Parser):
         m = parser.keep.fullmatch(raw)
         if m is None:
             raise _malformed(source, number, raw)
+        if number == last:
+            raise SourceError(
+                f"{source}:{number}: the page ends inside this sample line, without the final "
+                f"newline the text format requires (cut off in transfer?): {raw[:120]!r}"
+            )
         matches.append((number, raw))
         block = m.group("labels") or "{}"
         try:
@@ -222,6 +234,7 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
     """
     names = _names_in_page(text, parser)
     matches, lines, blocks = _wanted_lines(text, source=source, names=names, parser=parser)
+    openmetrics = _is_openmetrics(text)
     rows = []
     for family in _parse_families(matches, lines, source=source):
         for s in family.samples:
@@ -229,23 +242,63 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
             if hit is None:
                 continue
             key, family_name, kind = hit
-            labels = dict(_labels_of(blocks[int(s.labels["i"])]))
+            i = int(s.labels["i"])
+            where = f"{source}:{matches[i][0]}"
+            labels = dict(_labels_of(blocks[i]))
             le = math.nan
             if kind == "bucket":
-                le = _bucket_bound(labels, sample_name=s.name, source=source)
+                le = _bucket_bound(labels, sample_name=s.name, source=where)
             model_name = labels.pop("model_name", "")
             engine = labels.pop("engine", "")
             other = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+            value = _checked_value(s, kind=kind, counter=metric(key).kind == "counter", where=where)
+            when = timestamp_seconds
+            if s.timestamp is not None:
+                # prometheus_client reads every stamp as milliseconds (divides by 1,000)
+                stamp = round(s.timestamp * 1e3, 6) if openmetrics else s.timestamp
+                when = _sample_time(stamp, where=where)
             rows.append(
-                (timestamp_seconds, source, key, family_name, kind, model_name, engine, other,
-                 le, float(s.value))
+                (when, source, key, family_name, kind, model_name, engine, other, le, value,
+                 matches[i][0])
             )  # fmt: skip
     return rows
 
 
+def _is_openmetrics(text: str) -> bool:
+    """OpenMetrics ends with `# EOF` (and stamps samples in seconds, not milliseconds)."""
+    return text.rstrip().endswith("\n# EOF") or text.strip() == "# EOF"
+
+
+def _checked_value(sample, *, kind: str, counter: bool, where: str) -> float:
+    """A sample's value; counts, sums and counters must be finite and >= 0 (NaN stays NaN)."""
+    value = float(sample.value)
+    if (kind != "value" or counter) and not math.isnan(value):
+        if not math.isfinite(value) or value < 0:
+            raise SourceError(
+                f"{where}: {sample.name} is {value:g}; a count, sum or counter must be a finite "
+                "number >= 0"
+            )
+    return value
+
+
+_PLAUSIBLE_UNIX_SECONDS = (9.46e8, 4.1e9)  # 2000 to 2099
+
+
+def _sample_time(seconds: float, *, where: str) -> float:
+    low, high = _PLAUSIBLE_UNIX_SECONDS
+    if not low <= seconds <= high:
+        raise SourceError(
+            f"{where}: sample timestamp {seconds:g} s is not a Unix time between 2000 and 2099 "
+            "(the text format stamps milliseconds; OpenMetrics, ending in # EOF, seconds)"
+        )
+    return seconds
+
+
 def _frame(rows: list) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(TIDY_COLUMNS))
-    frame = frame.astype({"timestamp_seconds": float, "le": float, "value": float})
+    frame = frame.astype(
+        {"timestamp_seconds": float, "le": float, "value": float, "line": np.int64}
+    )
     for column in _CATEGORICAL:
         frame[column] = frame[column].astype("category")
     return frame
@@ -426,9 +479,9 @@ def bench_frame(
         family = metric(key).names[0]
         common = (timestamp_seconds, samples.source, key, family)
         for le, c in zip(h.upper_bounds, h.cumulative_counts, strict=True):
-            rows.append((*common, "bucket", "", "", "", float(le), float(c)))
-        rows.append((*common, "sum", "", "", "", math.nan, h.sum))
-        rows.append((*common, "count", "", "", "", math.nan, h.count))
+            rows.append((*common, "bucket", "", "", "", float(le), float(c), 0))
+        rows.append((*common, "sum", "", "", "", math.nan, h.sum, 0))
+        rows.append((*common, "count", "", "", "", math.nan, h.count, 0))
     return _frame(rows)
 
 

@@ -1,0 +1,115 @@
+"""metrics.readers and metrics.series on pages a hostile or broken world produces.
+
+Each page is written by hand; what it must read as (or the error it must give) is stated beside
+it, from the exposition format's rules and from arithmetic on the page's own numbers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_sources import HEAD, itl_lines, page
+
+from itlkit.errors import SourceError
+from itlkit.metrics.histogram import series_window
+from itlkit.metrics.readers import parse_prometheus_text
+from itlkit.metrics.series import histogram_series
+
+ITL = "vllm:inter_token_latency_seconds"
+GOOD = page(HEAD, itl_lines(ITL, [90, 90, 90, 90, 100, 100], 90 * 0.005 + 10 * 0.08))
+
+
+def _read(text, source="p.prom"):
+    return histogram_series(parse_prometheus_text(text, source=source), "itl")
+
+
+def test_the_good_page_reads():
+    s = _read(GOOD)
+    assert s.counts.tolist() == [100] and s.sums[0] == pytest.approx(1.25)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("_count{model_name=\"m\",engine=\"0\"} 100", "_count{model_name=\"m\",engine=\"0\"} +Inf",
+         r"p.prom:9: .*_count is inf; a count, sum or counter must be a finite number >= 0"),
+        ("_sum{model_name=\"m\",engine=\"0\"} 1.25", "_sum{model_name=\"m\",engine=\"0\"} -15",
+         r"p.prom:10: .*_sum is -15"),
+        ("_sum{model_name=\"m\",engine=\"0\"} 1.25", "_sum{model_name=\"m\",engine=\"0\"} -Inf",
+         r"p.prom:10: .*_sum is -inf"),
+        ('le="0.01"} 90', 'le="0.01"} true', r"p.prom:3: malformed"),
+        ('le="0.01"} 90', 'le="0.01"} 1e999', r"p.prom:3: .*_bucket is inf"),
+    ],
+)  # fmt: skip
+def test_impossible_values_name_file_line_and_metric(old, new, message):
+    text = GOOD.replace(old, new)
+    assert text != GOOD
+    with pytest.raises(SourceError, match=message):
+        _read(text)
+
+
+def test_page_cut_inside_its_last_line_is_refused():
+    # Cut inside the _sum value "1.25" -> "1.": a mean of 10 ms instead of 12.5 ms, if read.
+    cut = GOOD.rstrip("\n")[:-2]
+    with pytest.raises(SourceError, match=r"p.prom:10: the page ends inside this sample line"):
+        _read(cut)
+
+
+def test_last_line_without_newline_of_a_family_not_read_is_fine():
+    _read(GOOD + 'vllm:avg_generation_throughput_toks_per_s{model_name="m"} 154.6')
+
+
+OPENMETRICS = """# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{model_name="m",engine="0",le="0.01"} 10 1796225076
+vllm:inter_token_latency_seconds_bucket{model_name="m",engine="0",le="0.01"} 30 1796225091
+vllm:inter_token_latency_seconds_bucket{model_name="m",engine="0",le="+Inf"} 10 1796225076
+vllm:inter_token_latency_seconds_bucket{model_name="m",engine="0",le="+Inf"} 30 1796225091
+vllm:inter_token_latency_seconds_count{model_name="m",engine="0"} 10 1796225076
+vllm:inter_token_latency_seconds_count{model_name="m",engine="0"} 30 1796225091
+vllm:inter_token_latency_seconds_sum{model_name="m",engine="0"} 0.05 1796225076
+vllm:inter_token_latency_seconds_sum{model_name="m",engine="0"} 0.15 1796225091
+# EOF
+"""
+
+
+def test_openmetrics_samples_with_timestamps_are_a_time_series():
+    # Two scrapes 15 s apart in one file: 10 then 30 observations, not 40 summed at one instant.
+    s = _read(OPENMETRICS, source="run.om")
+    assert s.timestamps_seconds.tolist() == [1796225076.0, 1796225091.0]
+    assert s.counts.tolist() == [10, 30]
+    assert series_window(s).histogram.count == 20
+
+
+def test_text_format_timestamps_are_milliseconds():
+    stamped = "\n".join(
+        line + " 1796225076000" if line and not line.startswith("#") else line
+        for line in GOOD.split("\n")
+    )
+    assert _read(stamped).timestamps_seconds.tolist() == [1796225076.0]
+
+
+def test_implausible_timestamps_are_refused():
+    stamped = OPENMETRICS.replace(" 1796225091\n", " 1796225091000\n")  # ms in OpenMetrics
+    with pytest.raises(SourceError, match=r"run.om:3: sample timestamp .* not a Unix time"):
+        _read(stamped, source="run.om")
+
+
+def test_itlkits_own_openmetrics_export_reads_back_once(tmp_path, capsys):
+    # Before: every timestamped sample of the file was summed as one scrape (71,480 for 30,414).
+    from itlkit.cli import main
+
+    path = tmp_path / "run.om"
+    assert (
+        main(["simulate", "--duration", "60", "--rate", "2", "--openmetrics-out", str(path)]) == 0
+    )
+    counts = [
+        float(line.split()[-2])
+        for line in path.read_text().splitlines()
+        if line.startswith("vllm:inter_token_latency_seconds_count")
+    ]
+    capsys.readouterr()
+    assert main(["histogram", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["count"] == counts[-1] - counts[0]  # increase from the first to the last scrape
+    assert out["window"]["duration_seconds"] == 60
