@@ -123,3 +123,15 @@ def test_counters_are_corrected_per_series_too(tmp_path):
     )
     values = scalar_series(read_scrape_folder(tmp_path / "c"), "preemptions")
     assert values.tolist() == [17, 20, 23]
+
+
+def test_diagnosis_reports_a_restart_that_the_series_corrected():
+    # The bundled v0.9 folder: two engines restart before the 9th scrape, at 12:02:00 UTC
+    # (itlkit/data/README.md). The counters carry on across it, and the timeline still says so.
+    from itlkit.bundled import bundled_path
+    from itlkit.diagnosis.evidence import timeline_from_frame
+
+    folder = bundled_path("synthetic-v0.9-two-engines-restart")
+    timeline = timeline_from_frame(read_scrape_folder(folder))
+    assert timeline.counter_resets_seconds == (1796212920.0,)  # 2026-12-02T12:02:00Z
+    assert any("1 counter reset(s) (server restart) at 12:02:00" in n for n in timeline.notes)

@@ -171,7 +171,8 @@ def _windows(series: HistogramSeries, edges: np.ndarray) -> list[Window]:
     step = np.maximum.accumulate(step, axis=1)  # float noise must not break monotonicity
     cumulative = np.vstack([np.zeros(counts.shape[1]), np.cumsum(step, axis=0)])
     cumulative_sums = np.concatenate([[0.0], np.cumsum(step_sums)])
-    reset_times = times[1:][reset]
+    # metrics.series already carried each series across its resets; keep their times
+    reset_times = np.union1d(times[1:][reset], np.asarray(series.reset_times_seconds, float))
     windows = []
     for a, b in itertools.pairwise(edges):
         histogram = Histogram.create(
