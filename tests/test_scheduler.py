@@ -398,7 +398,7 @@ def test_fast_path_matches_step_by_step(llama_h100, monkeypatch, disaggregated):
         max_num_batched_tokens=2048, max_num_seqs=64, disaggregated=disaggregated
     )
     fast = simulate_deployment(w, deployment=llama_h100, config=config, until_seconds=60)
-    monkeypatch.setattr("itlkit.sim.scheduler.FAST_PATH_MIN_STEPS", 10**9)
+    monkeypatch.setattr("itlkit.sim.engine.FAST_PATH_MIN_STEPS", 10**9)
     slow = simulate_deployment(w, deployment=llama_h100, config=config, until_seconds=60)
     assert fast.steps == slow.steps
     for name in ("step_start_seconds", "step_duration_seconds"):

@@ -244,20 +244,20 @@ class StepCoefficients:
             + self.allreduce_seconds_per_step
         )
 
-    def total(self, *, weight, matmul, kv, attention, allreduce, maximum=np.maximum):
+    def total(self, weight, matmul, kv, attention, allreduce, maximum=np.maximum):
         """The step from its terms (`maximum=max` for Python floats, as the simulator calls it)."""
         gpu = maximum(weight, matmul) + kv + attention + allreduce
         return gpu / self.efficiency + self.host_overhead_seconds
 
-    def seconds(self, *, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum):
+    def seconds(self, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum):
         """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all."""
         return self.total(
-            weight=self.weight_read(tokens),
-            matmul=self.matmul_seconds(tokens),
-            kv=self.kv_read_seconds(self.kv_bytes_per_token * kv_tokens),
-            attention=attention_flops / self.flops_per_second,
-            allreduce=self.allreduce_seconds(tokens),
-            maximum=maximum,
+            self.weight_read(tokens),
+            self.matmul_seconds(tokens),
+            self.kv_read_seconds(self.kv_bytes_per_token * kv_tokens),
+            attention_flops / self.flops_per_second,
+            self.allreduce_seconds(tokens),
+            maximum,
         )
 
 

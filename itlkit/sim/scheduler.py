@@ -40,9 +40,7 @@ times are contiguous runs of step end times, stored as segments rather than per 
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -50,6 +48,7 @@ import numpy as np
 from itlkit.errors import ConfigError
 from itlkit.physics.roofline import Deployment, capacity, step_coefficients
 from itlkit.sim.config import DEFAULT_KV_TRANSFER_BYTES_PER_SECOND, SchedulerConfig
+from itlkit.sim.engine import Engine
 from itlkit.sim.results import SimulationResult, Summary, fine_buckets_seconds, weighted_quantile
 from itlkit.sim.workload import Workload
 
@@ -61,11 +60,6 @@ Called with ints, except in stretches of pure decode steps, where `kv_tokens` is
 """
 
 DEFAULT_CONFIG = SchedulerConfig()  # `vllm serve` on an H100-class GPU
-
-# Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long.
-FAST_PATH_MIN_STEPS = 2
-FAST_PATH_ARRAY_STEPS = 48
-FAST_PATH_MAX_STEPS = 4096
 
 
 # ---- step time -----------------------------------------------------------------------------
@@ -107,14 +101,12 @@ def roofline_step_function(
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
         tokens = decode_tokens + prefill_tokens
         flops = c.attention_flops(chunk_tokens=prefill_tokens) if attention else 0.0
-        if np.ndim(tokens) or np.ndim(kv_tokens):
-            seconds = c.seconds(tokens=tokens, kv_tokens=kv_tokens, attention_flops=flops)
+        if isinstance(tokens, np.ndarray) or isinstance(kv_tokens, np.ndarray):
+            seconds = c.seconds(tokens, kv_tokens, flops)
             return np.where(np.asarray(tokens) > 0, seconds, host)
         if tokens <= 0:
             return host
-        return float(
-            c.seconds(tokens=tokens, kv_tokens=kv_tokens, attention_flops=flops, maximum=max)
-        )
+        return float(c.seconds(tokens, kv_tokens, flops, max))
 
     return step
 
@@ -148,6 +140,34 @@ def simulate(
 
     `kv_bytes_per_token` only matters in disaggregated mode (the KV transfer time).
     """
+    capacity_tokens, end_limit = _checked(workload, config, kv_capacity_tokens, until_seconds)
+    if config.disaggregated:
+        ready = _disaggregated_ready_seconds(
+            workload, config=config, step_function=step_function, bytes_per_token=kv_bytes_per_token
+        )
+        order = np.argsort(ready, kind="stable")
+        ready_seconds = ready[order]
+    else:
+        order = np.arange(workload.num_requests)
+        ready_seconds = workload.arrival_seconds
+    engine = Engine(
+        workload,
+        step_function=step_function,
+        capacity_tokens=capacity_tokens,
+        config=config,
+        ready_seconds=ready_seconds,
+        ready_order=order,
+        end_seconds=end_limit,
+    )
+    while engine.step():
+        pass
+    engine.close()
+    return _result(engine, workload, config, end_seconds=max(engine.t, end_limit)
+                   if until_seconds is not None else engine.t)  # fmt: skip
+
+
+def _checked(workload: Workload, config: SchedulerConfig, kv_capacity_tokens, until_seconds):
+    """(KV capacity in tokens, end time) after refusing what could not run."""
     config.validate()
     if isinstance(kv_capacity_tokens, bool) or int(kv_capacity_tokens) < 1:
         raise ConfigError(f"KV capacity must be >= 1 token, got {kv_capacity_tokens!r}")
@@ -161,397 +181,42 @@ def simulate(
     end_limit = math.inf if until_seconds is None else float(until_seconds)
     if not end_limit > 0:
         raise ConfigError(f"until_seconds must be > 0, got {until_seconds}")
+    return capacity_tokens, end_limit
 
-    n = workload.num_requests
-    prompt = workload.prompt_tokens.tolist()
-    output = workload.output_tokens.tolist()
-    cached = workload.cached_prompt_tokens.tolist()
-    if config.disaggregated:
-        ready = _disaggregated_ready_seconds(
-            workload, config=config, step_function=step_function, bytes_per_token=kv_bytes_per_token
-        )
-        order = np.argsort(ready, kind="stable")
-        ready_seconds = ready[order].tolist()
-        ready_order = order.tolist()
-    else:
-        ready_seconds = workload.arrival_seconds.tolist()
-        ready_order = list(range(n))
 
-    budget_total = int(config.max_num_batched_tokens)
-    max_seqs = int(config.max_num_seqs)
-    chunked = bool(config.enable_chunked_prefill)
-    disaggregated = bool(config.disaggregated)
-
-    # Per-request state (Python lists: scalar access is several times faster than numpy's).
-    computed = [0] * n  # KV tokens held
-    target = [0] * n  # tokens to prefill before the next token is emitted
-    generated = [0] * n  # tokens emitted so far (valid for non-decoding requests)
-    decoding = [False] * n
-    seg_step = [0] * n  # step of the current segment's first token
-    seg_kv = [0] * n  # KV tokens at the end of that step
-    seg_gen = [0] * n  # tokens emitted after that step
-    epoch = [0] * n  # bumps on preemption; invalidates scheduled finishes
-    first_scheduled = [math.nan] * n
-    first_token = [math.nan] * n
-    finish = [math.nan] * n
-    last_token = [math.nan] * n
-    preempted_count = [0] * n
-    remote_kv = [disaggregated] * n  # KV arrives from the prefill instance
-    for i in range(n):
-        computed[i] = cached[i]
-        target[i] = prompt[i]
-
-    waiting: deque[int] = deque()
-    running: list[int] = []
-    partial: list[int] = []  # running requests part-way through a prefill, oldest first
-    finishes: dict[int, list[tuple[int, int]]] = {}
-    finish_steps: list[int] = []  # heap of the keys of `finishes` (stale ones popped lazily)
-    used = 0  # KV tokens held by running requests
-    decoders = 0
-    decode_kv = 0
-    next_ready = 0
-
-    starts: list[float] = []
-    durations: list[float] = []
-    rec_decode: list[int] = []
-    rec_prefill: list[int] = []
-    rec_running: list[int] = []
-    rec_waiting: list[int] = []
-    rec_kv: list[int] = []
-    rec_preempt: list[int] = []
-    rec_itl: list[int] = []
-    rec_first: list[int] = []
-    rec_prompt: list[int] = []
-    rec_generation: list[int] = []
-    seg_request: list[int] = []
-    seg_first: list[int] = []
-    seg_last: list[int] = []
-    gap_request: list[int] = []
-    gap_end: list[float] = []
-    gap_value: list[float] = []
-
-    t = 0.0
-    s = 0
-    while True:
-        while next_ready < n and ready_seconds[next_ready] <= t:
-            waiting.append(ready_order[next_ready])
-            next_ready += 1
-        if not running and not waiting:
-            if next_ready >= n:
-                break
-            t = ready_seconds[next_ready]
-            continue
-        if t >= end_limit:
-            break
-
-        # -- fast path: a stretch of pure decode steps (nothing to admit, nobody finishing) ------
-        if decoders == len(running) and decoders and (not waiting or len(running) >= max_seqs):
-            while finish_steps and finish_steps[0] not in finishes:
-                heapq.heappop(finish_steps)
-            stretch = min(
-                (finish_steps[0] if finish_steps else s + FAST_PATH_MAX_STEPS) - s,
-                (capacity_tokens - used) // decoders,
-                FAST_PATH_MAX_STEPS,
-            )
-            limit = min(ready_seconds[next_ready] if next_ready < n else math.inf, end_limit)
-            if stretch >= FAST_PATH_MIN_STEPS:
-                first = float(
-                    step_function(decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv)
-                )
-                if not first > 0:
-                    raise ConfigError(f"step function returned {first} s for a step; must be > 0")
-                # Steps only lengthen as KV grows, so the first bounds how many start before limit.
-                if limit < math.inf:
-                    stretch = min(stretch, int((limit - t) / first) + 1)
-            if stretch >= FAST_PATH_ARRAY_STEPS:
-                k = np.arange(stretch)
-                seconds = step_function(
-                    decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv + k * decoders
-                )
-                seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (stretch,))
-                # Sequential sums, so each start equals the previous start + duration exactly.
-                clock = np.cumsum(np.concatenate(([t], seconds)))
-                # Steps that start before the next arrival (or the end) cannot see it.
-                stretch = int(np.searchsorted(clock[:-1], limit, side="left"))
-                if not np.all(seconds[:stretch] > 0):
-                    raise ConfigError("step function returned a step of <= 0 s; must be > 0")
-                starts.extend(clock[:stretch].tolist())
-                durations.extend(seconds[:stretch].tolist())
-                rec_kv.extend((used + (k[:stretch] + 1) * decoders).tolist())
-                used += stretch * decoders
-                decode_kv += stretch * decoders
-                t = float(clock[stretch])
-            elif stretch >= FAST_PATH_MIN_STEPS:
-                done = 0
-                while done < stretch and t < limit:
-                    duration = step_function(
-                        decode_tokens=decoders, prefill_tokens=0, kv_tokens=decode_kv
-                    )
-                    if not duration > 0:
-                        raise ConfigError(f"step function returned {duration} s; must be > 0")
-                    starts.append(t)
-                    durations.append(duration)
-                    used += decoders
-                    decode_kv += decoders
-                    rec_kv.append(used)
-                    t += duration
-                    done += 1
-                stretch = done
-            else:
-                stretch = 0
-            if stretch:
-                rec_decode.extend([decoders] * stretch)
-                rec_prefill.extend([0] * stretch)
-                rec_running.extend([len(running)] * stretch)
-                rec_waiting.extend([len(waiting)] * stretch)
-                rec_preempt.extend([0] * stretch)
-                rec_itl.extend([decoders] * stretch)
-                rec_first.extend([0] * stretch)
-                rec_prompt.extend([0] * stretch)
-                rec_generation.extend([decoders] * stretch)
-                s += stretch
-                continue
-        # -- schedule: decodes first, preempting the newest request while KV is short --------
-        preempted = 0
-        while used + decoders > capacity_tokens:
-            victim = running.pop()
-            preempted += 1
-            if not decoding[victim]:
-                partial.remove(victim)
-            used, decoders, decode_kv = _preempt(
-                victim, s, t, used, decoders, decode_kv, decoding, computed, cached, target,
-                generated, prompt, seg_step, seg_kv, seg_gen, epoch, preempted_count,
-                seg_request, seg_first, seg_last, remote_kv, last_token,
-            )  # fmt: skip
-            waiting.appendleft(victim)
-        used += decoders
-        budget = budget_total - decoders
-        prefill = 0
-        new_tokens = 0  # disaggregated admissions: one decode token each, no prefill
-        new_kv = 0
-        completions: list[int] = []
-
-        # Running requests part-way through their prompt continue, oldest first.
-        for i in list(partial):
-            if budget <= 0:
-                break
-            if i not in partial:  # preempted by an older request's chunk in this step
-                continue
-            chunk = target[i] - computed[i]
-            if chunk > budget:
-                chunk = budget
-            while used + chunk > capacity_tokens:
-                victim = running.pop()
-                preempted += 1
-                if decoding[victim]:
-                    used -= 1  # its decode token, reserved above
-                    budget += 1
-                else:
-                    partial.remove(victim)
-                used, decoders, decode_kv = _preempt(
-                    victim, s, t, used, decoders, decode_kv, decoding, computed, cached,
-                    target, generated, prompt, seg_step, seg_kv, seg_gen, epoch,
-                    preempted_count, seg_request, seg_first, seg_last, remote_kv, last_token,
-                )  # fmt: skip
-                waiting.appendleft(victim)
-                if victim == i:
-                    break
-            if i not in partial:
-                continue
-            computed[i] += chunk
-            used += chunk
-            budget -= chunk
-            prefill += chunk
-            if computed[i] == target[i]:
-                partial.remove(i)
-                completions.append(i)
-
-        # Then waiting requests, in order, while there is room (never after a preemption).
-        if not preempted:
-            while waiting and len(running) < max_seqs and budget > 0:
-                i = waiting[0]
-                if remote_kv[i]:
-                    # Disaggregated: the prompt's KV arrived; one decode token emits token 1.
-                    if used + prompt[i] + 1 > capacity_tokens:
-                        break
-                    waiting.popleft()
-                    running.append(i)
-                    if first_scheduled[i] != first_scheduled[i]:
-                        first_scheduled[i] = t
-                    computed[i] = prompt[i] + 1
-                    used += prompt[i] + 1
-                    budget -= 1
-                    new_tokens += 1
-                    new_kv += prompt[i]
-                    completions.append(i)
-                    continue
-                chunk = target[i] - computed[i]
-                if chunk > budget:
-                    if chunked:
-                        chunk = budget
-                    elif prefill > 0:
-                        break
-                # It holds its prefix-cached tokens' KV from now on, plus the chunk's.
-                if used + computed[i] + chunk > capacity_tokens:
-                    break
-                waiting.popleft()
-                running.append(i)
-                if first_scheduled[i] != first_scheduled[i]:  # NaN: first time scheduled
-                    first_scheduled[i] = t
-                used += computed[i] + chunk
-                computed[i] += chunk
-                budget -= chunk
-                prefill += chunk
-                if computed[i] == target[i]:
-                    completions.append(i)
-                else:
-                    partial.append(i)
-
-        # -- run the step ---------------------------------------------------------------------
-        duration = float(
-            step_function(
-                decode_tokens=decoders + new_tokens,
-                prefill_tokens=prefill,
-                kv_tokens=decode_kv + new_kv,
-            )
-        )
-        if not duration > 0:
-            raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
-        end = t + duration
-        starts.append(t)
-        durations.append(duration)
-        rec_decode.append(decoders + new_tokens)
-        rec_prefill.append(prefill)
-        rec_running.append(len(running))
-        rec_waiting.append(len(waiting))
-        rec_preempt.append(preempted)
-        rec_itl.append(decoders)
-        decode_kv += decoders
-        generation = decoders
-
-        # Requests whose last token is this step's leave and free their KV.
-        for i, e in finishes.pop(s, ()):
-            if e != epoch[i]:
-                continue
-            kv = seg_kv[i] + (s - seg_step[i])
-            running.remove(i)
-            decoding[i] = False
-            decoders -= 1
-            decode_kv -= kv
-            used -= kv
-            finish[i] = end
-            generated[i] = output[i]
-            seg_request.append(i)
-            seg_first.append(seg_step[i])
-            seg_last.append(s)
-
-        # Requests whose prefill completed emit a token and start (or resume) decoding.
-        prompt_done = 0
-        first_count = 0
-        for i in completions:
-            generation += 1
-            if math.isnan(first_token[i]):
-                first_token[i] = end
-                first_count += 1
-                prompt_done += prompt[i]
-            else:
-                gap_request.append(i)
-                gap_end.append(end)
-                gap_value.append(end - last_token[i])
-            remote_kv[i] = False
-            generated[i] += 1
-            if generated[i] >= output[i]:
-                running.remove(i)
-                used -= computed[i]
-                finish[i] = end
-                seg_request.append(i)
-                seg_first.append(s)
-                seg_last.append(s)
-                continue
-            decoding[i] = True
-            decoders += 1
-            decode_kv += computed[i]
-            seg_step[i] = s
-            seg_kv[i] = computed[i]
-            seg_gen[i] = generated[i]
-            last = s + output[i] - generated[i]
-            if last not in finishes:
-                finishes[last] = []
-                heapq.heappush(finish_steps, last)
-            finishes[last].append((i, epoch[i]))
-        rec_first.append(first_count)
-        rec_prompt.append(prompt_done)
-        rec_generation.append(generation)
-        rec_kv.append(used)
-        t = end
-        s += 1
-
-    # Close the segments of requests still decoding when the run stopped.
-    for i in running:
-        if decoding[i]:
-            seg_request.append(i)
-            seg_first.append(seg_step[i])
-            seg_last.append(s - 1)
-            generated[i] = seg_gen[i] + (s - 1 - seg_step[i])
-
+def _result(engine: Engine, workload: Workload, config, *, end_seconds) -> SimulationResult:
+    steps = engine.log.arrays()
+    requests = engine.request_arrays()
+    segments = engine.segments
     return SimulationResult(
         config=config,
         workload=workload,
-        kv_capacity_tokens=capacity_tokens,
-        end_seconds=float(t if until_seconds is None else max(t, end_limit)),
-        step_start_seconds=np.asarray(starts, dtype=float),
-        step_duration_seconds=np.asarray(durations, dtype=float),
-        step_decode_tokens=np.asarray(rec_decode, dtype=np.int64),
-        step_prefill_tokens=np.asarray(rec_prefill, dtype=np.int64),
-        step_running=np.asarray(rec_running, dtype=np.int64),
-        step_waiting=np.asarray(rec_waiting, dtype=np.int64),
-        step_kv_tokens=np.asarray(rec_kv, dtype=np.int64),
-        step_preemptions=np.asarray(rec_preempt, dtype=np.int64),
-        step_itl_observations=np.asarray(rec_itl, dtype=np.int64),
-        step_first_tokens=np.asarray(rec_first, dtype=np.int64),
-        step_prompt_tokens=np.asarray(rec_prompt, dtype=np.int64),
-        step_generation_tokens=np.asarray(rec_generation, dtype=np.int64),
-        first_scheduled_seconds=np.asarray(first_scheduled, dtype=float),
-        first_token_seconds=np.asarray(first_token, dtype=float),
-        finish_seconds=np.asarray(finish, dtype=float),
-        generated_tokens=np.asarray(generated, dtype=np.int64),
-        request_preemptions=np.asarray(preempted_count, dtype=np.int64),
-        segment_request=np.asarray(seg_request, dtype=np.int64),
-        segment_first_step=np.asarray(seg_first, dtype=np.int64),
-        segment_last_step=np.asarray(seg_last, dtype=np.int64),
-        gap_request=np.asarray(gap_request, dtype=np.int64),
-        gap_end_seconds=np.asarray(gap_end, dtype=float),
-        gap_itl_seconds=np.asarray(gap_value, dtype=float),
+        kv_capacity_tokens=engine.capacity,
+        end_seconds=float(end_seconds),
+        step_start_seconds=steps["start"],
+        step_duration_seconds=steps["duration"],
+        step_decode_tokens=steps["decode"],
+        step_prefill_tokens=steps["prefill"],
+        step_running=steps["running"],
+        step_waiting=steps["waiting"],
+        step_kv_tokens=steps["kv"],
+        step_preemptions=steps["preemptions"],
+        step_itl_observations=steps["itl"],
+        step_first_tokens=steps["first"],
+        step_prompt_tokens=steps["prompt"],
+        step_generation_tokens=steps["generation"],
+        first_scheduled_seconds=requests["first_scheduled"],
+        first_token_seconds=requests["first_token"],
+        finish_seconds=requests["finish"],
+        generated_tokens=requests["generated"],
+        request_preemptions=requests["preemptions"],
+        segment_request=np.asarray(segments.request, dtype=np.int64),
+        segment_first_step=np.asarray(segments.first, dtype=np.int64),
+        segment_last_step=np.asarray(segments.last, dtype=np.int64),
+        gap_request=np.asarray(segments.gap_request, dtype=np.int64),
+        gap_end_seconds=np.asarray(segments.gap_end, dtype=float),
+        gap_itl_seconds=np.asarray(segments.gap_value, dtype=float),
     )
-
-
-def _preempt(
-    i, s, t, used, decoders, decode_kv, decoding, computed, cached, target, generated, prompt,
-    seg_step, seg_kv, seg_gen, epoch, preempted_count, seg_request, seg_first, seg_last,
-    remote_kv, last_token,
-):  # fmt: skip
-    """Free request i's KV and reset it to recompute prompt + generated tokens (vLLM V1)."""
-    if decoding[i]:
-        # It last emitted a token at step s - 1.
-        kv = seg_kv[i] + (s - 1 - seg_step[i])
-        generated[i] = seg_gen[i] + (s - 1 - seg_step[i])
-        decoders -= 1
-        decode_kv -= kv
-        used -= kv
-        decoding[i] = False
-        seg_request.append(i)
-        seg_first.append(seg_step[i])
-        seg_last.append(s - 1)
-        last_token[i] = t  # steps run back to back while it decodes: step s - 1 ended at t
-    else:
-        used -= computed[i]
-    # The shared prefix stays in the prefix cache (other requests hold it); the rest is recomputed.
-    computed[i] = cached[i]
-    target[i] = prompt[i] + generated[i]
-    remote_kv[i] = False
-    epoch[i] += 1
-    preempted_count[i] += 1
-    return used, decoders, decode_kv
 
 
 def _disaggregated_ready_seconds(

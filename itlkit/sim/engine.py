@@ -1,0 +1,488 @@
+"""The engine behind `itlkit.sim.scheduler.simulate`: one object, one method per part of a step.
+
+`Engine.step()` reads as the scheduler's docstring: enqueue what arrived, then either run a
+stretch of pure decode steps at once, or preempt the newest while KV is short, continue partial
+prompts, admit waiting requests, run the step, retire finished requests and emit first tokens.
+Per-request state lives in `_Request` slots objects; per-step records in `StepLog`'s growing
+numpy arrays.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from itlkit.errors import ConfigError
+from itlkit.sim.config import SchedulerConfig
+
+# Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long.
+FAST_PATH_MIN_STEPS = 2
+FAST_PATH_ARRAY_STEPS = 24
+FAST_PATH_MAX_STEPS = 4096
+
+# StepLog.counts rows, in this order.
+COUNT_FIELDS = ("decode", "prefill", "running", "waiting", "preemptions", "itl", "kv", "first",
+                "prompt", "generation")  # fmt: skip
+_KV, _WAITING = COUNT_FIELDS.index("kv"), COUNT_FIELDS.index("waiting")
+
+
+@dataclass(slots=True, eq=False)
+class _Request:
+    """One request's scheduling state (token counts; times in seconds)."""
+
+    index: int
+    prompt: int
+    output: int
+    cached: int  # prompt tokens in the prefix cache
+    computed: int  # KV tokens held
+    target: int  # tokens to prefill before the next token is emitted
+    remote_kv: bool  # disaggregated: its KV arrives from the prefill instance
+    generated: int = 0  # tokens emitted so far (valid while not decoding)
+    decoding: bool = False
+    seg_step: int = 0  # step of the current segment's first token
+    seg_kv: int = 0  # KV tokens at the end of that step
+    seg_gen: int = 0  # tokens emitted after that step
+    epoch: int = 0  # bumps on preemption; invalidates scheduled finishes
+    preemptions: int = 0
+    first_scheduled: float = math.nan
+    first_token: float = math.nan
+    finish: float = math.nan
+    last_token: float = math.nan
+
+
+class StepLog:
+    """Per-step records in growing numpy arrays (int32 counts: half the memory of int64).
+
+    A scheduled step's row waits in `pending` (a Python tuple is far cheaper to make than a
+    numpy write) until the next stretch or the end writes the rows as one block.
+    """
+
+    __slots__ = ("counts", "pending", "seconds", "size")
+
+    def __init__(self, capacity: int = 4096):
+        self.size = 0
+        self.seconds = np.empty((2, capacity))  # start, duration
+        self.counts = np.empty((len(COUNT_FIELDS), capacity), dtype=np.int32)
+        self.pending: list[tuple] = []  # (start, duration, *counts) of steps not yet written
+
+    def _room(self, steps: int) -> int:
+        start = self.size
+        if start + steps > self.seconds.shape[1]:
+            capacity = max(self.seconds.shape[1] * 3 // 2, start + steps)
+            for name in ("seconds", "counts"):
+                old = getattr(self, name)
+                new = np.empty((old.shape[0], capacity), dtype=old.dtype)
+                new[:, :start] = old[:, :start]
+                setattr(self, name, new)
+        self.size = start + steps
+        return start
+
+    def flush(self) -> None:
+        """Write the pending rows (exact: every count is far below 2**53)."""
+        rows = self.pending
+        if rows:
+            block = np.array(rows).T
+            s = self._room(len(rows))
+            self.seconds[:, s : self.size] = block[:2]
+            self.counts[:, s : self.size] = block[2:]
+            rows.clear()
+
+    def add_stretch(self, starts, durations, counts: tuple, kv, waiting) -> None:
+        """Steps that differ only in start, duration, KV held and queue length."""
+        self.flush()
+        s = self._room(len(starts))
+        e = self.size
+        self.seconds[0, s:e] = starts
+        self.seconds[1, s:e] = durations
+        self.counts[:, s:e] = np.array(counts, dtype=np.int32)[:, None]
+        self.counts[_KV, s:e] = kv
+        self.counts[_WAITING, s:e] = waiting
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Each record as a 1-D array (views of the buffers: no copy)."""
+        self.flush()
+        n = self.size
+        out = {"start": self.seconds[0, :n], "duration": self.seconds[1, :n]}
+        out.update({name: self.counts[i, :n] for i, name in enumerate(COUNT_FIELDS)})
+        return out
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """What the step being scheduled carries."""
+
+    budget: int
+    preempted: int = 0
+    prefill: int = 0
+    new_tokens: int = 0  # disaggregated admissions: one decode token each, no prefill
+    new_kv: int = 0
+    completions: list = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class Segments:
+    """Token runs (request i emitted at every step end from first to last) and resume gaps."""
+
+    request: list = field(default_factory=list)
+    first: list = field(default_factory=list)
+    last: list = field(default_factory=list)
+    gap_request: list = field(default_factory=list)
+    gap_end: list = field(default_factory=list)
+    gap_value: list = field(default_factory=list)
+
+    def close(self, i: int, first: int, last: int) -> None:
+        self.request.append(i)
+        self.first.append(first)
+        self.last.append(last)
+
+    def gap(self, i: int, end: float, value: float) -> None:
+        self.gap_request.append(i)
+        self.gap_end.append(end)
+        self.gap_value.append(value)
+
+
+class Engine:
+    """A vLLM V1 engine over one workload: `step()` until it returns False."""
+
+    def __init__(
+        self,
+        workload,
+        *,
+        step_function,
+        capacity_tokens: int,
+        config: SchedulerConfig,
+        ready_seconds: np.ndarray,
+        ready_order: np.ndarray,
+        end_seconds: float,
+    ):
+        self.step_function = step_function
+        self.capacity = int(capacity_tokens)
+        self.budget_total = int(config.max_num_batched_tokens)
+        self.max_seqs = int(config.max_num_seqs)
+        self.chunked = bool(config.enable_chunked_prefill)
+        self.end_limit = end_seconds
+        remote = bool(config.disaggregated)
+        self.requests = [
+            _Request(i, p, o, c, c, p, remote)
+            for i, (p, o, c) in enumerate(
+                zip(workload.prompt_tokens.tolist(), workload.output_tokens.tolist(),
+                    workload.cached_prompt_tokens.tolist(), strict=True)
+            )
+        ]  # fmt: skip
+        self.ready_array = np.asarray(ready_seconds, dtype=float)
+        self.ready_seconds = self.ready_array.tolist()
+        self.ready_order = [self.requests[i] for i in np.asarray(ready_order).tolist()]
+        self.next_ready = 0
+        self.waiting: deque[_Request] = deque()
+        self.running: list[_Request] = []
+        self.partial: list[_Request] = []  # running, part-way through a prefill, oldest first
+        self.finishes: dict[int, list[tuple[_Request, int]]] = {}
+        self.finish_steps: list[
+            int
+        ] = []  # heap of the keys of `finishes` (stale ones popped lazily)
+        self.used = 0  # KV tokens held by running requests
+        self.decoders = 0
+        self.decode_kv = 0  # summed context of the decoding requests
+        self.t = 0.0
+        self.s = 0
+        self.log = StepLog()
+        self.segments = Segments()
+
+    # ---- the loop ------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Advance by one scheduled step or one stretch of decode steps; False when done."""
+        self.enqueue_ready()
+        if not self.running and not self.waiting:
+            if self.next_ready >= len(self.ready_seconds):
+                return False
+            self.t = self.ready_seconds[self.next_ready]
+            return True
+        if self.t >= self.end_limit:
+            return False
+        if self.decode_stretch():
+            return True
+        batch = _Batch(budget=0)
+        self.preempt_newest(batch)
+        self.continue_partials(batch)
+        if not batch.preempted:  # never admit in a step that preempted
+            self.admit_waiting(batch)
+        row = self.run(batch)
+        end = row[0] + row[1]
+        generation = self.decoders
+        self.decode_kv += self.decoders
+        self.retire(end)
+        first, prompt, generation = self.emit(batch.completions, end, generation)
+        self.log.pending.append((*row, self.used, first, prompt, generation))
+        self.t = end
+        self.s += 1
+        return True
+
+    def enqueue_ready(self) -> None:
+        """Requests that arrived (or whose KV arrived) before the step starts join the queue."""
+        ready, n = self.ready_seconds, len(self.ready_seconds)
+        while self.next_ready < n and ready[self.next_ready] <= self.t:
+            self.waiting.append(self.ready_order[self.next_ready])
+            self.next_ready += 1
+
+    # ---- scheduling ----------------------------------------------------------------------
+    def preempt_newest(self, batch: _Batch) -> None:
+        """Give every decode its token, preempting the newest running request while KV is short."""
+        while self.used + self.decoders > self.capacity:
+            victim = self.running.pop()
+            if not victim.decoding:
+                self.partial.remove(victim)
+            self._preempt(victim, batch)
+        self.used += self.decoders
+        batch.budget = self.budget_total - self.decoders
+
+    def continue_partials(self, batch: _Batch) -> None:
+        """Running requests part-way through their prompt take the next chunk, oldest first."""
+        for r in list(self.partial):
+            if batch.budget <= 0:
+                break
+            if r not in self.partial:  # preempted by an older request's chunk in this step
+                continue
+            chunk = min(r.target - r.computed, batch.budget)
+            while self.used + chunk > self.capacity:
+                victim = self.running.pop()
+                if victim.decoding:  # hand back its decode token, reserved above
+                    self.used -= 1
+                    batch.budget += 1
+                else:
+                    self.partial.remove(victim)
+                self._preempt(victim, batch)
+                if victim is r:
+                    break
+            if r not in self.partial:
+                continue
+            self._prefill(r, chunk, batch)
+            if r.computed == r.target:
+                self.partial.remove(r)
+
+    def admit_waiting(self, batch: _Batch) -> None:
+        """Admit waiting requests in order while a sequence slot, budget and their KV are free."""
+        waiting, running = self.waiting, self.running
+        while waiting and len(running) < self.max_seqs and batch.budget > 0:
+            r = waiting[0]
+            if r.remote_kv:  # the prompt's KV arrived: one decode token emits the next token
+                if self.used + r.prompt + 1 > self.capacity:
+                    break
+                self._admit(r)
+                r.computed = r.prompt + 1
+                self.used += r.prompt + 1
+                batch.budget -= 1
+                batch.new_tokens += 1
+                batch.new_kv += r.prompt
+                batch.completions.append(r)
+                continue
+            chunk = r.target - r.computed
+            if chunk > batch.budget:
+                if self.chunked:
+                    chunk = batch.budget
+                elif batch.prefill > 0:
+                    break
+            if self.used + r.computed + chunk > self.capacity:  # its cached prefix's KV too
+                break
+            self._admit(r)
+            self.used += r.computed
+            self._prefill(r, chunk, batch)
+            if r.computed != r.target:
+                self.partial.append(r)
+
+    def _admit(self, r: _Request) -> None:
+        self.waiting.popleft()
+        self.running.append(r)
+        if r.first_scheduled != r.first_scheduled:  # NaN: first time scheduled
+            r.first_scheduled = self.t
+
+    def _prefill(self, r: _Request, chunk: int, batch: _Batch) -> None:
+        r.computed += chunk
+        self.used += chunk
+        batch.budget -= chunk
+        batch.prefill += chunk
+        if r.computed == r.target:
+            batch.completions.append(r)
+
+    def _preempt(self, r: _Request, batch: _Batch) -> None:
+        """Free r's KV, reset it to recompute prompt + generated tokens (vLLM V1 recompute)."""
+        batch.preempted += 1
+        if r.decoding:
+            done = self.s - 1 - r.seg_step  # it last emitted a token at step s - 1
+            kv = r.seg_kv + done
+            r.generated = r.seg_gen + done
+            self.decoders -= 1
+            self.decode_kv -= kv
+            self.used -= kv
+            r.decoding = False
+            self.segments.close(r.index, r.seg_step, self.s - 1)
+            r.last_token = self.t  # steps run back to back while it decodes
+        else:
+            self.used -= r.computed
+        # The shared prefix stays in the prefix cache (others hold it); the rest is recomputed.
+        r.computed = r.cached
+        r.target = r.prompt + r.generated
+        r.remote_kv = False
+        r.epoch += 1
+        r.preemptions += 1
+        self.waiting.appendleft(r)
+
+    # ---- running a step ------------------------------------------------------------------
+    def run(self, batch: _Batch) -> tuple:
+        """Time the scheduled step; returns its record's start: (start, duration, *counts)."""
+        decode = self.decoders + batch.new_tokens
+        duration = float(
+            self.step_function(
+                decode_tokens=decode,
+                prefill_tokens=batch.prefill,
+                kv_tokens=self.decode_kv + batch.new_kv,
+            )
+        )
+        if not duration > 0:
+            raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
+        return (self.t, duration, decode, batch.prefill, len(self.running), len(self.waiting),
+                batch.preempted, self.decoders)  # fmt: skip
+
+    def retire(self, end: float) -> None:
+        """Requests whose last token is this step's leave and free their KV."""
+        s = self.s
+        for r, epoch in self.finishes.pop(s, ()):
+            if epoch != r.epoch:
+                continue
+            kv = r.seg_kv + (s - r.seg_step)
+            self.running.remove(r)
+            r.decoding = False
+            self.decoders -= 1
+            self.decode_kv -= kv
+            self.used -= kv
+            r.finish = end
+            r.generated = r.output
+            self.segments.close(r.index, r.seg_step, s)
+
+    def emit(self, completions: list, end: float, generation: int) -> tuple[int, int, int]:
+        """Requests whose prefill completed emit a token and start (or resume) decoding.
+
+        Returns the step's first tokens, prompt tokens completed and tokens generated."""
+        s, first, prompt = self.s, 0, 0
+        for r in completions:
+            generation += 1
+            if r.first_token != r.first_token:  # NaN: its first token
+                r.first_token = end
+                first += 1
+                prompt += r.prompt
+            else:
+                self.segments.gap(r.index, end, end - r.last_token)
+            r.remote_kv = False
+            r.generated += 1
+            if r.generated >= r.output:
+                self.running.remove(r)
+                self.used -= r.computed
+                r.finish = end
+                self.segments.close(r.index, s, s)
+                continue
+            r.decoding = True
+            self.decoders += 1
+            self.decode_kv += r.computed
+            r.seg_step, r.seg_kv, r.seg_gen = s, r.computed, r.generated
+            last = s + r.output - r.generated
+            if last not in self.finishes:
+                self.finishes[last] = []
+                heapq.heappush(self.finish_steps, last)
+            self.finishes[last].append((r, r.epoch))
+        return first, prompt, generation
+
+    # ---- the fast path: a stretch of pure decode steps -------------------------------------
+    def decode_stretch(self) -> bool:
+        """Run steps where everyone decodes and nothing can change until a finish, KV or arrival.
+
+        With every sequence slot taken an arrival changes only the queue length, so the stretch
+        runs through it and counts the queue per step."""
+        d, running = self.decoders, self.running
+        full = len(running) >= self.max_seqs
+        if not (d and d == len(running) and (full or not self.waiting)):
+            return False
+        heap = self.finish_steps
+        while heap and heap[0] not in self.finishes:
+            heapq.heappop(heap)
+        steps = min((heap[0] if heap else self.s + FAST_PATH_MAX_STEPS) - self.s,
+                    (self.capacity - self.used) // d, FAST_PATH_MAX_STEPS)  # fmt: skip
+        if steps < FAST_PATH_MIN_STEPS:
+            return False
+        n = len(self.ready_seconds)
+        arrival = self.ready_seconds[self.next_ready] if self.next_ready < n else math.inf
+        limit = self.end_limit if full else min(arrival, self.end_limit)
+        first = self._decode_seconds(self.decode_kv)
+        if limit < math.inf:  # steps only lengthen as KV grows: the first bounds how many start
+            steps = min(steps, int((limit - self.t) / first) + 1)
+        if steps >= FAST_PATH_ARRAY_STEPS:
+            starts, durations, end = self._stretch_arrays(steps, limit)
+        else:
+            starts, durations, end = self._stretch_loop(steps, limit, first)
+        k = len(starts)
+        waiting = len(self.waiting)
+        if full and self.next_ready < n:
+            waiting += np.searchsorted(self.ready_array, starts, side="right") - self.next_ready
+        kv = self.used + d * np.arange(1, k + 1)
+        counts = (d, 0, len(running), 0, 0, d, 0, 0, 0, d)
+        self.log.add_stretch(starts, durations, counts, kv, waiting)
+        self.used += k * d
+        self.decode_kv += k * d
+        self.s += k
+        self.t = end
+        return True
+
+    def _decode_seconds(self, kv_tokens) -> float:
+        seconds = float(
+            self.step_function(decode_tokens=self.decoders, prefill_tokens=0, kv_tokens=kv_tokens)
+        )
+        if not seconds > 0:
+            raise ConfigError(f"step function returned {seconds} s for a step; must be > 0")
+        return seconds
+
+    def _stretch_loop(self, steps: int, limit: float, first: float):
+        starts, durations = [], []
+        t, kv, d, duration = self.t, self.decode_kv, self.decoders, first
+        while True:
+            starts.append(t)
+            durations.append(duration)
+            t += duration
+            kv += d
+            if len(starts) >= steps or t >= limit:
+                return starts, durations, t
+            duration = self._decode_seconds(kv)
+
+    def _stretch_arrays(self, steps: int, limit: float):
+        d = self.decoders
+        kv = self.decode_kv + d * np.arange(steps)
+        seconds = self.step_function(decode_tokens=d, prefill_tokens=0, kv_tokens=kv)
+        seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (steps,))
+        # Sequential sums, so each start equals the previous start + duration exactly.
+        clock = np.cumsum(np.concatenate(([self.t], seconds)))
+        # Steps that start at or after the limit cannot run before the arrival (or the end).
+        k = int(np.searchsorted(clock[:-1], limit, side="left"))
+        if not np.all(seconds[:k] > 0):
+            raise ConfigError("step function returned a step of <= 0 s; must be > 0")
+        return clock[:k], seconds[:k], float(clock[k])
+
+    # ---- the end ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the token segments of requests still decoding when the run stopped."""
+        last = self.s - 1
+        for r in self.running:
+            if r.decoding:
+                self.segments.close(r.index, r.seg_step, last)
+                r.generated = r.seg_gen + (last - r.seg_step)
+
+    def request_arrays(self) -> dict[str, np.ndarray]:
+        """Per-request results in workload order."""
+        rs = self.requests
+        return {
+            "first_scheduled": np.array([r.first_scheduled for r in rs], dtype=float),
+            "first_token": np.array([r.first_token for r in rs], dtype=float),
+            "finish": np.array([r.finish for r in rs], dtype=float),
+            "generated": np.array([r.generated for r in rs], dtype=np.int64),
+            "preemptions": np.array([r.preemptions for r in rs], dtype=np.int64),
+        }
