@@ -99,3 +99,40 @@ def test_bundled_example_reads_with_its_samples():
     result = read_bench_result(bundled_path("synthetic-vllm-bench-serve.json"))
     assert result.samples is not None and result.completed == len(result.samples.ttft_seconds)
     assert np.all(result.samples.itl_seconds >= 0)
+
+
+def _cli(*args):
+    import contextlib
+    import io
+
+    from itlkit.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_histogram_prints_a_summary_only_file_as_its_statistics(tmp_path):
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(SUMMARY))
+    code, out, _ = _cli("histogram", str(path))
+    assert code == 0
+    assert "vllm bench summary of 198 requests" in out
+    assert "itl mean 21.30 ms, median 16.20 ms, p50 16.20 ms, p90 19.00 ms, p99 79.40 ms" in out
+    code, out, _ = _cli("histogram", str(path), "--json", "--metric", "ttft")
+    summary = json.loads(out)["bench_summaries"][0]
+    assert summary["median_seconds"] == pytest.approx(0.15)
+    assert summary["percentiles_seconds"] == pytest.approx({"p50": 0.15, "p90": 0.26, "p99": 0.41})
+
+
+def test_a_failed_run_gets_the_same_verdict_from_every_subcommand(tmp_path):
+    # vLLM writes zeros for the statistics when no request completed.
+    doc = {**SUMMARY, "completed": 0, "failed": 200, "mean_itl_ms": 0.0, "median_itl_ms": 0.0}
+    path = tmp_path / "failed.json"
+    path.write_text(json.dumps(doc))
+    for command in (["histogram", str(path)], ["diagnose", str(path)],
+                    ["simulate", "--workload", str(path), "--duration", "10"]):  # fmt: skip
+        code, _, err = _cli(*command)
+        assert code == 2, (command, err)
+        assert "the benchmark completed no request (every request failed)" in err, command

@@ -297,7 +297,7 @@ def test_bench_json_exact_samples_and_binning(tmp_path):
 
 
 def test_bench_json_errors(tmp_path):
-    with pytest.raises(SourceError, match="--save-detailed"):
+    with pytest.raises(SourceError, match="summary-only bench result.*--save-detailed"):
         read_bench_samples(_bench(tmp_path, {"mean_itl_ms": 3.0}))
     with pytest.raises(SourceError, match="differ in length"):
         read_bench_samples(_bench(tmp_path, {"ttfts": [0.1], "itls": [], "errors": [""]}))

@@ -1,6 +1,7 @@
 """`itlkit histogram PATH... [--metric itl] [--json]`: read a vLLM histogram as buckets.
 
-PATHs are saved /metrics pages, folders of timestamped scrapes, or `vllm bench serve` JSON files.
+PATHs are saved /metrics pages, folders of timestamped scrapes, or `vllm bench serve` JSON files
+(detailed files are binned into vLLM's buckets; summary-only files print their statistics beside).
 One scrape gives the histogram since the server started; two or more give the window between the
 first and the last (counter resets are reported). Quantiles are Prometheus' `histogram_quantile`.
 JSON: counts and seconds as numbers, +Inf as the string "+Inf", unknown values (NaN) as null.
@@ -145,27 +146,85 @@ def to_text(summary: Summary, *, metric_key: str, family: str, scrapes: int, win
     return "\n".join(lines)
 
 
-def run(args) -> int:
-    """Read the paths, summarise the histogram, print it."""
+_BENCH_NAMES = {"itl": "itl", "ttft": "ttft", "tpot": "tpot", "e2e": "e2el"}
+
+
+def _split_bench_summaries(paths: list[str]) -> tuple[list[str], list]:
+    """Paths to read as histograms, and the summary-only bench results among `paths`."""
+    from itlkit.metrics.bench import read_bench_result
+
+    rest, summaries = [], []
+    for path in paths:
+        if path.endswith(".json"):
+            result = read_bench_result(path)
+            if result.samples is None:
+                summaries.append(result)
+                continue
+        rest.append(path)
+    return rest, summaries
+
+
+def _bench_summary(result, metric_key: str):
+    name = _BENCH_NAMES.get(metric_key)
+    summary = result.summaries.get(name) if name else None
+    if summary is None:
+        from itlkit.errors import SourceError
+
+        raise SourceError(f"{result.source}: this bench summary has no {metric_key} statistics")
+    return summary
+
+
+def bench_summary_json(result, metric_key: str) -> dict:
+    """One summary-only bench result's statistics of `metric_key` (seconds)."""
+    s = _bench_summary(result, metric_key)
+    return {
+        "source": result.source,
+        "completed": result.completed,
+        "mean_seconds": _num(s.mean_seconds),
+        "median_seconds": _num(s.median_seconds),
+        "std_seconds": _num(s.std_seconds),
+        "percentiles_seconds": {f"p{q * 100:g}": _num(v) for q, v in s.percentiles_seconds.items()},
+    }
+
+
+def bench_summary_text(result, metric_key: str) -> str:
+    """One line: what a summary-only bench result measured for `metric_key`."""
+    s = _bench_summary(result, metric_key)
+    parts = [f"mean {format_seconds(s.mean_seconds)}", f"median {format_seconds(s.median_seconds)}"]
+    parts += [f"p{q * 100:g} {format_seconds(v)}" for q, v in s.percentiles_seconds.items()]
+    return (
+        f"{result.source}: vllm bench summary of {result.completed:,} requests (no buckets, "
+        f"measured at the client): {metric_key} " + ", ".join(parts)
+    )
+
+
+def _histogram_doc(args, paths: list[str]) -> tuple[dict, str]:
     from itlkit.metrics.readers import read_paths  # pandas: only when a table is built
     from itlkit.metrics.series import histogram_series
 
-    frame = read_paths(args.paths, metrics=(args.metric,))
+    frame = read_paths(paths, metrics=(args.metric,))
     series = histogram_series(frame, args.metric, model_name=args.model_name, engine=args.engine)
     used = frame.loc[frame["metric"] == args.metric, "family"].astype(str).unique()
     family = " + ".join(sorted(used)) or metric(args.metric).names[0]
-    window = None
-    if len(series) >= 2:
-        window = series_window(series)
-        h = window.histogram
-    else:
-        h = series.snapshot(0)
+    window = series_window(series) if len(series) >= 2 else None
+    h = window.histogram if window is not None else series.snapshot(0)
     summary = summarize(
         h, quantiles=QUANTILES, floor_seconds=args.floor_seconds, slow_factor=args.slow_factor
     )
     kw = dict(metric_key=args.metric, family=family, scrapes=len(series), window=window)
+    return to_json(summary, **kw), to_text(summary, **kw)
+
+
+def run(args) -> int:
+    """Read the paths, summarise the histogram, print it (and any bench summaries beside it)."""
+    paths, summaries = _split_bench_summaries(args.paths)
+    doc, text = _histogram_doc(args, paths) if paths else ({"metric": args.metric}, "")
     if args.json:
-        print(json.dumps(to_json(summary, **kw), indent=2, allow_nan=False))
+        if summaries:
+            doc["bench_summaries"] = [bench_summary_json(r, args.metric) for r in summaries]
+        print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        print(to_text(summary, **kw))
+        lines = [text] if text else []
+        lines += [bench_summary_text(r, args.metric) for r in summaries]
+        print("\n".join(lines))
     return 0

@@ -1,7 +1,8 @@
 """Read vLLM metrics from where users keep them into one tidy table.
 
 Sources: Prometheus text exposition (a string, a file, or a folder of timestamped scrapes) and a
-`vllm bench serve --save-result --save-detailed` JSON file. Every reader returns the same tidy
+`vllm bench serve --save-result --save-detailed` JSON file (read by `metrics.bench`, binned
+here). Every reader returns the same tidy
 `pandas.DataFrame`, one row per sample, with the columns in `TIDY_COLUMNS`:
 
 - `timestamp_seconds`: scrape time (seconds since the epoch, UTC); NaN when unknown.
@@ -31,7 +32,6 @@ itlkit does not read are filtered out first (with a regular expression) for spee
 from __future__ import annotations
 
 import functools
-import json
 import math
 import multiprocessing
 import re
@@ -45,6 +45,13 @@ from pandas.api.types import union_categoricals
 from prometheus_client.parser import text_string_to_metric_families
 
 from itlkit.errors import SourceError
+from itlkit.metrics.bench import (
+    BenchResult,
+    BenchSamples,
+    parse_bench_result,
+    read_bench_result,
+    require_latencies,
+)
 from itlkit.metrics.histogram import from_samples
 from itlkit.metrics.scrape_names import SCRAPE_SUFFIXES, timestamp_from_name
 from itlkit.metrics.vllm_metrics import (
@@ -319,8 +326,15 @@ def parse_prometheus_text(
     )
 
 
+MAX_PAGE_BYTES = 256_000_000  # a saved page or OpenMetrics run; a /metrics page is ~100 kB
+
+
 def _read_text(path: Path) -> str:
     try:
+        if not path.is_file():  # a FIFO or a device would block or never end
+            raise SourceError(f"{path}: not a regular file")
+        if path.stat().st_size > MAX_PAGE_BYTES:
+            raise SourceError(f"{path}: over {MAX_PAGE_BYTES / 1e6:.0f} MB, too big for a page")
         data = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -415,51 +429,18 @@ def _concat(frames) -> pd.DataFrame:
 # --- vllm bench serve JSON -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BenchSamples:
-    """Exact per-request samples from a `vllm bench serve` result file (failed requests dropped)."""
-
-    ttft_seconds: np.ndarray
-    itl_seconds: np.ndarray  # every inter-token gap of every successful request, concatenated
-    itl_per_request_seconds: tuple[np.ndarray, ...]
-    source: str
+def _samples_of(result: BenchResult) -> BenchSamples:
+    if require_latencies(result).samples is None:
+        raise SourceError(
+            f"{result.source}: a summary-only bench result (no per-request ttfts/itls: run vllm "
+            "bench serve with --save-detailed); `itlkit histogram` prints its summary"
+        )
+    return result.samples
 
 
 def read_bench_samples(path) -> BenchSamples:
-    """Per-request `ttfts` and `itls` (seconds) of a `vllm bench serve --save-result` JSON."""
-    path = Path(path)
-    return parse_bench_json(_read_text(path), source=str(path))
-
-
-def parse_bench_json(text: str, *, source: str = "<string>") -> BenchSamples:
-    """Per-request `ttfts` and `itls` (seconds) from the text of a bench result file."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"{source}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(doc, dict) or "itls" not in doc or "ttfts" not in doc:
-        raise SourceError(
-            f"{source}: no per-request 'itls'/'ttfts' lists (run vllm bench serve with "
-            "--save-result --save-detailed)"
-        )
-    ttfts, itls = doc["ttfts"], doc["itls"]
-    errors = doc.get("errors") or [""] * len(ttfts)
-    if not (len(ttfts) == len(itls) == len(errors)):
-        raise SourceError(
-            f"{source}: 'ttfts' ({len(ttfts)}), 'itls' ({len(itls)}) and 'errors' "
-            f"({len(errors)}) differ in length"
-        )
-    ok = [i for i, e in enumerate(errors) if not e]
-    try:
-        per_request = tuple(np.asarray(itls[i], dtype=float) for i in ok)
-        ttft = np.asarray([ttfts[i] for i in ok], dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise SourceError(f"{source}: non-numeric ITL or TTFT value ({exc})") from None
-    flat = np.concatenate(per_request) if per_request else np.zeros(0)
-    for name, values in (("ttfts", ttft), ("itls", flat)):
-        if not np.isfinite(values).all() or (values < 0).any():
-            raise SourceError(f"{source}: '{name}' holds a NaN, infinite or negative value")
-    return BenchSamples(ttft, flat, per_request, source)
+    """Per-request `ttfts` and `itls` (seconds) of a detailed `vllm bench serve` result JSON."""
+    return _samples_of(read_bench_result(path))
 
 
 def bench_frame(
@@ -513,7 +494,7 @@ def read_paths(paths, *, metrics=None) -> pd.DataFrame:
             frames.append(read_scrape_folder(path, metrics=metrics))
         elif path.suffix == ".json":
             frames.append(read_bench_json(path))
-        elif path.exists():
+        elif path.exists() or path.is_symlink():
             frames.append(read_prometheus_text(path, metrics=metrics))
         else:
             raise SourceError(f"{path}: no such file or folder")
@@ -530,7 +511,7 @@ def read_texts(named_texts, *, metrics=None) -> pd.DataFrame:
         if not text:
             raise SourceError(f"{name}: empty file (0 bytes)")
         if str(name).endswith(".json"):
-            frames.append(bench_frame(parse_bench_json(text, source=str(name))))
+            frames.append(bench_frame(_samples_of(parse_bench_result(text, source=str(name)))))
             continue
         ts = timestamp_from_name(str(name))
         frames.append(
