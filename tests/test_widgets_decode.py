@@ -102,3 +102,13 @@ def test_own_config_path(explorer, tmp_path):
     assert "cannot read model config" in explorer.status.value
     explorer.model_path.value = ""
     assert "floor 15.05 ms" in explorer.figure.layout.title.text
+
+
+def test_moving_the_batch_survives_the_browsers_echo(explorer):
+    """The batch axis is a numpy array: held as one, plotly's widget protocol raised on echo."""
+    from _frontend import echo_trace_deltas
+
+    explorer.batch.value = 65
+    echo_trace_deltas(explorer.figure)
+    explorer.batch.value = 64
+    echo_trace_deltas(explorer.figure)

@@ -133,3 +133,11 @@ def test_figure_builder_without_widgets():
     assert [t.name for t in fig.data] == ["your answer", "worked"]
     assert fig.layout.yaxis.title.text == "time (ms)"
     assert trace_data(None)[1]["y"] == [None, None, None]
+
+
+def test_checking_survives_the_browsers_echo(drill):
+    from _frontend import echo_trace_deltas
+
+    _answer_reference(drill)
+    drill.check_button.click()
+    echo_trace_deltas(drill.figure)

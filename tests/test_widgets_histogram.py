@@ -131,3 +131,15 @@ def test_explorer_upload_and_bad_upload(examples):
     ex.upload.value = (bad,)
     assert "bad.prom:1: malformed exposition line" in ex.error.value
     assert _trace(ex.figure, "p99").x[0] == pytest.approx(0.0975)  # figure kept
+
+
+def test_changing_the_source_survives_the_browsers_echo(examples):
+    from _frontend import echo_trace_deltas
+
+    ex = HistogramExplorer(examples=examples)
+    echo_trace_deltas(ex.figure)
+    ex.example.value = "series"
+    echo_trace_deltas(ex.figure)
+    echo_trace_deltas(ex.series_figure)
+    ex.batch.value = 12
+    echo_trace_deltas(ex.figure)

@@ -142,3 +142,14 @@ def test_budget_slider_redraws_notebook_02_in_jupyterlab(
     finally:
         page.screenshot(path=artifacts_dir / "jupyterlab_02_chunked_prefill.png")
     assert not page_errors, f"uncaught errors in the page: {page_errors}"
+
+
+def test_moving_the_rate_survives_the_browsers_echo(explorer):
+    """Issue 12 item 9: every rate step raised a ValueError in plotly's widget protocol."""
+    from _frontend import echo_trace_deltas
+
+    echo_trace_deltas(explorer.figure)
+    explorer.rate.value = 3.25
+    echo_trace_deltas(explorer.figure)  # raised "truth value of an array ... is ambiguous"
+    explorer.rate.value = 3.0
+    echo_trace_deltas(explorer.figure)

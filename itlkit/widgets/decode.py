@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 
 import ipywidgets as widgets
-import plotly.graph_objects as go
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
@@ -18,6 +17,7 @@ from itlkit.units import (
     format_seconds,
 )
 from itlkit.widgets._deployment import deployment_picker
+from itlkit.widgets._figure import figure_widget, update_traces
 from itlkit.widgets._style import error_banner, slider
 
 
@@ -48,7 +48,7 @@ class DecodeExplorer:
         self._build_engine_controls(tp=tp, mfu=mfu)
         self.status = widgets.HTML()
         self._view = self._compute()
-        self.figure = go.FigureWidget(decode_figure(self._view))
+        self.figure = figure_widget(decode_figure(self._view))
         self.status.value = status_html(self._view)
         controls = [
             *self.picker.controls,
@@ -143,9 +143,7 @@ class DecodeExplorer:
             return
         self._view = view
         with self.figure.batch_update():
-            for trace, values in zip(self.figure.data, trace_data(view), strict=True):
-                trace.x = values["x"]
-                trace.y = values["y"]
+            update_traces(self.figure, trace_data(view))
             self.figure.layout.title.text = figure_title(view)
         self.status.value = status_html(view)
 

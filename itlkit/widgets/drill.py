@@ -8,7 +8,6 @@ import html
 
 import ipywidgets as widgets
 import numpy as np
-import plotly.graph_objects as go
 
 from itlkit.diagnosis.scoring import CAUSES, TITLES
 from itlkit.drill.content import FIXES, P99_CHOICES, SIGNALS
@@ -17,6 +16,7 @@ from itlkit.drill.grading import CLOSE, CORRECT, MISSING, STRONG_HIRE, WEAK, Ans
 from itlkit.drill.scenarios import Scenario, draw_scenario, question_text, worked_example
 from itlkit.plots.drill import answer_figure, figure_title, trace_data
 from itlkit.units import MILLISECOND
+from itlkit.widgets._figure import figure_widget, update_traces
 
 _WIDE = {"description_width": "190px"}
 _LAYOUT = widgets.Layout(width="560px")
@@ -65,7 +65,7 @@ class InterviewDrill:
         self._build_answer_controls()
         self.check_button = widgets.Button(description="check my answer", button_style="primary")
         self.feedback = widgets.HTML()
-        self.figure = go.FigureWidget(answer_figure(None))
+        self.figure = figure_widget(answer_figure(None))
         self._build_follow_ups()
         self._wire()
         self.view = self._layout()
@@ -207,9 +207,7 @@ class InterviewDrill:
 
     def _redraw(self) -> None:
         with self.figure.batch_update():
-            for trace, values in zip(self.figure.data, trace_data(self.grade), strict=True):
-                trace.x = values["x"]
-                trace.y = values["y"]
+            update_traces(self.figure, trace_data(self.grade))
             self.figure.layout.title.text = figure_title(self.grade)
 
 

@@ -29,6 +29,7 @@ from itlkit.plots.histogram import (
     summary_lines,
 )
 from itlkit.widgets._deployment import deployment_picker
+from itlkit.widgets._figure import figure_widget, plain
 
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")
@@ -81,8 +82,8 @@ class HistogramExplorer:
         self._frame = read_paths([self.examples[self.example.value]])
         self._source = self.example.value
         hist_fig, series_fig = self._figures()
-        self.figure = go.FigureWidget(hist_fig)
-        self.series_figure = go.FigureWidget(series_fig)
+        self.figure = figure_widget(hist_fig)
+        self.series_figure = figure_widget(series_fig)
         self.example.observe(self._on_example, names="value")
         self.upload.observe(self._on_upload, names="value")
         for control in (self.metric, self.model, self.gpu, self.batch, self.context,
@@ -196,7 +197,7 @@ class HistogramExplorer:
 def _copy(target: go.FigureWidget, source: go.Figure) -> None:
     """Make `target` show `source` (same traces in the same order), inside a batch_update."""
     for old, new in zip(target.data, source.data, strict=True):
-        fields = new.to_plotly_json()
+        fields = plain(new.to_plotly_json())
         fields.pop("type", None)
         old.update(fields, overwrite=True)
     target.layout.update(source.layout.to_plotly_json(), overwrite=True)

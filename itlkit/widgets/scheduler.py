@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 
 import ipywidgets as widgets
-import plotly.graph_objects as go
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment
@@ -19,6 +18,7 @@ from itlkit.plots.scheduler import (
     with_frontier,
 )
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
+from itlkit.widgets._figure import figure_widget, update_traces
 from itlkit.widgets._style import error_banner, slider
 
 _WIDE = {"description_width": "190px"}
@@ -57,7 +57,7 @@ class SchedulerExplorer:
         view, key, _ = self._compute()
         self._view = with_frontier(view)
         self._frontier, self._frontier_key = self._view.frontier, key
-        self.figure = go.FigureWidget(scheduler_figure(self._view))
+        self.figure = figure_widget(scheduler_figure(self._view))
         self.status.value = status_html(self._view)
         self.controls = [
             self.rate,
@@ -174,8 +174,7 @@ class SchedulerExplorer:
     def _draw(self, view: SchedulerView) -> None:
         self._view = view
         with self.figure.batch_update():
-            for trace, values in zip(self.figure.data, trace_data(view), strict=True):
-                trace.update(values)
+            update_traces(self.figure, trace_data(view))
             self.figure.layout.title.text = figure_title(view)
         self.status.value = status_html(view)
 
