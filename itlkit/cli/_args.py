@@ -53,14 +53,19 @@ def seconds_at_most(limit_seconds: float):
     return parse
 
 
-def add_deployment_arguments(parser, *, memory: bool = False) -> None:
+DEFAULT_DEPLOYMENT = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "weights_precision": "bf16"}
+
+
+def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = False) -> None:
     """--model --gpu --weights-precision --kv-precision --tp --mfu (with `memory`, also
-    --gpu-memory-utilization): what `deployment_from_args` reads."""
-    parser.add_argument(
-        "--model", default="llama-3.1-8b", help="catalog name or path to config.json"
-    )
-    parser.add_argument("--gpu", default="h100-sxm", help="catalog GPU name")
-    parser.add_argument("--weights-precision", default="bf16", help="bf16, fp16, fp8, int8, int4")
+    --gpu-memory-utilization): what `deployment_from_args` reads. With `inferred`, the first
+    three default to None, for the command to take them from its input or state its assumption.
+    """
+    d = {k: None if inferred else v for k, v in DEFAULT_DEPLOYMENT.items()}
+    parser.add_argument("--model", default=d["model"], help="catalog name or path to config.json")
+    parser.add_argument("--gpu", default=d["gpu"], help="catalog GPU name")
+    parser.add_argument("--weights-precision", default=d["weights_precision"],
+                        help="bf16, fp16, fp8, int8, int4")  # fmt: skip
     parser.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
     parser.add_argument("--mfu", type=fraction, default=0.5, help="matmul efficiency (0, 1]")

@@ -6,6 +6,7 @@ import json
 import math
 
 from itlkit.cli._args import (
+    DEFAULT_DEPLOYMENT,
     add_deployment_arguments,
     deployment_from_args,
     positive_float,
@@ -15,6 +16,7 @@ from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_fram
 from itlkit.diagnosis.report import build_report, to_text
 from itlkit.diagnosis.scoring import diagnose
 from itlkit.metrics.readers import read_paths
+from itlkit.physics.model_names import guess_model
 
 
 def add_parser(subparsers) -> None:
@@ -32,7 +34,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--prometheus", metavar="URL", help="a Prometheus server's base URL")
     p.add_argument("--start", help="with --prometheus: start time (RFC 3339 or unix seconds)")
     p.add_argument("--end", help="with --prometheus: end time (RFC 3339 or unix seconds)")
-    add_deployment_arguments(p)
+    add_deployment_arguments(p, inferred=True)
     p.add_argument("--batch", type=positive_float, help="running sequences (default: metrics)")
     p.add_argument("--context", type=positive_float, help="mean context tokens (default: metrics)")
     p.add_argument(
@@ -53,6 +55,8 @@ def run(args) -> int:
     """Diagnose and print a short postmortem (or JSON)."""
     if bool(args.paths) == bool(args.prometheus):
         raise ValueError("give scrape PATHs or --prometheus URL (with --start and --end), not both")
+    frame = None if args.prometheus else read_paths(args.paths)
+    assumptions = fill_deployment_from_metrics(args, _served_names(frame))
     deployment = deployment_from_args(args)
     if args.prometheus:
         from itlkit.diagnosis.evidence import timeline_from_prometheus
@@ -63,7 +67,7 @@ def run(args) -> int:
             args.prometheus, start=args.start, end=args.end, window_seconds=args.window
         )
     else:
-        timeline = timeline_from_frame(read_paths(args.paths), window_seconds=args.window)
+        timeline = timeline_from_frame(frame, window_seconds=args.window)
     result = diagnose(
         timeline,
         deployment,
@@ -72,10 +76,44 @@ def run(args) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
     )
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, default=_json_default))
+        doc = {**result.to_json(), "assumptions": assumptions}
+        print(json.dumps(doc, indent=2, default=_json_default))
     else:
+        print("\n".join(f"assumed: {a}" for a in assumptions) + ("\n" if assumptions else ""))
         print(to_text(build_report(result)))
     return 0
+
+
+def _served_names(frame) -> list[str]:
+    if frame is None:
+        return []
+    itl = frame[frame["metric"] == "itl"]
+    return sorted({str(n) for n in itl["model_name"].unique()} - {""})
+
+
+def fill_deployment_from_metrics(args, served_names: list[str]) -> list[str]:
+    """Set --model/--weights-precision/--gpu that were not given, from the page or by default;
+    return one sentence per value that was not given, saying where it came from."""
+    said = []
+    guess = guess_model(served_names[0]) if len(served_names) == 1 else None
+    if args.model is None:
+        if guess is not None:
+            args.model = guess.slug
+            said.append(f"model {guess.slug}, {guess.reason}")
+        else:
+            args.model = DEFAULT_DEPLOYMENT["model"]
+            why = f"model_name {served_names[0]!r} is not in the catalog" if served_names else (
+                "the metrics name no model")  # fmt: skip
+            said.append(f"model {args.model} ({why}; pass --model NAME or a config.json)")
+    if args.weights_precision is None:
+        stated = guess.weight_precision if guess is not None and guess.slug == args.model else None
+        args.weights_precision = stated or DEFAULT_DEPLOYMENT["weights_precision"]
+        if not stated:
+            said.append(f"{args.weights_precision} weights (not stated; --weights-precision)")
+    if args.gpu is None:
+        args.gpu = DEFAULT_DEPLOYMENT["gpu"]
+        said.append(f"GPU {args.gpu} (vLLM's metrics do not name it; pass --gpu)")
+    return said
 
 
 def _json_default(value):

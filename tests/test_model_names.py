@@ -1,0 +1,71 @@
+"""physics.model_names and `itlkit diagnose`: the deployment read off the page, assumptions said.
+
+The served names are real ones: the two pages of tests/data/real (a local path and a
+neuralmagic FP8 checkpoint) and Hugging Face ids as vLLM users serve them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+from _paths import DATA
+
+from itlkit.cli import main
+from itlkit.physics.model_names import guess_model
+
+REAL = DATA / "real"
+
+
+@pytest.mark.parametrize(
+    ("served", "slug", "precision"),
+    [
+        ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b", "fp8"),
+        ("RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8-dynamic", "llama-3.1-70b", "fp8"),
+        ("/home/data/models/Meta-Llama-3-8B-Instruct", "llama-3.1-8b", None),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
+        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3", None),
+        ("Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4", "qwen2.5-72b", "int4"),
+        ("Qwen/Qwen2.5-7B-Instruct-AWQ", "qwen2.5-7b", "int4"),
+        ("google/gemma-2-9b-it", "gemma-2-9b", None),
+        ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b", None),
+    ],
+)
+def test_served_names_map_to_the_catalog(served, slug, precision):
+    guess = guess_model(served)
+    assert (guess.slug, guess.weight_precision) == (slug, precision)
+    assert served in guess.reason
+
+
+@pytest.mark.parametrize("served", ["", "my-finetune", "facebook/opt-125m", "llama-3.1-8b-x-z"])
+def test_names_outside_the_catalog_are_not_guessed(served):
+    assert guess_model(served) is None
+
+
+def _diagnose_json(*args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["diagnose", *args, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_fp8_page_is_diagnosed_as_fp8_and_the_gpu_is_an_assumption():
+    doc = _diagnose_json(str(REAL / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom"))
+    assert doc["model"] == "llama-3.1-8b"
+    assumptions = " | ".join(doc["assumptions"])
+    assert "FP8 weights from its suffix" in assumptions
+    assert "GPU h100-sxm (vLLM's metrics do not name it; pass --gpu)" in assumptions
+    # FP8 weights: 8.03e9 params x 1 B -> the floor is below BF16's 16.06 GB / 3.35 TB/s.
+    bf16 = _diagnose_json(str(REAL / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom"),
+                          "--weights-precision", "bf16")  # fmt: skip
+    assert doc["floor_seconds"] < bf16["floor_seconds"]
+
+
+def test_given_values_are_not_assumptions():
+    page = str(REAL / "francetravail-llama3-8b-v0.4" / "metrics.prom")
+    given = ("--model", "llama-3.1-8b", "--gpu", "l4", "--weights-precision", "bf16")
+    doc = _diagnose_json(page, *given)
+    assert doc["assumptions"] == []
+    assert doc["gpu"] == "l4"
