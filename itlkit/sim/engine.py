@@ -23,6 +23,7 @@ from itlkit.sim.config import SchedulerConfig
 FAST_PATH_MIN_STEPS = 2
 FAST_PATH_ARRAY_STEPS = 24
 FAST_PATH_MAX_STEPS = 4096
+PENDING_ROWS = 4096  # scheduled steps' records gathered before one numpy write
 
 # StepLog.counts rows, in this order.
 COUNT_FIELDS = ("decode", "prefill", "running", "waiting", "preemptions", "itl", "kv", "first",
@@ -69,7 +70,8 @@ class StepLog:
         self.counts = np.empty((len(COUNT_FIELDS), capacity), dtype=np.int32)
         self.pending: list[tuple] = []  # (start, duration, *counts) of steps not yet written
 
-    def _room(self, steps: int) -> int:
+    def reserve(self, steps: int) -> int:
+        """Make room for `steps` more steps; returns the first one's index."""
         start = self.size
         if start + steps > self.seconds.shape[1]:
             capacity = max(self.seconds.shape[1] * 3 // 2, start + steps)
@@ -81,20 +83,25 @@ class StepLog:
         self.size = start + steps
         return start
 
+    def add(self, row: tuple) -> None:
+        """A scheduled step: (start, duration, *counts), written later with others."""
+        self.pending.append((self.reserve(1), *row))
+        if len(self.pending) >= PENDING_ROWS:
+            self.flush()
+
     def flush(self) -> None:
-        """Write the pending rows (exact: every count is far below 2**53)."""
+        """Write the pending rows (exact: every count and index is far below 2**53)."""
         rows = self.pending
         if rows:
             block = np.array(rows).T
-            s = self._room(len(rows))
-            self.seconds[:, s : self.size] = block[:2]
-            self.counts[:, s : self.size] = block[2:]
+            at = block[0].astype(np.intp)
+            self.seconds[:, at] = block[1:3]
+            self.counts[:, at] = block[3:]
             rows.clear()
 
     def add_stretch(self, starts, durations, counts: tuple, kv, waiting) -> None:
         """Steps that differ only in start, duration, KV held and queue length."""
-        self.flush()
-        s = self._room(len(starts))
+        s = self.reserve(len(starts))
         e = self.size
         self.seconds[0, s:e] = starts
         self.seconds[1, s:e] = durations
@@ -216,7 +223,7 @@ class Engine:
         self.decode_kv += self.decoders
         self.retire(end)
         first, prompt, generation = self.emit(batch.completions, end, generation)
-        self.log.pending.append((*row, self.used, first, prompt, generation))
+        self.log.add((*row, self.used, first, prompt, generation))
         self.t = end
         self.s += 1
         return True
@@ -396,10 +403,11 @@ class Engine:
 
     # ---- the fast path: a stretch of pure decode steps -------------------------------------
     def decode_stretch(self) -> bool:
-        """Run steps where everyone decodes and nothing can change until a finish, KV or arrival.
+        """Run steps where everyone decodes and nothing changes until a finish, KV or arrival.
 
-        With every sequence slot taken an arrival changes only the queue length, so the stretch
-        runs through it and counts the queue per step."""
+        The stretch ends with the next step in which requests finish (retired at its end). With
+        every sequence slot taken an arrival changes only the queue length, so the stretch runs
+        through it and counts the queue per step."""
         d, running = self.decoders, self.running
         full = len(running) >= self.max_seqs
         if not (d and d == len(running) and (full or not self.waiting)):
@@ -407,8 +415,8 @@ class Engine:
         heap = self.finish_steps
         while heap and heap[0] not in self.finishes:
             heapq.heappop(heap)
-        steps = min((heap[0] if heap else self.s + FAST_PATH_MAX_STEPS) - self.s,
-                    (self.capacity - self.used) // d, FAST_PATH_MAX_STEPS)  # fmt: skip
+        finish = heap[0] if heap else math.inf
+        steps = min(finish - self.s + 1, (self.capacity - self.used) // d, FAST_PATH_MAX_STEPS)
         if steps < FAST_PATH_MIN_STEPS:
             return False
         n = len(self.ready_seconds)
@@ -421,18 +429,25 @@ class Engine:
             starts, durations, end = self._stretch_arrays(steps, limit)
         else:
             starts, durations, end = self._stretch_loop(steps, limit, first)
-        k = len(starts)
+        self._record_stretch(starts, durations, end, finish)
+        return True
+
+    def _record_stretch(self, starts, durations, end: float, finish) -> None:
+        d, k = self.decoders, len(starts)
         waiting = len(self.waiting)
-        if full and self.next_ready < n:
+        if len(self.running) >= self.max_seqs and self.next_ready < len(self.ready_seconds):
             waiting += np.searchsorted(self.ready_array, starts, side="right") - self.next_ready
+        counts = (d, 0, len(self.running), 0, 0, d, 0, 0, 0, d)
         kv = self.used + d * np.arange(1, k + 1)
-        counts = (d, 0, len(running), 0, 0, d, 0, 0, 0, d)
-        self.log.add_stretch(starts, durations, counts, kv, waiting)
         self.used += k * d
         self.decode_kv += k * d
-        self.s += k
+        self.s += k - 1
+        if self.s == finish:
+            self.retire(end)
+            kv[-1] = self.used
+        self.log.add_stretch(starts, durations, counts, kv, waiting)
+        self.s += 1
         self.t = end
-        return True
 
     def _decode_seconds(self, kv_tokens) -> float:
         seconds = float(
@@ -458,12 +473,13 @@ class Engine:
         d = self.decoders
         kv = self.decode_kv + d * np.arange(steps)
         seconds = self.step_function(decode_tokens=d, prefill_tokens=0, kv_tokens=kv)
-        seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (steps,))
+        if not (isinstance(seconds, np.ndarray) and seconds.shape == (steps,)):
+            seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (steps,))
         # Sequential sums, so each start equals the previous start + duration exactly.
         clock = np.cumsum(np.concatenate(([self.t], seconds)))
         # Steps that start at or after the limit cannot run before the arrival (or the end).
         k = int(np.searchsorted(clock[:-1], limit, side="left"))
-        if not np.all(seconds[:k] > 0):
+        if not seconds[:k].min() > 0:
             raise ConfigError("step function returned a step of <= 0 s; must be > 0")
         return clock[:k], seconds[:k], float(clock[k])
 

@@ -101,11 +101,13 @@ def roofline_step_function(
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
         tokens = decode_tokens + prefill_tokens
         flops = c.attention_flops(chunk_tokens=prefill_tokens) if attention else 0.0
-        if isinstance(tokens, np.ndarray) or isinstance(kv_tokens, np.ndarray):
+        if isinstance(tokens, np.ndarray):
             seconds = c.seconds(tokens, kv_tokens, flops)
-            return np.where(np.asarray(tokens) > 0, seconds, host)
+            return np.where(tokens > 0, seconds, host)
         if tokens <= 0:
-            return host
+            return host if np.ndim(kv_tokens) == 0 else np.full(np.shape(kv_tokens), host)
+        if isinstance(kv_tokens, np.ndarray):  # a stretch of decode steps
+            return c.seconds(tokens, kv_tokens, flops, max)
         return float(c.seconds(tokens, kv_tokens, flops, max))
 
     return step
