@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import os
 import tempfile
 from pathlib import Path
 
@@ -136,7 +137,6 @@ class PostmortemExplorer:
             description="export HTML report", icon="download", layout=widgets.Layout(width="200px")
         )
         self.export_status = widgets.HTML()
-        self.report_dir = Path(tempfile.gettempdir())
 
     def _layout(self) -> widgets.VBox:
         """The six steps of the walk, top to bottom."""
@@ -166,17 +166,15 @@ class PostmortemExplorer:
         ])  # fmt: skip
 
     # ---- steps ------------------------------------------------------------------------------
-    def _paths(self) -> list[Path]:
-        if self.source.value == UPLOAD:
-            if not self.upload.value:
-                raise ValueError("upload one or more scrape files first")
-            folder = Path(tempfile.mkdtemp(prefix="itlkit-upload-"))
-            for item in self.upload.value:
-                (folder / Path(item["name"]).name).write_bytes(bytes(item["content"]))
-            return (
-                [folder] if len(self.upload.value) > 1 else [folder / self.upload.value[0]["name"]]
-            )
-        return [SCENARIO_DIR / self.source.value]
+    def _frame(self):
+        """The tidy metrics of the chosen source; uploads live in a private folder while read."""
+        if self.source.value != UPLOAD:
+            return read_paths([SCENARIO_DIR / self.source.value])
+        if not self.upload.value:
+            raise ValueError("upload one or more scrape files first")
+        with tempfile.TemporaryDirectory(prefix="itlkit-upload-") as folder:  # mode 0700
+            paths = [_save_upload(Path(folder), item) for item in self.upload.value]
+            return read_paths([Path(folder)] if len(paths) > 1 else paths)
 
     def _run_diagnosis(self) -> None:
         deployment = self.picker.deployment(tp=int(self.tp.value))
@@ -187,7 +185,7 @@ class PostmortemExplorer:
                 self.url.value.strip(), start=self.start.value.strip(), end=self.end.value.strip()
             )
         else:
-            timeline = timeline_from_frame(read_paths(self._paths()))
+            timeline = timeline_from_frame(self._frame())
         self.diagnosis = diagnose(
             timeline, deployment, max_num_batched_tokens=int(self.budget.value)
         )
@@ -256,7 +254,30 @@ class PostmortemExplorer:
         figures = [go.Figure(self.timeline_figure)]
         if self.prediction is not None:
             figures.append(go.Figure(self.whatif_figure))
-        target = Path(path) if path else self.report_dir / "itlkit-postmortem.html"
-        target.write_text(postmortem_html(self.diagnosis, figures))
+        page = postmortem_html(self.diagnosis, figures)
+        if path:
+            target = Path(path)
+            target.write_text(page)
+        else:  # a fresh private folder: nothing planted in the shared temp folder is followed
+            target = Path(tempfile.mkdtemp(prefix="itlkit-report-")) / "itlkit-postmortem.html"
+            _write_new_file(target, page)
         self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
         return target
+
+
+def _save_upload(folder: Path, item) -> Path:
+    """Write one uploaded file into `folder` under its own base name (no path tricks)."""
+    name = os.path.basename(str(item["name"]).replace("\\", "/"))
+    if name in ("", ".", ".."):
+        raise ValueError(f"uploaded file name {item['name']!r} is not a file name")
+    target = folder / name
+    _write_new_file(target, bytes(item["content"]))
+    return target
+
+
+def _write_new_file(path: Path, content: str | bytes) -> None:
+    """Create `path` (never an existing file, never through a symlink), private to the user."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags, 0o600), "wb") as out:
+        out.write(data)
