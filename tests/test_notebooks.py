@@ -133,5 +133,9 @@ assert "batch 65 " in title, title
 assert "floor {expected.floor_seconds * 1e3:.2f} ms" in title, title
 after_data = json.dumps([t.to_plotly_json() for t in explorer.figure.data], cls=PlotlyJSONEncoder)
 assert after_data != before_data, "the traces did not change"
+# the chunk table: no step longer than the whole prefill it belongs to (8,192 > the prompt)
+slow, whole = chunk_table["slow step (ms)"], chunk_table["prefill time (ms)"]
+assert (slow <= whole).all(), chunk_table
+assert chunk_table["slow step (ms)"].iloc[-1] == chunk_table["slow step (ms)"].iloc[-2]
 """
     run_notebook(NOTEBOOKS_DIR / "01_decode_floor.ipynb", extra_cells=[poke])

@@ -112,3 +112,43 @@ def test_moving_the_batch_survives_the_browsers_echo(explorer):
     echo_trace_deltas(explorer.figure)
     explorer.batch.value = 64
     echo_trace_deltas(explorer.figure)
+
+
+def test_large_batch_names_the_floor_and_the_compute_bound_step_apart(explorer):
+    """Issue 12: at batch 1,024 the title said "floor 168.90 ms" while the line called the floor
+    drew the 197 ms compute-bound decode step; each number now has its own name."""
+    explorer.batch.value = 1024
+    try:
+        dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+        step = decode_step(dep, batch_size=1024, context_tokens=4096)
+        floor_ms, step_ms = step.floor_seconds * 1e3, step.step_seconds * 1e3
+        assert step_ms > floor_ms * 1.1  # the GEMMs at 1,024 tokens are past the ridge
+        title = explorer.figure.layout.title.text
+        assert f"floor {floor_ms:.2f} ms" in title
+        assert f"decode step {step_ms:.2f} ms (compute-bound)" in title
+        floor_line = _bar(explorer.figure, "bandwidth floor")
+        step_line = _bar(explorer.figure, "decode step")
+        assert floor_line.y[-1] == pytest.approx(floor_ms) and floor_line.x[-1] == 1024
+        assert step_line.y[-1] == pytest.approx(step_ms)
+        assert "decode step (compute-bound)" in explorer.status.value
+    finally:
+        explorer.batch.value = 64
+    assert "compute-bound)" not in explorer.figure.layout.title.text  # batch 64: at the floor
+
+
+def test_gemm_labels_sit_on_opposite_sides(explorer):
+    gemms = _bar(explorer.figure, "this step's GEMMs")
+    sides = [position.split()[1] for position in gemms.textposition]
+    assert sides == ["left", "right"]  # "decode" and "with chunk" never print on each other
+
+
+def test_chunk_zero_is_no_chunk(explorer):
+    explorer.chunk.value = 0
+    try:
+        fig = explorer.figure
+        assert list(_bar(fig, "KV read").x) == ["decode step", "no prefill chunk"]
+        assert list(_bar(fig, "this step's GEMMs").text) == ["decode"]  # one point, one label
+        assert "0-token" not in explorer.status.value and "0-token" not in fig.layout.title.text
+    finally:
+        explorer.chunk.value = 2048
+    assert list(_bar(explorer.figure, "this step's GEMMs").text) == ["decode", "with chunk"]

@@ -17,9 +17,11 @@ from itlkit.physics.roofline import (
     decode_step,
     mixed_step,
 )
+from itlkit.plots._style import responsive, wrap
 from itlkit.units import MILLISECOND, TERA
 
 BATCH_AXIS = np.unique(np.round(np.geomspace(1, 1024, 160)).astype(int))
+GEMM_LABELS = ("decode", "with chunk")
 TERMS = (
     ("weights / GEMMs", "#4C72B0"),
     ("KV read", "#DD8452"),
@@ -40,12 +42,25 @@ class DecodeView:
     decode: StepTime
     mixed: StepTime
     capacity: Capacity
-    batch_floor_seconds: np.ndarray
+    batch_floor_seconds: np.ndarray  # the bandwidth floor: weights + KV read at HBM speed
+    batch_decode_seconds: np.ndarray  # the decode step: above the floor once GEMMs turn compute-bound
     batch_mixed_seconds: np.ndarray
 
     @property
     def fits(self) -> bool:
         return self.capacity.fits(batch_size=self.batch_size)
+
+    @property
+    def compute_bound(self) -> bool:
+        """The decode step is slower than its bandwidth floor (GEMMs past the ridge)."""
+        return bool(self.decode.step_seconds > self.decode.floor_seconds * (1 + 1e-6))
+
+    @property
+    def chunk_label(self) -> str:
+        """Name of the second bar: the step carrying the chunk, or none at chunk 0."""
+        if not self.chunk_tokens:
+            return "no prefill chunk"
+        return f"with {self.chunk_tokens}-token chunk"
 
 
 def decode_view(
@@ -63,27 +78,30 @@ def decode_view(
         decode=decode_step(deployment, batch_size=batch_size, **kwargs),
         mixed=mixed_step(deployment, batch_size=batch_size, chunk_tokens=chunk_tokens, **kwargs),
         capacity=capacity(deployment, context_tokens=context_tokens),
-        batch_floor_seconds=np.asarray(sweep_decode.step_seconds),
+        batch_floor_seconds=np.asarray(sweep_decode.floor_seconds),
+        batch_decode_seconds=np.asarray(sweep_decode.step_seconds),
         batch_mixed_seconds=np.asarray(sweep_mixed.step_seconds),
     )
 
 
 def figure_title(view: DecodeView) -> str:
-    """One line: the setting and its two headline numbers (floor, step with the chunk)."""
+    """The setting, then its headline numbers: bandwidth floor, the decode step when it is
+    compute-bound (a different, larger number), the step with the chunk."""
     dep = view.deployment
     tp = f" x{dep.tp}" if dep.tp > 1 else ""
-    text = (
+    ms = MILLISECOND
+    setting = (
         f"{dep.model.slug} · {dep.gpu.slug}{tp} · batch {view.batch_size} · "
-        f"context {view.context_tokens} → floor {view.decode.floor_seconds / MILLISECOND:.2f} ms"
+        f"context {view.context_tokens}"
     )
+    numbers = [f"floor {view.decode.floor_seconds / ms:.2f} ms"]
+    if view.compute_bound:
+        numbers.append(f"decode step {view.decode.step_seconds / ms:.2f} ms (compute-bound)")
     if view.chunk_tokens:
-        text += (
-            f" · with {view.chunk_tokens}-token chunk "
-            f"{view.mixed.step_seconds / MILLISECOND:.2f} ms"
-        )
+        numbers.append(f"with {view.chunk_tokens}-token chunk {view.mixed.step_seconds / ms:.2f} ms")
     if not view.fits:
-        text += " · DOES NOT FIT IN MEMORY"
-    return text
+        numbers.append("DOES NOT FIT IN MEMORY")
+    return wrap(f"{setting} → " + " · ".join(numbers))
 
 
 def _terms_ms(step: StepTime) -> list[float]:
@@ -112,7 +130,7 @@ def _gemm_point(step: StepTime) -> tuple[float, float]:
 def trace_data(view: DecodeView) -> list[dict]:
     """Data of every trace, in figure order; the widget copies these into its FigureWidget."""
     dep = view.deployment
-    bars_x = ["decode step", f"with {view.chunk_tokens}-token chunk"]
+    bars_x = ["decode step", view.chunk_label]
     decode_terms, mixed_terms = _terms_ms(view.decode), _terms_ms(view.mixed)
     data = [{"x": bars_x, "y": [decode_terms[i], mixed_terms[i]]} for i in range(len(TERMS))]
     intensity, attainable = _roofline_curve(dep)
@@ -120,8 +138,12 @@ def trace_data(view: DecodeView) -> list[dict]:
     ridge = dep.ridge_flops_per_byte
     data.append({"x": [ridge, ridge], "y": [attainable.min(), dep.peak_flops_per_second / TERA]})
     points = [_gemm_point(view.decode), _gemm_point(view.mixed)]
-    data.append({"x": [p[0] for p in points], "y": [p[1] for p in points]})
+    gemms = {"x": [p[0] for p in points], "y": [p[1] for p in points], "text": list(GEMM_LABELS)}
+    if not view.chunk_tokens:  # the chunked step is the decode step: one point, one label
+        gemms = {"x": gemms["x"][:1], "y": gemms["y"][:1], "text": gemms["text"][:1]}
+    data.append(gemms)
     data.append({"x": BATCH_AXIS, "y": view.batch_floor_seconds / MILLISECOND})
+    data.append({"x": BATCH_AXIS, "y": view.batch_decode_seconds / MILLISECOND})
     data.append({"x": BATCH_AXIS, "y": view.batch_mixed_seconds / MILLISECOND})
     fits_limit = min(max(view.capacity.max_sequences, 0), int(BATCH_AXIS[-1]))
     top = float(np.max(view.batch_mixed_seconds)) / MILLISECOND
@@ -135,7 +157,7 @@ def trace_data(view: DecodeView) -> list[dict]:
     return data
 
 
-def decode_figure(view: DecodeView, *, width: int = 1100, height: int = 430) -> go.Figure:
+def decode_figure(view: DecodeView, *, width: int | None = None, height: int = 460) -> go.Figure:
     """The whole explorer figure: stacked terms | roofline | step time vs batch."""
     fig = make_subplots(
         rows=1,
@@ -153,24 +175,24 @@ def decode_figure(view: DecodeView, *, width: int = 1100, height: int = 430) -> 
         dict(
             name="this step's GEMMs",
             mode="markers+text",
-            text=["decode", "with chunk"],
-            textposition="top center",
+            # left of one point, right of the other: the two never overlap, even when the
+            # points sit close (large batch) or on top of each other
+            textposition=["top left", "bottom right"],
             marker=dict(size=11, color=["#4C72B0", "#C44E52"]),
         ),
-        dict(name="floor (decode step)", mode="lines", line=dict(color="#4C72B0")),
+        dict(name="bandwidth floor", mode="lines", line=dict(color="#4C72B0", dash="dot")),
+        dict(name="decode step", mode="lines", line=dict(color="#4C72B0")),
         dict(name="step with chunk", mode="lines", line=dict(color="#C44E52")),
         dict(name="memory limit", mode="lines", line=dict(color="red", dash="dot")),
         dict(name="this batch", mode="markers", marker=dict(size=10, color="black")),
     ]
-    cols = [2, 2, 2, 3, 3, 3, 3]
+    cols = [2, 2, 2, 3, 3, 3, 3, 3]
     for style, values, col in zip(extra, data[len(TERMS) :], cols, strict=True):
         fig.add_trace(go.Scatter(**style, **values), row=1, col=col)
     fig.update_layout(
-        title=dict(text=figure_title(view), font=dict(size=14)),
+        title=dict(text=figure_title(view), font=dict(size=14), x=0.01, xanchor="left"),
         barmode="stack",
-        width=width,
-        height=height,
-        margin=dict(l=50, r=20, t=80, b=50),
+        margin=dict(l=50, r=20, t=95, b=50),
         legend=dict(orientation="h", y=-0.2),
     )
     fig.update_yaxes(title_text="time (ms)", row=1, col=1)
@@ -178,4 +200,4 @@ def decode_figure(view: DecodeView, *, width: int = 1100, height: int = 430) -> 
     fig.update_yaxes(type="log", title_text="throughput (TFLOP/s)", row=1, col=2)
     fig.update_xaxes(type="log", title_text="batch size (sequences)", row=1, col=3)
     fig.update_yaxes(title_text="step time (ms)", row=1, col=3)
-    return fig
+    return responsive(fig, width=width, height=height)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from itlkit.drill.grading import Grade
+from itlkit.plots._style import responsive
 from itlkit.units import MILLISECOND
 
 QUANTITIES = (
@@ -37,7 +38,9 @@ def figure_title(grade: Grade | None) -> str:
     return f"{verdicts} · rubric: {grade.rubric.level}"
 
 
-def answer_figure(grade: Grade | None = None, *, width: int = 760, height: int = 360) -> go.Figure:
+def answer_figure(
+    grade: Grade | None = None, *, width: int | None = None, height: int = 380
+) -> go.Figure:
     """Grouped bars: your floor, KV term and chunked step against the worked numbers (ms)."""
     fig = go.Figure()
     for (name, color), values in zip(TRACES, trace_data(grade), strict=True):
@@ -45,10 +48,8 @@ def answer_figure(grade: Grade | None = None, *, width: int = 760, height: int =
     fig.update_layout(
         title=dict(text=figure_title(grade), font=dict(size=13)),
         barmode="group",
-        width=width,
-        height=height,
         margin=dict(l=60, r=20, t=60, b=40),
         legend=dict(orientation="h", y=-0.15),
     )
     fig.update_yaxes(title_text="time (ms)", rangemode="tozero")
-    return fig
+    return responsive(fig, width=width, height=height)

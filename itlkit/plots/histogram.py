@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from itlkit.metrics.histogram import Histogram, ModeTimeline, Summary
+from itlkit.plots._style import responsive, wrap
 from itlkit.units import format_percent, format_seconds
 
 OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn
@@ -196,9 +197,8 @@ def histogram_figure(
         yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
         margin=dict(l=70, r=20, t=60, b=40),
-        height=460,
     )
-    return fig
+    return responsive(fig, height=460)
 
 
 def summary_lines(summary: Summary) -> list[str]:
@@ -254,8 +254,8 @@ def series_figure(
     fig.update_yaxes(title_text="slow-mode share (% of ITLs)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="TTFT count rate (1/s)", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="time since the first scrape (min)", row=2, col=1)
-    fig.update_layout(height=420, margin=dict(l=70, r=20, t=30, b=40), showlegend=False)
-    return fig
+    fig.update_layout(margin=dict(l=70, r=20, t=30, b=40), showlegend=False)
+    return responsive(fig, height=420)
 
 
 def empty_series_figure(message: str) -> go.Figure:

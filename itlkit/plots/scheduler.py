@@ -24,6 +24,7 @@ from itlkit.sim.scheduler import (
     transfer_bytes_per_token,
 )
 from itlkit.sim.workload import Workload, synthetic_workload
+from itlkit.plots._style import responsive, wrap
 from itlkit.units import MILLISECOND
 
 FRONTIER_BUDGETS = (512, 1024, 2048, 4096, 8192)
@@ -290,7 +291,9 @@ def _label_axes(fig: go.Figure) -> None:
     fig.update_yaxes(title_text="ITL p99 (ms)", rangemode="tozero", row=2, col=2)
 
 
-def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 720) -> go.Figure:
+def scheduler_figure(
+    view: SchedulerView, *, width: int | None = None, height: int = 760
+) -> go.Figure:
     """The whole notebook-02 figure: two ITL histograms, the step timeline, the frontier."""
     fig = make_subplots(
         rows=2,
@@ -303,10 +306,8 @@ def scheduler_figure(view: SchedulerView, *, width: int = 1100, height: int = 72
         fig.add_trace(go.Scatter(**style, **data), row=row, col=col)
     fig.update_layout(
         title=dict(text=figure_title(view), font=dict(size=13)),
-        width=width,
-        height=height,
         margin=dict(l=60, r=20, t=90, b=50),
         legend=dict(orientation="h", y=-0.1),
     )
     _label_axes(fig)
-    return fig
+    return responsive(fig, width=width, height=height)

@@ -158,9 +158,14 @@ def status_html(view: DecodeView) -> str:
             format_seconds(dec.weight_read_seconds),
         ),
         ("KV read per step", format_bytes(dec.kv_bytes), format_seconds(dec.kv_read_seconds)),
-        ("bandwidth floor", "", format_seconds(dec.floor_seconds)),
+        ("bandwidth floor", "weights + KV at HBM speed", format_seconds(dec.floor_seconds)),
         (
-            f"step with {view.chunk_tokens}-token chunk",
+            "decode step (compute-bound)" if view.compute_bound else "decode step",
+            f"{dec.matmul_flops / 1e12:.1f} TFLOP",
+            f"{format_seconds(dec.step_seconds)} ({dec.over_floor:.2f}× floor)",
+        ),
+        (
+            f"step {view.chunk_label}" if view.chunk_tokens else view.chunk_label,
             f"{mix.matmul_flops / 1e12:.1f} TFLOP",
             f"{format_seconds(mix.step_seconds)} ({mix.over_floor:.1f}× floor)",
         ),

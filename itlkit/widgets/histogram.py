@@ -77,6 +77,7 @@ class HistogramExplorer:
             value=slow_factor, min=1.5, max=20.0, step=0.5, description="slow mode (× floor)",
             continuous_update=False, style=_WIDE, layout=_LAYOUT,
         )  # fmt: skip
+        self.batch.add_class("itlkit-hist-batch")  # a handle for browser tests
         self.status = widgets.HTML()
         self.error = widgets.HTML()
         self._frame = read_paths([self.examples[self.example.value]])

@@ -103,7 +103,8 @@ class SchedulerExplorer:
             widgets.IntSlider, "output length (tokens)", simulated=True,
             value=output_tokens, min=16, max=2048, step=16,
         )  # fmt: skip
-        self.budget.add_class("itlkit-budget")  # a handle for browser tests
+        self.budget.add_class("itlkit-budget")  # handles for browser tests
+        self.rate.add_class("itlkit-rate")
         self.max_num_seqs = slider(
             widgets.SelectionSlider,
             "max_num_seqs (requests)",

@@ -1,0 +1,35 @@
+"""Layout the figure builders share: figures that take their output area's width."""
+
+from __future__ import annotations
+
+import textwrap
+
+import plotly.graph_objects as go
+
+# Narrowest output area a figure is laid out for: JupyterLab at 1,000 px with the file browser
+# open leaves about 600 px of output; a title line wider than this is wrapped.
+TITLE_LINE_CHARS = 90
+
+
+def responsive(fig: go.Figure, *, height: int, width: int | None = None) -> go.Figure:
+    """`fig` sized by its container (plotly `autosize`), unless a `width` in px is asked for."""
+    fig.update_layout(autosize=width is None, width=width, height=height)
+    return fig
+
+
+def wrap(text: str, *, chars: int = TITLE_LINE_CHARS) -> str:
+    """`text` broken into lines of at most `chars` characters with plotly's `<br>`, at the
+    separators ' · ' first, then at spaces."""
+    lines, line = [], ""
+    for part in text.split(" · "):
+        candidate = f"{line} · {part}" if line else part
+        if len(candidate) <= chars or not line:
+            line = candidate
+        else:
+            lines.append(line)
+            line = part
+    lines.append(line)
+    out = []
+    for one in lines:
+        out += textwrap.wrap(one, chars, break_on_hyphens=False) if len(one) > chars else [one]
+    return "<br>".join(out)

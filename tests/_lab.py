@@ -1,0 +1,146 @@
+"""Driving the notebooks in a real JupyterLab (or Voilà) page with Playwright: open and run a
+notebook, hear what the kernel says, measure the layout from the DOM, time a redraw.
+
+Shared by the browser tests and benchmarks/bench_browser.py. Every wait is bounded
+(shared/spec/jupyter-testing.md, pitfalls 2 and 3): JavaScript commands are fired and
+forgotten, then Playwright's timed waits watch the page.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The toolbar reads "idle" before any kernel is attached; running cells then pops "Select Kernel"
+# and the test hangs (pitfall 2). Wait for the session's own kernel instead.
+KERNEL_READY = """() => {
+    const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+    return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
+}"""
+
+# Every error and stderr stream the kernel publishes, whichever cell or widget callback caused it
+# (a callback's traceback reaches no cell: JupyterLab shows it in its log console only).
+LISTEN_TO_KERNEL = """() => {
+    window.__itlkitKernelErrors = [];
+    const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    kernel.iopubMessage.connect((_, msg) => {
+        const type = msg.header.msg_type, content = msg.content;
+        if (type === 'error') {
+            window.__itlkitKernelErrors.push(content.ename + ': ' + content.evalue);
+        } else if (type === 'stream' && content.name === 'stderr') {
+            window.__itlkitKernelErrors.push('stderr: ' + content.text);
+        }
+    });
+}"""
+
+# Figures, titles, legends and labels measured against their boxes. A figure must lie inside
+# its output area; a title, subplot title or legend inside its figure; a label must not be cut.
+LAYOUT_PROBLEMS = """() => {
+    const problems = [];
+    const inside = (inner, outer, slack) => inner.left >= outer.left - slack
+        && inner.right <= outer.right + slack && inner.top >= outer.top - slack
+        && inner.bottom <= outer.bottom + slack;
+    const plots = [...document.querySelectorAll('.js-plotly-plot')];
+    plots.forEach((plot, i) => {
+        const svg = plot.querySelector('svg.main-svg');
+        const area = plot.closest('.jp-OutputArea-output') || plot.parentElement;
+        if (!svg) { problems.push(`figure ${i}: not drawn`); return; }
+        const box = svg.getBoundingClientRect(), areaBox = area.getBoundingClientRect();
+        if (box.width < 50) problems.push(`figure ${i}: ${box.width.toFixed(0)} px wide`);
+        if (!inside(box, areaBox, 1)) {
+            problems.push(`figure ${i} (${box.left.toFixed(0)}..${box.right.toFixed(0)} px) ` +
+                `outside its output area (${areaBox.left.toFixed(0)}..${areaBox.right.toFixed(0)})`);
+        }
+        const parts = plot.querySelectorAll('.gtitle, .g-gtitle text, .annotation-text, .legend');
+        parts.forEach((part) => {
+            const b = part.getBoundingClientRect();
+            if (b.width === 0) return;
+            if (!inside(b, box, 2)) {
+                const text = (part.textContent || '').slice(0, 60);
+                problems.push(`figure ${i}: "${text}" clipped (${b.left.toFixed(0)}..` +
+                    `${b.right.toFixed(0)} px, figure ${box.left.toFixed(0)}..${box.right.toFixed(0)})`);
+            }
+        });
+    });
+    document.querySelectorAll('.widget-label, .widget-readout').forEach((label) => {
+        if (label.offsetParent && label.scrollWidth > label.clientWidth + 1) {
+            problems.push(`label cut: "${label.textContent}"`);
+        }
+    });
+    return problems;
+}"""
+
+TITLES = """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].map((t) => t.textContent)"""
+TITLE_CONTAINS = """(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
+    .some((title) => title.textContent.includes(part))"""
+
+# Key press -> the title of figure `index` changes (plotly draws the title last): the keydown
+# listener starts the clock, a MutationObserver stops it; both live in the page.
+ARM_REDRAW_TIMER = """(index) => {
+    window.__itlkitRedrawMs = null;
+    const title = () => document.querySelectorAll('.js-plotly-plot .gtitle')[index]?.textContent;
+    const before = title();
+    const plot = document.querySelectorAll('.js-plotly-plot')[index];
+    let start = 0;
+    const observer = new MutationObserver(() => {
+        if (start && title() !== before) {
+            observer.disconnect();
+            window.__itlkitRedrawMs = performance.now() - start;
+        }
+    });
+    observer.observe(plot, {subtree: true, childList: true, characterData: true});
+    document.addEventListener('keydown', () => { start = start || performance.now(); },
+                              {capture: true, once: true});
+}"""
+
+
+def open_in_lab(page, lab_server, notebook: str, *, figures: int = 1, timeout_ms: int = 120_000):
+    """Open `notebook`, listen to its kernel, run all cells, wait for `figures` drawn titles."""
+    page.goto(lab_server.lab_url(notebook))
+    page.wait_for_function(
+        "() => window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell')",
+        timeout=60_000,
+    )
+    page.wait_for_function(KERNEL_READY, timeout=90_000)
+    page.evaluate(LISTEN_TO_KERNEL)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    wait_for_figures(page, figures, timeout_ms=timeout_ms)
+    page.wait_for_function(KERNEL_READY, timeout=timeout_ms)  # every cell has run
+
+
+def wait_for_figures(page, figures: int, *, timeout_ms: int) -> None:
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('.js-plotly-plot .gtitle').length >= n",
+        arg=figures,
+        timeout=timeout_ms,
+    )
+
+
+def kernel_errors(page) -> list[str]:
+    """Errors and stderr the kernel published since the notebook was opened."""
+    return page.evaluate("() => window.__itlkitKernelErrors || []")
+
+
+def cell_errors(page) -> list[str]:
+    """Tracebacks shown in the notebook's cells."""
+    return page.locator(".jp-OutputArea-output[data-mime-type*='error']").all_text_contents()
+
+
+def layout_problems(page) -> list[str]:
+    return page.evaluate(LAYOUT_PROBLEMS)
+
+
+def titles(page) -> list[str]:
+    return page.evaluate(TITLES)
+
+
+def press_and_time(page, selector: str, key: str, *, figure: int = 0, timeout_ms=30_000) -> float:
+    """Milliseconds from a key press on `selector` to figure `figure`'s new title."""
+    page.locator(selector).first.focus()
+    page.evaluate(ARM_REDRAW_TIMER, figure)
+    page.keyboard.press(key)
+    page.wait_for_function("() => window.__itlkitRedrawMs !== null", timeout=timeout_ms)
+    return page.evaluate("() => window.__itlkitRedrawMs")
+
+
+def without_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)

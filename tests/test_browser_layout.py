@@ -1,0 +1,53 @@
+"""Notebooks 01, 02, 03 and 05 in a real JupyterLab at 1,280 and 1,920 px, JupyterLab's default
+layout (file browser open): no error from a cell or a widget callback, every figure inside its
+output area, no clipped title or legend, no cut label, measured from the DOM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _lab import cell_errors, kernel_errors, layout_problems, open_in_lab, press_and_time
+
+pytestmark = pytest.mark.browser
+
+# notebook, figures it draws, the main control's slider handle, the key that moves it
+NOTEBOOKS = {
+    "01_decode_floor.ipynb": (1, ".itlkit-batch .noUi-handle", "ArrowRight"),
+    "02_chunked_prefill.ipynb": (1, ".itlkit-rate .noUi-handle", "ArrowRight"),
+    "03_reading_the_histogram.ipynb": (2, ".itlkit-hist-batch .noUi-handle", "ArrowRight"),
+    "05_interview_drill.ipynb": (1, None, None),
+}
+
+
+@pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
+def sized_page(request, browser, page_errors, artifacts_dir: Path):
+    context = browser.new_context(viewport={"width": request.param, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    yield page, request.param
+    context.close()
+
+
+@pytest.mark.parametrize("notebook", list(NOTEBOOKS))
+def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifacts_dir, notebook):
+    page, width = sized_page
+    figures, handle, key = NOTEBOOKS[notebook]
+    shot = artifacts_dir / f"layout-{notebook.removesuffix('.ipynb')}-{width}.png"
+    try:
+        open_in_lab(page, lab_server, notebook, figures=figures)
+        assert page.locator(".jp-FileBrowser").first.is_visible()  # the default layout
+        assert layout_problems(page) == []
+        if handle:
+            press_and_time(page, handle, key)
+            page.wait_for_timeout(1500)  # the browser's echo reaches the kernel after the redraw
+            assert layout_problems(page) == []
+        assert cell_errors(page) == []
+        assert kernel_errors(page) == []
+        assert page_errors == []
+    finally:
+        plots = page.locator(".js-plotly-plot")
+        if plots.count():
+            plots.first.scroll_into_view_if_needed()
+        page.screenshot(path=shot)
