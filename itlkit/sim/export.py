@@ -76,12 +76,17 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
     times = np.asarray(times_seconds, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0):
         raise ConfigError("scrape times must be a non-empty increasing list of seconds")
-    r = result
+    finished = _cumulative(times, result.finish_seconds[result.finished],
+                           np.ones(int(result.finished.sum())))  # fmt: skip
+    return ScrapeSeries(times, _histograms(result, times), _values(result, times), finished)
+
+
+def _histograms(r: SimulationResult, times: np.ndarray) -> dict[str, list[Histogram]]:
+    """Every vLLM histogram family, cumulative at each scrape time."""
     w = r.workload
     ends = r.step_end_seconds
     done = r.finished
     got_first = ~np.isnan(r.first_token_seconds)
-    scheduled = ~np.isnan(r.first_scheduled_seconds)
     finish = r.finish_seconds[done]
     generated = r.generated_tokens[done].astype(float)
     decode_time = finish - r.first_token_seconds[done]
@@ -94,7 +99,7 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
     itl_weights = np.concatenate([r.step_itl_observations, np.ones(r.gap_itl_seconds.size)])
     ones = np.ones(int(done.sum()))
     start = r.first_scheduled_seconds[done]
-    histograms = {
+    return {
         "vllm:inter_token_latency_seconds": histogram(
             itl_at, itl_values, itl_weights, ITL_BUCKETS_SECONDS
         ),
@@ -144,6 +149,12 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
         "vllm:request_params_n": histogram(finish, ones, ones, (1, 2, 5, 10, 20, math.inf)),
     }
 
+
+def _values(r: SimulationResult, times: np.ndarray) -> dict[str, np.ndarray]:
+    """Gauges and counters at each scrape time."""
+    w = r.workload
+    ends = r.step_end_seconds
+    scheduled = ~np.isnan(r.first_scheduled_seconds)
     # Gauges: the state of the step in progress at each scrape (zero while idle).
     index = np.searchsorted(r.step_start_seconds, times, side="right") - 1
     safe = np.maximum(index, 0)
@@ -152,7 +163,7 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
     def gauge(per_step: np.ndarray) -> np.ndarray:
         return np.where(busy, per_step[safe], 0.0) if r.steps else np.zeros(times.size)
 
-    values = {
+    return {
         "vllm:num_requests_running": gauge(r.step_running.astype(float)),
         "vllm:num_requests_waiting": gauge(r.step_waiting.astype(float)),
         "vllm:kv_cache_usage_perc": gauge(r.step_kv_tokens / r.kv_capacity_tokens),
@@ -166,8 +177,6 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
             times, r.first_scheduled_seconds[scheduled], w.cached_prompt_tokens[scheduled]
         ),
     }
-    finished = _cumulative(times, finish, ones)
-    return ScrapeSeries(times, histograms, values, finished)
 
 
 def _cumulative(times, at, weights) -> np.ndarray:
