@@ -63,7 +63,7 @@ def test_window_between_first_and_last_scrape(tmp_path, capsys):
 def test_text_table_reset_warning_and_modes(tmp_path, capsys):
     folder = tmp_path / "series"
     folder.mkdir()
-    (folder / "a-20261202T000000Z.prom").write_text(itl_page([0, 500, 500, 600, 600], 12.0))
+    (folder / "a-20261202T000000Z.prom").write_text(itl_page([0, 500, 500, 600, 600], 15.0))
     (folder / "b-20261202T000015Z.prom").write_text(itl_page([0, 90, 90, 100, 100], 2.23))
     code = main(["histogram", str(folder), "--floor-seconds", "0.015", "--slow-factor", "5"])
     out = capsys.readouterr().out

@@ -113,3 +113,27 @@ def test_itlkits_own_openmetrics_export_reads_back_once(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["count"] == counts[-1] - counts[0]  # increase from the first to the last scrape
     assert out["window"]["duration_seconds"] == 60
+
+
+def test_sum_impossible_for_the_buckets_is_refused():
+    # 90 observations <= 10 ms and 10 in (75, 100] ms add up to at most 0.9 + 1.0 = 1.9 s.
+    text = GOOD.replace('engine="0"} 1.25', 'engine="0"} 1e308')
+    with pytest.raises(
+        SourceError, match=r"_sum 1e\+308 is impossible for its buckets.*0.75 and 1.9"
+    ):
+        _read(text)
+    # ... and at least 10 x 75 ms = 0.75 s: a sum of 0.1 s cannot be either (less the slack
+    # of two 100 ms observations for a scrape that caught _sum and the buckets apart).
+    with pytest.raises(SourceError, match="impossible for its buckets"):
+        _read(GOOD.replace('engine="0"} 1.25', 'engine="0"} 0.5'))
+    assert _read(GOOD.replace('engine="0"} 1.25', 'engine="0"} 0.6')).sums[0] == 0.6  # slack
+
+
+def test_counts_that_overflow_when_added_are_refused():
+    big = page(
+        HEAD,
+        itl_lines(ITL, [1e308] * 6, 1e305, labels='model_name="m",engine="0"'),
+        itl_lines(ITL, [1e308] * 6, 1e305, labels='model_name="m",engine="1"'),
+    )
+    with pytest.raises(SourceError, match="overflow"):
+        _read(big)

@@ -157,7 +157,7 @@ def _write_series(folder, pages, *, start=1796225076.0, step=15.0):
 def test_folder_of_scrapes_in_time_order_with_a_counter_reset(tmp_path):
     counts = [[0, 0, 0, 0, 0, 0], [2, 4, 4, 4, 4, 4], [1, 1, 1, 2, 2, 2], [3, 4, 5, 6, 6, 6]]
     pages = [
-        page(HEAD, itl_lines("vllm:inter_token_latency_seconds", c, 0.1 * c[-1])) for c in counts
+        page(HEAD, itl_lines("vllm:inter_token_latency_seconds", c, 0.012 * c[-1])) for c in counts
     ]
     _write_series(tmp_path / "s", pages)
     (tmp_path / "s" / "README.md").write_text("not a scrape")
@@ -337,11 +337,16 @@ def _escape(value: str) -> str:
     model=label_values,
     engine=st.integers(0, 7),
     order=st.permutations(["model_name", "engine", "le"]),
-    total=st.floats(0, 1e9),
+    where=st.floats(0, 1),
 )
-def test_parser_reads_back_any_histogram_exactly(bounds, increments, model, engine, order, total):
+def test_parser_reads_back_any_histogram_exactly(bounds, increments, model, engine, order, where):
     bounds = sorted(bounds)
     cumulative = np.cumsum(increments[: len(bounds) + 1]).tolist()
+    # A _sum the buckets allow: each observation between its bucket's bounds.
+    per_bucket = np.asarray(increments[: len(bounds) + 1], dtype=float)
+    least = float(per_bucket @ np.array([0.0, *bounds]))
+    most = float(per_bucket[:-1] @ np.array(bounds)) if per_bucket[-1] == 0 else least + 1e9
+    total = least + where * (most - least)
     values = {"model_name": _escape(model), "engine": str(engine)}
     lines = ["# TYPE vllm:inter_token_latency_seconds histogram"]
     for le, c in zip([*[repr(b) for b in bounds], "+Inf"], cumulative, strict=True):

@@ -100,7 +100,8 @@ def _get_json(url: str, base_url: str, *, timeout_seconds: float) -> object:
             detail = exc.reason
         raise PrometheusError(f"{base_url}: query rejected (HTTP {exc.code}): {detail}") from None
     except HttpGetError as exc:
-        raise PrometheusError(f"{base_url}: {exc}") from None
+        said = str(exc).replace("cannot reach", "cannot reach Prometheus", 1)
+        raise PrometheusError(f"{base_url}: {said}") from None
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:

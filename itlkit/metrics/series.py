@@ -68,8 +68,14 @@ def histogram_series(
     sums, totals = _sums_and_counts(rows, table, order)
     sources = order["source"].to_numpy()
     _check_histograms(table, bounds, counts, sums, totals, sources)
+    _check_sums(table, bounds, counts, sums, sources)
     values = np.column_stack([counts, sums, totals])
     carried, reset_scrapes = _carried_over_resets(table.index, values, scrapes=len(order))
+    if not np.isfinite(carried).all():
+        raise SourceError(
+            f"{sources[0]}: {metric_key} counts overflow when added up across series and "
+            "scrapes (values near 1e308 are not real counts)"
+        )
     times = order["timestamp_seconds"].to_numpy(dtype=float)
     bounds.flags.writeable = False
     return HistogramSeries(
@@ -123,7 +129,8 @@ def _carried_over_resets(
         position = np.searchsorted(at, np.arange(scrapes), side="right") - 1
         seen = position >= 0
         filled[seen] = (v + carry)[position[seen]]
-        total += filled
+        with np.errstate(over="ignore"):  # an overflow is reported by the caller
+            total += filled
     return total, sorted(resets)
 
 
@@ -208,6 +215,31 @@ def _check_histograms(table, bounds, counts, sums, totals, sources) -> None:
         )
     except HistogramError as exc:
         raise SourceError(str(exc)) from None
+
+
+def _check_sums(table, bounds, counts, sums, sources) -> None:
+    """A `_sum` must be possible for its buckets: each observation lies within its bucket.
+
+    Bounds are loose by two observations of the largest finite bound, since a scrape may catch
+    `_sum` and the buckets one observation apart.
+    """
+    per_bucket = np.diff(counts, axis=1, prepend=0.0)
+    lower = np.concatenate([[0.0], bounds[:-1]])
+    finite = np.isfinite(bounds)
+    slack = 2 * bounds[finite][-1] if finite.any() else 0.0
+    least = per_bucket[:, finite] @ lower[finite] + per_bucket[:, ~finite].sum(axis=1) * lower[-1]
+    most = np.where(
+        per_bucket[:, ~finite].sum(axis=1) > 0, np.inf, per_bucket[:, finite] @ bounds[finite]
+    )
+    bad = (sums < least - slack) | (sums > most + slack) | ~np.isfinite(sums)
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    scrape, series = table.index[i]
+    raise SourceError(
+        f"{sources[scrape]}: {series} _sum {sums[i]:g} is impossible for its buckets: their "
+        f"{counts[i, -1]:g} observations add up to between {least[i]:g} and {most[i]:g}"
+    )
 
 
 def scalar_series(
