@@ -23,6 +23,7 @@ from itlkit.sim.config import SchedulerConfig
 FAST_PATH_MIN_STEPS = 2
 FAST_PATH_ARRAY_STEPS = 24
 FAST_PATH_MAX_STEPS = 4096
+FAST_PATH_BOUND_STEPS = 64  # longer stretches first bound their length by the limit
 PENDING_ROWS = 4096  # scheduled steps' records gathered before one numpy write
 
 # StepLog.counts rows, in this order.
@@ -64,7 +65,7 @@ class StepLog:
 
     __slots__ = ("counts", "pending", "seconds", "size")
 
-    def __init__(self, capacity: int = 4096):
+    def __init__(self, capacity: int = 65536):
         self.size = 0
         self.seconds = np.empty((2, capacity))  # start, duration
         self.counts = np.empty((len(COUNT_FIELDS), capacity), dtype=np.int32)
@@ -422,21 +423,21 @@ class Engine:
         n = len(self.ready_seconds)
         arrival = self.ready_seconds[self.next_ready] if self.next_ready < n else math.inf
         limit = self.end_limit if full else min(arrival, self.end_limit)
-        first = self._decode_seconds(self.decode_kv)
-        if limit < math.inf:  # steps only lengthen as KV grows: the first bounds how many start
-            steps = min(steps, int((limit - self.t) / first) + 1)
+        if steps > FAST_PATH_BOUND_STEPS and limit < math.inf:
+            # Steps only lengthen as KV grows, so the first bounds how many start before limit.
+            steps = min(steps, int((limit - self.t) / self._decode_seconds(self.decode_kv)) + 1)
         if steps >= FAST_PATH_ARRAY_STEPS:
             starts, durations, end = self._stretch_arrays(steps, limit)
         else:
-            starts, durations, end = self._stretch_loop(steps, limit, first)
+            starts, durations, end = self._stretch_loop(steps, limit)
         self._record_stretch(starts, durations, end, finish)
         return True
 
     def _record_stretch(self, starts, durations, end: float, finish) -> None:
         d, k = self.decoders, len(starts)
-        waiting = len(self.waiting)
-        if len(self.running) >= self.max_seqs and self.next_ready < len(self.ready_seconds):
-            waiting += np.searchsorted(self.ready_array, starts, side="right") - self.next_ready
+        waiting, i = len(self.waiting), self.next_ready
+        if i < len(self.ready_seconds) and self.ready_seconds[i] <= starts[-1]:  # arrivals
+            waiting += np.searchsorted(self.ready_array, starts, side="right") - i
         counts = (d, 0, len(self.running), 0, 0, d, 0, 0, 0, d)
         kv = self.used + d * np.arange(1, k + 1)
         self.used += k * d
@@ -457,17 +458,17 @@ class Engine:
             raise ConfigError(f"step function returned {seconds} s for a step; must be > 0")
         return seconds
 
-    def _stretch_loop(self, steps: int, limit: float, first: float):
+    def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []
-        t, kv, d, duration = self.t, self.decode_kv, self.decoders, first
+        t, kv, d = self.t, self.decode_kv, self.decoders
         while True:
+            duration = self._decode_seconds(kv)
             starts.append(t)
             durations.append(duration)
             t += duration
             kv += d
             if len(starts) >= steps or t >= limit:
                 return starts, durations, t
-            duration = self._decode_seconds(kv)
 
     def _stretch_arrays(self, steps: int, limit: float):
         d = self.decoders
@@ -477,10 +478,11 @@ class Engine:
             seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (steps,))
         # Sequential sums, so each start equals the previous start + duration exactly.
         clock = np.cumsum(np.concatenate(([self.t], seconds)))
-        # Steps that start at or after the limit cannot run before the arrival (or the end).
-        k = int(np.searchsorted(clock[:-1], limit, side="left"))
-        if not seconds[:k].min() > 0:
+        if not seconds.min() > 0:
             raise ConfigError("step function returned a step of <= 0 s; must be > 0")
+        k = steps
+        if not clock[-2] < limit:  # steps starting at or after it wait for the arrival (or end)
+            k = int(np.searchsorted(clock[:-1], limit, side="left"))
         return clock[:k], seconds[:k], float(clock[k])
 
     # ---- the end ---------------------------------------------------------------------------
