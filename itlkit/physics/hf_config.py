@@ -23,6 +23,20 @@ _FALCON_TYPES = {"falcon", "RefinedWeb", "RefinedWebModel"}
 _MISSING = object()
 
 
+def _text_part(config: dict, where) -> dict:
+    """A multimodal config's `text_config` (with its model_type), else the config itself."""
+    if "num_hidden_layers" not in config and "text_config" in config:
+        text_config = config["text_config"]
+        if not isinstance(text_config, dict):
+            raise ConfigError(f"model config {where}: field 'text_config' must be a JSON object")
+        return {
+            "_name_or_path": config.get("_name_or_path"),
+            **text_config,
+            "model_type": text_config.get("model_type"),
+        }
+    return config
+
+
 def read_hf_config(path: str | Path) -> dict:
     """The JSON object of a `config.json` (a multimodal config's `text_config` if it has one)."""
     path = Path(path)
@@ -43,12 +57,7 @@ def read_hf_config(path: str | Path) -> dict:
         ) from None
     if not isinstance(config, dict):
         raise ConfigError(f"model config {path} must hold a JSON object")
-    if "num_hidden_layers" not in config and "text_config" in config:
-        text_config = config["text_config"]
-        if not isinstance(text_config, dict):
-            raise ConfigError(f"model config {path}: field 'text_config' must be a JSON object")
-        config = {**text_config, "model_type": text_config.get("model_type")}
-    return config
+    return _text_part(config, path)
 
 
 @dataclass(frozen=True)
@@ -116,14 +125,24 @@ class _Fields:
 def model_from_hf_config(path: str | Path) -> Model:
     """Build a Model from a Hugging Face `config.json`."""
     path = Path(path)
-    f = _Fields(read_hf_config(path), path)
+    slug = path.parent.name if path.name == "config.json" else path.stem
+    return _model(_Fields(read_hf_config(path), path), slug=slug)
+
+
+def model_from_hf_dict(config: dict, *, where: str, slug: str) -> Model:
+    """Build a Model from a `config.json`'s fields held in another file (`where` names it)."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"model config {where} must be a JSON object")
+    return _model(_Fields(_text_part(config, where), Path(where)), slug=slug)
+
+
+def _model(f: _Fields, *, slug: str) -> Model:
     model_type = f.str("model_type", "llama") or "llama"
     reader = _FAMILY_READERS.get(model_type, _llama_like_fields)
     fields = reader(f, model_type)
     fields.update(_moe_fields(f, model_type, layers=fields["num_layers"]))
     fields.update(_mla_fields(f))
     fields.update(_sliding_fields(f, model_type, layers=fields["num_layers"]))
-    slug = path.parent.name if path.name == "config.json" else path.stem
     fields.update(
         slug=slug if slug not in ("", ".") else "custom-model",
         hf_id=f.str("_name_or_path", ""),
