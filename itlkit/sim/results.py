@@ -38,6 +38,7 @@ class SimulationResult:
     Segment arrays: request i emitted one token at the end of every step from
     `segment_first_step` to `segment_last_step`. Gap arrays: the ITL observations of requests
     that resumed after preemption (observed at `gap_end_seconds`).
+    Step counts are int32 (half the memory of int64 over long runs); times are float64.
     """
 
     config: SchedulerConfig

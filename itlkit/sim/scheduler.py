@@ -36,6 +36,9 @@ Simplifications: KV is counted in tokens (vLLM allocates 16-token blocks); the s
 counts in every request that uses it (vLLM stores it once); no speculative decoding; the
 frontend adds no delay. Because every running request decodes in every step, a request's token
 times are contiguous runs of step end times, stored as segments rather than per token.
+
+The steps above are the methods of `itlkit.sim.engine.Engine`; this module holds the public entry
+points (`simulate`, `simulate_deployment`) and the roofline step function.
 """
 
 from __future__ import annotations
