@@ -74,19 +74,25 @@ class StepLog:
     def reserve(self, steps: int) -> int:
         """Make room for `steps` more steps; returns the first one's index."""
         start = self.size
-        if start + steps > self.seconds.shape[1]:
-            capacity = max(self.seconds.shape[1] * 3 // 2, start + steps)
+        self.size = start + steps
+        self._fit()
+        return start
+
+    def _fit(self) -> None:
+        """Grow the buffers (by half) until they hold every step counted so far."""
+        have = self.seconds.shape[1]
+        if self.size > have:
+            capacity = max(have * 3 // 2, self.size)
             for name in ("seconds", "counts"):
                 old = getattr(self, name)
                 new = np.empty((old.shape[0], capacity), dtype=old.dtype)
-                new[:, :start] = old[:, :start]
+                new[:, :have] = old  # with the slots of pending rows, written at the flush
                 setattr(self, name, new)
-        self.size = start + steps
-        return start
 
     def add(self, row: tuple) -> None:
         """A scheduled step: (start, duration, *counts), written later with others."""
-        self.pending.append((self.reserve(1), *row))
+        self.pending.append((self.size, *row))
+        self.size += 1
         if len(self.pending) >= PENDING_ROWS:
             self.flush()
 
@@ -94,6 +100,7 @@ class StepLog:
         """Write the pending rows (exact: every count and index is far below 2**53)."""
         rows = self.pending
         if rows:
+            self._fit()
             block = np.array(rows).T
             at = block[0].astype(np.intp)
             self.seconds[:, at] = block[1:3]
@@ -203,7 +210,11 @@ class Engine:
     # ---- the loop ------------------------------------------------------------------------
     def step(self) -> bool:
         """Advance by one scheduled step or one stretch of decode steps; False when done."""
-        self.enqueue_ready()
+        if (
+            self.next_ready < len(self.ready_seconds)
+            and self.ready_seconds[self.next_ready] <= self.t
+        ):
+            self.enqueue_ready()
         if not self.running and not self.waiting:
             if self.next_ready >= len(self.ready_seconds):
                 return False
@@ -410,8 +421,10 @@ class Engine:
         every sequence slot taken an arrival changes only the queue length, so the stretch runs
         through it and counts the queue per step."""
         d, running = self.decoders, self.running
-        full = len(running) >= self.max_seqs
-        if not (d and d == len(running) and (full or not self.waiting)):
+        if d != len(running) or not d:
+            return False
+        full = d >= self.max_seqs
+        if not (full or not self.waiting):
             return False
         heap = self.finish_steps
         while heap and heap[0] not in self.finishes:
@@ -460,9 +473,11 @@ class Engine:
 
     def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []
-        t, kv, d = self.t, self.decode_kv, self.decoders
+        t, kv, d, step = self.t, self.decode_kv, self.decoders, self.step_function
         while True:
-            duration = self._decode_seconds(kv)
+            duration = float(step(decode_tokens=d, prefill_tokens=0, kv_tokens=kv))
+            if not duration > 0:
+                raise ConfigError(f"step function returned {duration} s for a step; must be > 0")
             starts.append(t)
             durations.append(duration)
             t += duration
