@@ -45,10 +45,14 @@ LAYOUT_PROBLEMS = """() => {
         const area = plot.closest('.jp-OutputArea-output') || plot.parentElement;
         if (!svg) { problems.push(`figure ${i}: not drawn`); return; }
         const box = svg.getBoundingClientRect(), areaBox = area.getBoundingClientRect();
-        if (box.width < 50) problems.push(`figure ${i}: ${box.width.toFixed(0)} px wide`);
+        if (box.width < 0.95 * areaBox.width) {
+            problems.push(`figure ${i}: ${box.width.toFixed(0)} px wide in a ` +
+                `${areaBox.width.toFixed(0)} px output area (does not fill it)`);
+        }
         if (!inside(box, areaBox, 1)) {
-            problems.push(`figure ${i} (${box.left.toFixed(0)}..${box.right.toFixed(0)} px) ` +
-                `outside its output area (${areaBox.left.toFixed(0)}..${areaBox.right.toFixed(0)})`);
+            const [l, r] = [box.left, box.right].map((v) => v.toFixed(0));
+            const [al, ar] = [areaBox.left, areaBox.right].map((v) => v.toFixed(0));
+            problems.push(`figure ${i} (${l}..${r} px) outside its output area (${al}..${ar})`);
         }
         const parts = plot.querySelectorAll('.gtitle, .g-gtitle text, .annotation-text, .legend');
         parts.forEach((part) => {
@@ -56,8 +60,9 @@ LAYOUT_PROBLEMS = """() => {
             if (b.width === 0) return;
             if (!inside(b, box, 2)) {
                 const text = (part.textContent || '').slice(0, 60);
-                problems.push(`figure ${i}: "${text}" clipped (${b.left.toFixed(0)}..` +
-                    `${b.right.toFixed(0)} px, figure ${box.left.toFixed(0)}..${box.right.toFixed(0)})`);
+                const [l, r] = [b.left, b.right].map((v) => v.toFixed(0));
+                const [fl, fr] = [box.left, box.right].map((v) => v.toFixed(0));
+                problems.push(`figure ${i}: "${text}" clipped (${l}..${r}, figure ${fl}..${fr})`);
             }
         });
     });
@@ -69,7 +74,8 @@ LAYOUT_PROBLEMS = """() => {
     return problems;
 }"""
 
-TITLES = """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].map((t) => t.textContent)"""
+TITLES = """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
+    .map((t) => t.textContent)"""
 TITLE_CONTAINS = """(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
     .some((title) => title.textContent.includes(part))"""
 

@@ -39,6 +39,12 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
         open_in_lab(page, lab_server, notebook, figures=figures)
         assert page.locator(".jp-FileBrowser").first.is_visible()  # the default layout
         assert layout_problems(page) == []
+        page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # wider output area
+        page.wait_for_timeout(800)
+        assert layout_problems(page) == []  # the figures followed
+        page.evaluate("() => { window.jupyterapp.shell.expandLeft(); }")
+        page.wait_for_timeout(800)
+        assert layout_problems(page) == []
         if handle:
             press_and_time(page, handle, key)
             page.wait_for_timeout(1500)  # the browser's echo reaches the kernel after the redraw

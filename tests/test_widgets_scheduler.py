@@ -71,7 +71,7 @@ def test_new_traffic_redraws_the_run_then_its_frontier(explorer):
     fig = explorer.figure
     assert "2 req/s" in fig.layout.title.text
     frontier = _trace(fig, "token budget (tokens/step)")
-    assert list(frontier.y) != frontier_before and len(frontier.y) == 5
+    assert list(frontier.y) != frontier_before and len(frontier.y) == 7
     star = _trace(fig, "current setting")
     point = list(frontier.text).index("2048")
     assert (star.x[0], star.y[0]) == (frontier.x[point], frontier.y[point])
@@ -108,8 +108,8 @@ def test_figure_builder_is_pure_and_complete():
     )
     fig = scheduler_figure(view)
     assert len(fig.data) == 7
-    budgets = [int(b) for b in _trace(fig, "token budget (tokens/step)").text]
-    assert budgets == [512, 1024, 2048, 4096, 8192]
+    budgets = list(_trace(fig, "token budget (tokens/step)").customdata)
+    assert budgets == [256, 512, 1024, 2048, 4096, 8192, 16384]  # every stop of the slider
 
 
 # ---- in a real JupyterLab (headless Chromium; see tests/test_browser.py for the recipe) --------
@@ -153,3 +153,44 @@ def test_moving_the_rate_survives_the_browsers_echo(explorer):
     echo_trace_deltas(explorer.figure)  # raised "truth value of an array ... is ambiguous"
     explorer.rate.value = 3.0
     echo_trace_deltas(explorer.figure)
+
+
+def test_overload_is_said_with_its_numbers():
+    """Issue 12: at 6 requests/s the queue grows without bound (TTFT p99 ~ a minute) and
+    nothing said so."""
+    from itlkit.plots.scheduler import figure_title, overloaded, waiting_at_end
+    from itlkit.widgets.scheduler import status_html
+
+    dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    config = SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=256)
+    common = dict(prompt_tokens=4096, output_tokens=768, config=config, window_seconds=120)
+    calm = scheduler_view(dep, rate_per_second=3, frontier=(), **common)
+    busy = scheduler_view(dep, rate_per_second=6, frontier=(), **common)
+    assert not overloaded(calm) and "OVERLOADED" not in figure_title(calm)
+    assert overloaded(busy) and waiting_at_end(busy) > 60
+    title = figure_title(busy)
+    assert "OVERLOADED: arrivals exceed what the engine can serve" in title
+    assert f"{waiting_at_end(busy)} requests waiting" in title
+    ttft = busy.result.summary().ttft_p99_seconds
+    assert ttft > 20 and f"TTFT p99 {ttft:.0f} s" in title
+    assert "OVERLOADED" in status_html(busy) and "OVERLOADED" not in status_html(calm)
+
+
+@pytest.mark.parametrize("chunked, disaggregated", [(False, False), (True, True)])
+def test_frontier_labels_never_stack_when_the_budget_barely_matters(chunked, disaggregated):
+    dep = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    config = SchedulerConfig(
+        max_num_batched_tokens=2048,
+        max_num_seqs=256,
+        enable_chunked_prefill=chunked,
+        disaggregated=disaggregated,
+    )
+    view = scheduler_view(dep, rate_per_second=3, prompt_tokens=4096, output_tokens=768,
+                          config=config, window_seconds=60)  # fmt: skip
+    frontier = _trace(scheduler_figure(view), "token budget (tokens/step)")
+    assert len(frontier.x) == 7
+    assert "lines" not in frontier.mode  # no zigzag line through noise
+    shown = [(x, y) for x, y, t in zip(frontier.x, frontier.y, frontier.text, strict=True) if t]
+    for i, (x1, y1) in enumerate(shown):  # labelled points are apart on at least one axis
+        for x2, y2 in shown[i + 1 :]:
+            assert abs(x1 - x2) > 0.03 * max(x1, x2) or abs(y1 - y2) > 0.03 * max(y1, y2)

@@ -17,9 +17,14 @@ def responsive(fig: go.Figure, *, height: int, width: int | None = None) -> go.F
     return fig
 
 
-def wrap(text: str, *, chars: int = TITLE_LINE_CHARS) -> str:
+def title_margin_px(title: str, *, below: int = 40) -> int:
+    """Top margin that holds `title`'s lines (about 18 px each at 13-14 px type) and `below`."""
+    return below + 18 * (title.count("<br>") + 1)
+
+
+def wrap(text: str, *, chars: int = TITLE_LINE_CHARS, small: bool = False) -> str:
     """`text` broken into lines of at most `chars` characters with plotly's `<br>`, at the
-    separators ' · ' first, then at spaces."""
+    separators ' · ' first, then at spaces; `small` sets every line in `<sub>`."""
     lines, line = [], ""
     for part in text.split(" · "):
         candidate = f"{line} · {part}" if line else part
@@ -32,4 +37,6 @@ def wrap(text: str, *, chars: int = TITLE_LINE_CHARS) -> str:
     out = []
     for one in lines:
         out += textwrap.wrap(one, chars, break_on_hyphens=False) if len(one) > chars else [one]
+    if small:
+        return "<br>".join(f"<sub>{line}</sub>" for line in out)
     return "<br>".join(out)

@@ -43,7 +43,9 @@ class DecodeView:
     mixed: StepTime
     capacity: Capacity
     batch_floor_seconds: np.ndarray  # the bandwidth floor: weights + KV read at HBM speed
-    batch_decode_seconds: np.ndarray  # the decode step: above the floor once GEMMs turn compute-bound
+    batch_decode_seconds: (
+        np.ndarray
+    )  # the decode step: above the floor once GEMMs turn compute-bound
     batch_mixed_seconds: np.ndarray
 
     @property
@@ -98,7 +100,9 @@ def figure_title(view: DecodeView) -> str:
     if view.compute_bound:
         numbers.append(f"decode step {view.decode.step_seconds / ms:.2f} ms (compute-bound)")
     if view.chunk_tokens:
-        numbers.append(f"with {view.chunk_tokens}-token chunk {view.mixed.step_seconds / ms:.2f} ms")
+        numbers.append(
+            f"with {view.chunk_tokens}-token chunk {view.mixed.step_seconds / ms:.2f} ms"
+        )
     if not view.fits:
         numbers.append("DOES NOT FIT IN MEMORY")
     return wrap(f"{setting} → " + " · ".join(numbers))

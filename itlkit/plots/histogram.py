@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from itlkit.metrics.histogram import Histogram, ModeTimeline, Summary
-from itlkit.plots._style import responsive, wrap
+from itlkit.plots._style import responsive
 from itlkit.units import format_percent, format_seconds
 
 OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from itlkit.physics.roofline import Deployment, decode_step
+from itlkit.plots._style import responsive, title_margin_px, wrap
 from itlkit.sim.scheduler import (
     SchedulerConfig,
     SimulationResult,
@@ -24,10 +25,16 @@ from itlkit.sim.scheduler import (
     transfer_bytes_per_token,
 )
 from itlkit.sim.workload import Workload, synthetic_workload
-from itlkit.plots._style import responsive, wrap
 from itlkit.units import MILLISECOND
 
-FRONTIER_BUDGETS = (512, 1024, 2048, 4096, 8192)
+# The token budgets the notebook offers, all on the frontier (the slider's every stop).
+FRONTIER_BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+# A run is overloaded when, at the end of the window, more requests wait to start than arrive in
+# this many seconds: the queue grows, and TTFT with it, faster than the engine serves (a stable
+# run ends with next to none waiting; rate 6/s at the defaults leaves ~420 waiting, 70 s worth).
+OVERLOAD_QUEUE_SECONDS = 10.0
+# Frontier points closer than this (relative, both axes) share one label.
+FRONTIER_SAME_POINT = 0.03
 FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)
 _FAST, _SLOW, _ARRIVAL = "#4C72B0", "#C44E52", "#55A868"
 
@@ -183,22 +190,71 @@ def with_frontier(view: SchedulerView) -> SchedulerView:
     return replace(view, frontier=frontier)
 
 
+def waiting_at_end(view: SchedulerView) -> int:
+    """Requests that arrived but had not started when the window ended (in flight - running)."""
+    running = int(view.result.step_running[-1]) if view.result.step_running.size else 0
+    return max(view.result.summary().requests_in_flight - running, 0)
+
+
+def overloaded(view: SchedulerView) -> bool:
+    """More than OVERLOAD_QUEUE_SECONDS of arrivals still waiting at the end: the queue grows."""
+    return waiting_at_end(view) > view.rate_per_second * OVERLOAD_QUEUE_SECONDS
+
+
+def overload_text(view: SchedulerView) -> str:
+    """The overload verdict with its numbers, or "" when the engine keeps up."""
+    if not overloaded(view):
+        return ""
+    s = view.result.summary()
+    return (
+        f"OVERLOADED: arrivals exceed what the engine can serve · TTFT p99 "
+        f"{s.ttft_p99_seconds:.0f} s · {waiting_at_end(view)} requests waiting, "
+        f"{s.requests_in_flight} in flight at the end"
+    )
+
+
 def figure_title(view: SchedulerView) -> str:
-    """Headline: ITL p50/p99, TTFT p99, running, floor; the setting in words."""
+    """Headline: ITL p50/p99, TTFT p99, running, floor (the overload verdict first when it
+    applies); the setting in words."""
     s = view.result.summary()
     c = view.config
     mode = "chunked prefill" if c.enable_chunked_prefill else "chunked prefill OFF"
     if c.disaggregated:
         mode += ", disaggregated"
     ms = MILLISECOND
-    return (
+    head = (
         f"ITL p50 {s.itl_p50_seconds / ms:.1f} ms, p99 {s.itl_p99_seconds / ms:.1f} ms · "
         f"TTFT p99 {s.ttft_p99_seconds:.2f} s · {view.mean_running:.0f} running on average · "
-        f"floor at that batch {view.floor_seconds / ms:.1f} ms<br>"
-        f"<sub>{view.deployment.label}, {view.rate_per_second:g} req/s, budget "
-        f"{c.max_num_batched_tokens} tokens/step, max_num_seqs {c.max_num_seqs}, {mode}; "
-        f"{s.preemptions} preemptions, {s.requests_in_flight} requests in flight at the end</sub>"
+        f"floor at that batch {view.floor_seconds / ms:.1f} ms"
     )
+    setting = (
+        f"{view.deployment.label}, {view.rate_per_second:g} req/s, budget "
+        f"{c.max_num_batched_tokens} tokens/step, max_num_seqs {c.max_num_seqs}, {mode} · "
+        f"{s.preemptions} preemptions, {s.requests_in_flight} requests in flight at the end"
+    )
+    verdict = overload_text(view)
+    verdict = f"<b>{wrap(verdict)}</b><br>" if verdict else ""
+    return verdict + wrap(head) + "<br>" + wrap(setting, chars=110, small=True)
+
+
+def _frontier_labels(points) -> list[str]:
+    """One label per group of points that sit on each other ("256-16384"), blanks for the rest,
+    so labels never print on top of each other."""
+    labels, anchor = [], None
+    for i, p in enumerate(points):
+        near = anchor is not None and all(
+            abs(a - b) <= FRONTIER_SAME_POINT * max(abs(a), abs(b), 1e-12)
+            for a, b in ((p.ttft_p99_seconds, points[anchor].ttft_p99_seconds),
+                         (p.itl_p99_seconds, points[anchor].itl_p99_seconds))
+        )  # fmt: skip
+        if near:
+            first = points[anchor].max_num_batched_tokens
+            labels[anchor] = f"{first}-{p.max_num_batched_tokens}"
+            labels.append("")
+        else:
+            anchor = i
+            labels.append(str(p.max_num_batched_tokens))
+    return labels
 
 
 def _steps(histogram, *, first_lower_seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -231,6 +287,7 @@ def trace_data(view: SchedulerView) -> list[dict]:
         p for p in points if p.max_num_batched_tokens == view.config.max_num_batched_tokens
     ]  # fmt: skip
     summary = r.summary()
+    chunk_matters = view.config.enable_chunked_prefill and not view.config.disaggregated
     return [
         # ITL share per bucket, drawn as steps as wide as each bucket: vLLM's, then fine.
         {"x": vllm_x / ms, "y": vllm_y},
@@ -246,7 +303,11 @@ def trace_data(view: SchedulerView) -> list[dict]:
         {
             "x": [p.ttft_p99_seconds for p in points],
             "y": [p.itl_p99_seconds / ms for p in points],
-            "text": [str(p.max_num_batched_tokens) for p in points],
+            "text": _frontier_labels(points),
+            "customdata": [p.max_num_batched_tokens for p in points],
+            # without chunked prefill, or with prefill elsewhere, the budget barely moves the
+            # run: the points are noise around one place, and a line through them would zigzag
+            "mode": "lines+markers+text" if chunk_matters else "markers+text",
         },
         {
             "x": [summary.ttft_p99_seconds],
@@ -282,9 +343,11 @@ def _label_axes(fig: go.Figure) -> None:
     """Axis titles (with units), scales and ranges of the four panels."""
     itl_range_ms = [np.log10(FINE_BUCKETS_SECONDS[0] / MILLISECOND), np.log10(5000)]
     fig.update_xaxes(type="log", range=itl_range_ms, title_text="ITL (ms), log scale", row=1, col=1)
-    fig.update_yaxes(title_text="share of ITL observations", tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(title_text="share of ITL observations", tickformat=".0%", rangemode="tozero",
+                     row=1, col=1)  # fmt: skip
     fig.update_xaxes(type="log", range=itl_range_ms, title_text="ITL (ms), log scale", row=1, col=2)
-    fig.update_yaxes(title_text="share of ITL observations", tickformat=".1%", row=1, col=2)
+    fig.update_yaxes(title_text="share of ITL observations", tickformat=".1%", rangemode="tozero",
+                     row=1, col=2)  # fmt: skip
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
     fig.update_yaxes(title_text="step duration (ms)", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(type="log", title_text="TTFT p99 (s), log scale", row=2, col=2)
@@ -295,6 +358,7 @@ def scheduler_figure(
     view: SchedulerView, *, width: int | None = None, height: int = 760
 ) -> go.Figure:
     """The whole notebook-02 figure: two ITL histograms, the step timeline, the frontier."""
+    title = figure_title(view)
     fig = make_subplots(
         rows=2,
         cols=2,
@@ -303,10 +367,10 @@ def scheduler_figure(
         vertical_spacing=0.16,
     )
     for (row, col, style), data in zip(_TRACE_STYLES, trace_data(view), strict=True):
-        fig.add_trace(go.Scatter(**style, **data), row=row, col=col)
+        fig.add_trace(go.Scatter(**{**style, **data}), row=row, col=col)
     fig.update_layout(
-        title=dict(text=figure_title(view), font=dict(size=13)),
-        margin=dict(l=60, r=20, t=90, b=50),
+        title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left"),
+        margin=dict(l=60, r=20, t=title_margin_px(title), b=50),
         legend=dict(orientation="h", y=-0.1),
     )
     _label_axes(fig)

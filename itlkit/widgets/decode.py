@@ -17,7 +17,7 @@ from itlkit.units import (
     format_seconds,
 )
 from itlkit.widgets._deployment import deployment_picker
-from itlkit.widgets._figure import figure_widget, update_traces
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
 from itlkit.widgets._style import error_banner, slider
 
 
@@ -66,7 +66,9 @@ class DecodeExplorer:
             control.observe(self.update, names="value")
         left = widgets.VBox(controls[:8])
         right = widgets.VBox(controls[8:])
-        self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+        self.view = widgets.VBox(
+            [widgets.HBox([left, right]), self.status, self.figure, FitFiguresToWidth()]
+        )
 
     def _build_workload_controls(
         self, *, batch_size: int, context_tokens: int, chunk_tokens: int

@@ -16,7 +16,7 @@ from itlkit.drill.grading import CLOSE, CORRECT, MISSING, STRONG_HIRE, WEAK, Ans
 from itlkit.drill.scenarios import Scenario, draw_scenario, question_text, worked_example
 from itlkit.plots.drill import answer_figure, figure_title, trace_data
 from itlkit.units import MILLISECOND
-from itlkit.widgets._figure import figure_widget, update_traces
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
 
 _WIDE = {"description_width": "190px"}
 _LAYOUT = widgets.Layout(width="560px")
@@ -143,6 +143,7 @@ class InterviewDrill:
                 self.figure,
                 widgets.HTML("<b>What the interviewer asks next</b> (unlocked after a check)"),
                 self.follow_ups,
+                FitFiguresToWidth(),
             ]
         )
 

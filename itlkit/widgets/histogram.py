@@ -29,7 +29,7 @@ from itlkit.plots.histogram import (
     summary_lines,
 )
 from itlkit.widgets._deployment import deployment_picker
-from itlkit.widgets._figure import figure_widget, plain
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain
 
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")
@@ -97,7 +97,14 @@ class HistogramExplorer:
             ]
         )
         self.view = widgets.VBox(
-            [controls, self.error, self.status, self.figure, self.series_figure]
+            [
+                controls,
+                self.error,
+                self.status,
+                self.figure,
+                self.series_figure,
+                FitFiguresToWidth(),
+            ]
         )
 
     # --- computations (pure, from the current controls) ------------------------------------

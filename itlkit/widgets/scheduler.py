@@ -9,20 +9,23 @@ import ipywidgets as widgets
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment
+from itlkit.plots._style import title_margin_px
 from itlkit.plots.scheduler import (
+    FRONTIER_BUDGETS,
     SchedulerView,
     figure_title,
+    overload_text,
     scheduler_figure,
     scheduler_view,
     trace_data,
     with_frontier,
 )
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
-from itlkit.widgets._figure import figure_widget, update_traces
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
 from itlkit.widgets._style import error_banner, slider
 
 _WIDE = {"description_width": "190px"}
-BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+BUDGETS = FRONTIER_BUDGETS
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 
 
@@ -72,7 +75,9 @@ class SchedulerExplorer:
             control.observe(self.update, names="value")
         left = widgets.VBox(self.controls[:4])
         right = widgets.VBox(self.controls[4:])
-        self.view = widgets.VBox([widgets.HBox([left, right]), self.status, self.figure])
+        self.view = widgets.VBox(
+            [widgets.HBox([left, right]), self.status, self.figure, FitFiguresToWidth()]
+        )
 
     def _build_controls(
         self,
@@ -176,7 +181,9 @@ class SchedulerExplorer:
         self._view = view
         with self.figure.batch_update():
             update_traces(self.figure, trace_data(view))
-            self.figure.layout.title.text = figure_title(view)
+            title = figure_title(view)
+            self.figure.layout.title.text = title
+            self.figure.layout.margin.t = title_margin_px(title)
         self.status.value = status_html(view)
 
 
@@ -196,4 +203,9 @@ def status_html(view: SchedulerView) -> str:
         ("engine steps simulated", f"{s.steps} in {view.window_seconds:.0f} s"),
     ]
     body = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows)
-    return f'<table style="font-size:13px">{body}</table>'
+    table = f'<table style="font-size:13px">{body}</table>'
+    verdict = overload_text(view)
+    if not verdict:
+        return table
+    head, _, numbers = verdict.partition(" · ")
+    return error_banner(head, numbers.replace(" · ", ", ")) + table
