@@ -111,6 +111,7 @@ def run(args) -> int:
 
     _check(args)
     dep = deployment_from_args(args)
+    _check_memory(args, dep)
     config = SchedulerConfig(
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs or min(1024, args.max_num_batched_tokens),
@@ -126,6 +127,7 @@ def run(args) -> int:
         host_overhead_seconds=args.host_overhead,
         until_seconds=args.duration,
     )
+    _check_something_finished(result)
     _export(args, result, model_name=dep.model.hf_id or dep.model.slug)
     if args.json:
         print(json.dumps(_json_values(result, dep, config), indent=2))
@@ -139,8 +141,49 @@ def _check(args) -> None:
         raise ConfigError(f"--efficiency must be in (0, 1], got {args.efficiency}")
     if args.host_overhead < 0 or not math.isfinite(args.host_overhead):
         raise ConfigError(f"--host-overhead must be >= 0 seconds, got {args.host_overhead}")
+    start = args.start_unix_seconds
+    if start is not None and not 9.46e8 <= start <= 4.1e9:
+        raise ConfigError(
+            f"--start-unix-seconds must be a Unix time between 2000 and 2099, got {start:g}"
+        )
     if args.shared_prefix_tokens < 0:
         raise ConfigError(f"--shared-prefix-tokens must be >= 0, got {args.shared_prefix_tokens}")
+
+
+MEMORY_LIMIT_BYTES = 4e9
+_BYTES_PER_STEP = 64  # the engine's per-step records (measured: 75 MB for 4 h, ~1.2 M steps)
+_BYTES_PER_REQUEST = 600  # per-request state and results
+
+
+def _check_memory(args, dep) -> None:
+    """Refuse, with the estimate, a simulation that would not fit in memory (before starting)."""
+    from itlkit.physics.roofline import decode_step
+
+    if args.workload:
+        return  # a file's size already bounds its requests
+    peak_rate = max(args.rate_profile.rates_per_second) if args.rate_profile else args.rate
+    requests = peak_rate * args.duration
+    fastest_step = float(decode_step(dep, batch_size=1, context_tokens=1).step_seconds)
+    steps = args.duration / fastest_step
+    needed = requests * _BYTES_PER_REQUEST + min(steps, requests * 8192) * _BYTES_PER_STEP
+    if needed > MEMORY_LIMIT_BYTES:
+        raise ConfigError(
+            f"this run would simulate about {requests:,.0f} requests over up to {steps:,.0f} "
+            f"steps and need about {needed / 1e9:,.1f} GB (limit {MEMORY_LIMIT_BYTES / 1e9:g} "
+            "GB): shorten --duration or lower --rate"
+        )
+
+
+def _check_something_finished(result) -> None:
+    summary = result.summary()
+    if summary.requests_finished == 0:
+        why = (
+            "the workload is empty" if result.workload.num_requests == 0
+            else f"none of its {result.workload.num_requests:,} requests could finish in "
+            f"{summary.simulated_seconds:g} s (a prompt longer than the KV cache, or too short "
+            "a --duration)"
+        )  # fmt: skip
+        raise ConfigError(f"no request finished: {why}")
 
 
 def _workload(args):

@@ -390,8 +390,10 @@ def read_vllm_bench_result(path: str | Path, *, seed: Seed = None) -> Workload:
 def read_workload(path: str | Path, *, seed: Seed = None) -> Workload:
     """Read a workload from a CSV or a vllm bench result JSON, by extension."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{path}: no such workload file")
+    if not path.is_file():  # /dev/zero, a FIFO or a folder would never end or block
+        raise ConfigError(f"{path}: not a regular file")
     if path.suffix.lower() == ".json":
         return read_vllm_bench_result(path, seed=seed)
     if path.suffix.lower() == ".csv":
