@@ -1,4 +1,5 @@
 # make lab    - create .venv, install itlkit with the notebook extras, open JupyterLab on notebooks/
+# make present - serve the notebooks with Voila: code hidden, widgets live (PRESENT_PORT=8866)
 # make test   - lint + the whole test suite (unit, notebooks executed, Prometheus, browser)
 # make bench  - run every benchmarks/bench_*.py
 # make clean  - remove .venv and everything the tests and tools leave behind
@@ -15,7 +16,7 @@ LAB_NOTEBOOK ?= 01_decode_floor.ipynb
 NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: lab test lint bench clean
+.PHONY: lab present test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +42,12 @@ lab: $(NOTEBOOKS_STAMP)
 		--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOK) \
 		--LabApp.news_url=None \
 		--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+
+# Voila lists notebooks/ at http://localhost:$(PRESENT_PORT)/; each opens as an app (code hidden).
+PRESENT_PORT ?= 8866
+present: $(NOTEBOOKS_STAMP)
+	$(BIN)/voila notebooks --no-browser --port=$(PRESENT_PORT) --Voila.ip=127.0.0.1 \
+		--show_tracebacks=True
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
