@@ -194,3 +194,11 @@ def test_frontier_labels_never_stack_when_the_budget_barely_matters(chunked, dis
     for i, (x1, y1) in enumerate(shown):  # labelled points are apart on at least one axis
         for x2, y2 in shown[i + 1 :]:
             assert abs(x1 - x2) > 0.03 * max(x1, x2) or abs(y1 - y2) > 0.03 * max(y1, y2)
+
+
+def test_a_redraw_says_recomputing_while_it_runs(explorer):
+    seen = []
+    explorer.busy.observe(lambda change: seen.append(change["new"]), names="value")
+    explorer.rate.value = 3.5
+    explorer.rate.value = 3.0
+    assert "recomputing" in seen[0] and seen[-1] == "" and explorer.busy.value == ""

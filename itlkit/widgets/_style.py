@@ -25,6 +25,16 @@ def slider(kind, description: str, *, simulated: bool = False, **kwargs):
     return labelled(kind, description, **kwargs)
 
 
+BUSY_HTML = '<span style="color:#8a6d00">⟳ recomputing…</span>'
+
+
+def busy_label():
+    """An HTML line that reads "recomputing…" while a slow update runs (empty otherwise)."""
+    label = widgets.HTML("")
+    label.add_class("itlkit-busy")
+    return label
+
+
 def error_banner(title: str, message: str) -> str:
     """A red HTML banner: `title` in bold, then the message (escaped)."""
     return (

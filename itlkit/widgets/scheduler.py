@@ -22,7 +22,7 @@ from itlkit.plots.scheduler import (
 )
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
-from itlkit.widgets._style import error_banner, slider
+from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner, slider
 
 _WIDE = {"description_width": "190px"}
 BUDGETS = FRONTIER_BUDGETS
@@ -56,6 +56,7 @@ class SchedulerExplorer:
             max_num_seqs=max_num_seqs,
         )
         self.status = widgets.HTML()
+        self.busy = busy_label()
         self._frontier, self._frontier_key = (), None
         view, key, _ = self._compute()
         self._view = with_frontier(view)
@@ -76,7 +77,7 @@ class SchedulerExplorer:
         left = widgets.VBox(self.controls[:4])
         right = widgets.VBox(self.controls[4:])
         self.view = widgets.VBox(
-            [widgets.HBox([left, right]), self.status, self.figure, FitFiguresToWidth()]
+            [widgets.HBox([left, right]), self.busy, self.status, self.figure, FitFiguresToWidth()]
         )
 
     def _build_controls(
@@ -165,17 +166,21 @@ class SchedulerExplorer:
         The run's panels are redrawn first; when the traffic changed, the frontier (five more
         runs) follows in a second update, so the histograms never wait for it.
         """
+        # Sent to the page before the simulations start: the reader sees the wait.
+        self.busy.value = BUSY_HTML
         try:
             view, key, stale = self._compute()
         except (ConfigError, UnknownNameError) as exc:
             self.status.value = error_banner("Cannot run:", str(exc))
             self.figure.layout.title.text = f"cannot run this setting: {exc}"
+            self.busy.value = ""
             return
         self._draw(view)
         if stale:
             view = with_frontier(view)
             self._frontier, self._frontier_key = view.frontier, key
             self._draw(view)
+        self.busy.value = ""
 
     def _draw(self, view: SchedulerView) -> None:
         self._view = view
