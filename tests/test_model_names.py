@@ -69,3 +69,28 @@ def test_given_values_are_not_assumptions():
     doc = _diagnose_json(page, *given)
     assert doc["assumptions"] == []
     assert doc["gpu"] == "l4"
+
+
+def _two_model_page(tmp_path):
+    text = (REAL / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom").read_text()
+    served = "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"
+    other = "\n".join(
+        line.replace(served, "Qwen/Qwen2.5-7B-Instruct")
+        for line in text.splitlines()
+        if line.startswith("vllm:") and served in line
+    )
+    page = tmp_path / "two.prom"
+    page.write_text(text + other + "\n")
+    return page
+
+
+def test_two_served_models_need_a_choice(tmp_path):
+    page = _two_model_page(tmp_path)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["diagnose", str(page)]) == 2
+    assert "the metrics hold 2 models" in err.getvalue() and "--model-name" in err.getvalue()
+    qwen = _diagnose_json(str(page), "--model-name", "Qwen/Qwen2.5-7B-Instruct")
+    assert qwen["model"] == "qwen2.5-7b"
+    alone = _diagnose_json(str(REAL / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom"))
+    assert qwen["itl"]["count"] == alone["itl"]["count"]  # the copy, not the sum of both

@@ -28,6 +28,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def above_one(text: str) -> float:
+    """A finite factor > 1 (a slow mode is slower than the floor), or a clear argparse error."""
+    value = positive_float(text)
+    if not value > 1:
+        raise argparse.ArgumentTypeError(f"must be a factor above 1, got {text}")
+    return value
+
+
 def fraction(text: str) -> float:
     """A number in (0, 1], such as an efficiency or a memory share, or a clear argparse error."""
     value = positive_float(text)

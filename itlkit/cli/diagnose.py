@@ -32,6 +32,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="scrape files or folders")
     p.add_argument("--prometheus", metavar="URL", help="a Prometheus server's base URL")
+    p.add_argument("--model-name", help="only this model_name label (pages serving several)")
     p.add_argument("--start", help="with --prometheus: start time (RFC 3339 or unix seconds)")
     p.add_argument("--end", help="with --prometheus: end time (RFC 3339 or unix seconds)")
     add_deployment_arguments(p, inferred=True)
@@ -55,7 +56,7 @@ def run(args) -> int:
     """Diagnose and print a short postmortem (or JSON)."""
     if bool(args.paths) == bool(args.prometheus):
         raise ValueError("give scrape PATHs or --prometheus URL (with --start and --end), not both")
-    frame = None if args.prometheus else read_paths(args.paths)
+    frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
     assumptions = fill_deployment_from_metrics(args, _served_names(frame))
     deployment = deployment_from_args(args)
     if args.prometheus:
@@ -82,6 +83,22 @@ def run(args) -> int:
         print("\n".join(f"assumed: {a}" for a in assumptions) + ("\n" if assumptions else ""))
         print(to_text(build_report(result)))
     return 0
+
+
+def _chosen_model(frame, model_name: str | None):
+    """The rows of one served model: the one asked for, or the only one; several is an error."""
+    names = _served_names(frame) or sorted({str(n) for n in frame["model_name"].unique()} - {""})
+    if model_name is not None:
+        if model_name not in names:
+            raise ValueError(f"no model_name {model_name!r} in the metrics (they hold: "
+                             f"{', '.join(repr(n) for n in names) or 'none'})")  # fmt: skip
+        return frame[frame["model_name"].isin([model_name, ""])]
+    if len(names) > 1:
+        raise ValueError(
+            f"the metrics hold {len(names)} models ({', '.join(repr(n) for n in names[:8])}); "
+            "choose one with --model-name"
+        )
+    return frame[frame["model_name"].isin([*names, ""])]
 
 
 def _served_names(frame) -> list[str]:
