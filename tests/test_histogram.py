@@ -117,11 +117,14 @@ def test_create_rejects_bad_histograms(bounds, counts, message):
         Histogram.create(upper_bounds=bounds, cumulative_counts=counts, sum=1.0, where="f.prom")
 
 
-def test_create_names_where_and_rejects_nan_sum_and_wrong_count():
-    with pytest.raises(HistogramError, match=r"^f\.prom: histogram sum or count is NaN"):
+def test_create_names_where_and_rejects_nan_count_and_wrong_count():
+    with pytest.raises(HistogramError, match=r"^f\.prom: histogram count is NaN"):
         Histogram.create(
-            upper_bounds=[1, INF], cumulative_counts=[1, 2], sum=math.nan, where="f.prom"
+            upper_bounds=[1, INF], cumulative_counts=[1, 2], sum=1.0, count=math.nan, where="f.prom"
         )
+    # A NaN sum is "not known" (a page without _sum): the quantiles hold, the mean is NaN.
+    unknown = Histogram.create(upper_bounds=[1, INF], cumulative_counts=[1, 2], sum=math.nan)
+    assert math.isnan(unknown.mean) and unknown.quantile(0.25) == pytest.approx(0.5)
     with pytest.raises(HistogramError, match="count 5 differs"):
         Histogram.create(upper_bounds=[1, INF], cumulative_counts=[1, 2], sum=1, count=5)
 

@@ -7,6 +7,7 @@ it, from the exposition format's rules and from arithmetic on the page's own num
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from test_sources import HEAD, itl_lines, page
@@ -137,3 +138,37 @@ def test_counts_that_overflow_when_added_are_refused():
     )
     with pytest.raises(SourceError, match="overflow"):
         _read(big)
+
+
+NO_SUM = "\n".join(line for line in GOOD.split("\n") if "_sum" not in line)
+NO_INF = "\n".join(line for line in GOOD.split("\n") if 'le="+Inf"' not in line)
+
+
+def test_page_without_sum_gives_quantiles_and_no_mean():
+    s = _read(NO_SUM)
+    assert s.counts.tolist() == [100] and math.isnan(s.sums[0])
+    assert any("no _sum samples" in note and "mean is unknown" in note for note in s.notes)
+    h = s.snapshot(0)
+    assert math.isnan(h.mean)
+    # 90 of 100 observations <= 10 ms: the median interpolates to 50/90 of the first bucket.
+    assert h.quantile(0.5) == pytest.approx(0.01 * 50 / 90)
+
+
+def test_page_without_inf_bucket_says_so_and_keeps_its_buckets():
+    s = _read(NO_INF)
+    assert s.upper_bounds[-1] == math.inf and s.cumulative_counts[0, -1] == 100  # from _count
+    assert any("no +Inf bucket" in n and "histogram_quantile would return NaN" in n
+               for n in s.notes)  # fmt: skip
+
+
+def test_partial_pages_in_the_cli_are_warnings_not_errors(tmp_path, capsys):
+    from itlkit.cli import main
+
+    for name, text in (("nosum.prom", NO_SUM), ("noinf.prom", NO_INF)):
+        (tmp_path / name).write_text(text)
+        assert main(["histogram", str(tmp_path / name), "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["warnings"] and doc["count"] == 100
+    assert main(["histogram", str(tmp_path / "nosum.prom")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("warning: itl: no _sum samples") and "mean n/a" in out

@@ -31,13 +31,13 @@ ANSWERS = {
             "status": "success",
             "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[1, "abc"]]}]},
         }
-    ),  # fmt: skip
+    ),
     "/no-le": json.dumps(
         {
             "status": "success",
             "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[1, "2"]]}]},
         }
-    ),  # fmt: skip
+    ),
     "/deep": b"[" * 100_000 + b"]" * 100_000,
 }
 

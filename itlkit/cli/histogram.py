@@ -213,7 +213,11 @@ def _histogram_doc(args, paths: list[str]) -> tuple[dict, str]:
         h, quantiles=QUANTILES, floor_seconds=args.floor_seconds, slow_factor=args.slow_factor
     )
     kw = dict(metric_key=args.metric, family=family, scrapes=len(series), window=window)
-    return to_json(summary, **kw), to_text(summary, **kw)
+    doc, text = to_json(summary, **kw), to_text(summary, **kw)
+    if series.notes:
+        doc["warnings"] = list(series.notes)
+        text = "\n".join(f"warning: {note}" for note in series.notes) + "\n" + text
+    return doc, text
 
 
 def run(args) -> int:

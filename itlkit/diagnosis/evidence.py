@@ -260,6 +260,7 @@ def _itl_windows(frame: pd.DataFrame, window_seconds: float, notes: list[str]):
             "the metrics hold no ITL histogram (vllm:inter_token_latency_seconds or "
             f"vllm:time_per_output_token_seconds): {exc}"
         ) from None
+    notes.extend(itl.notes)
     times = itl.timestamps_seconds
     if len(itl) >= 2 and not np.all(np.isfinite(times)):
         raise EvidenceError(

@@ -70,8 +70,9 @@ class Histogram:
                 f"but le={_fmt(bounds[i + 1])} has {counts[i + 1]:g}"
             )
         total = counts[-1] if count is None else float(count)
-        if math.isnan(total) or math.isnan(float(sum)):
-            raise HistogramError(f"{at}histogram sum or count is NaN")
+        if math.isnan(total):
+            raise HistogramError(f"{at}histogram count is NaN")
+        # A NaN sum means "not known" (a page without `_sum`): quantiles hold, the mean is NaN.
         if not math.isclose(total, counts[-1], rel_tol=1e-9, abs_tol=1e-9):
             raise HistogramError(f"{at}count {total:g} differs from the +Inf bucket {counts[-1]:g}")
         bounds.flags.writeable = False
@@ -146,6 +147,8 @@ class HistogramSeries:
     # Times of the scrapes at which some series' counters went down (a restart); the counts
     # above already carry on across them (`metrics.series` corrects each series, then sums).
     reset_times_seconds: tuple[float, ...] = field(default=())
+    # What the reader had to assume about the input (a page without _sum or +Inf), in words.
+    notes: tuple[str, ...] = field(default=())
 
     def __len__(self) -> int:
         return int(self.timestamps_seconds.size)

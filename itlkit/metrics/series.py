@@ -63,15 +63,17 @@ def histogram_series(
     rows = _with_series_ids(rows)
     _check_duplicates(rows, order)
     table = _bucket_table(rows, metric_key, order)
+    sums, totals, notes = _sums_and_counts(rows, table, order, metric_key)
+    table, inf_note = _with_inf_bucket(table, totals, metric_key, order)
+    notes += inf_note
     bounds = np.asarray(table.columns, dtype=float)
     counts = table.to_numpy()
-    sums, totals = _sums_and_counts(rows, table, order)
     sources = order["source"].to_numpy()
     _check_histograms(table, bounds, counts, sums, totals, sources)
     _check_sums(table, bounds, counts, sums, sources)
     values = np.column_stack([counts, sums, totals])
     carried, reset_scrapes = _carried_over_resets(table.index, values, scrapes=len(order))
-    if not np.isfinite(carried).all():
+    if not np.isfinite(carried[:, :-2]).all() or np.isinf(carried[:, -2:]).any():
         raise SourceError(
             f"{sources[0]}: {metric_key} counts overflow when added up across series and "
             "scrapes (values near 1e308 are not real counts)"
@@ -86,6 +88,7 @@ def histogram_series(
         counts=carried[:, -1],
         sources=tuple(sources),
         reset_times_seconds=tuple(float(times[i]) for i in reset_scrapes),
+        notes=notes,
     )
 
 
@@ -177,24 +180,51 @@ def _bucket_table(rows: pd.DataFrame, metric_key: str, order: pd.DataFrame) -> p
 
 
 def _sums_and_counts(
-    rows: pd.DataFrame, table: pd.DataFrame, order: pd.DataFrame
-) -> tuple[np.ndarray, np.ndarray]:
-    """The `_sum` and `_count` of every row of the bucket table."""
+    rows: pd.DataFrame, table: pd.DataFrame, order: pd.DataFrame, metric_key: str
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """The `_sum` and `_count` of every row of the bucket table, and what had to be assumed.
+
+    Without `_sum` anywhere the quantiles still hold and the mean is unknown (NaN); without
+    `_count` it is the +Inf bucket's count, which Prometheus defines it to equal.
+    """
     sums_counts = (
         rows[rows["sample"].isin(["sum", "count"])]
         .pivot_table(
-            index=["scrape", "series"],
-            columns="sample",
-            values="value",
-            aggfunc="first",
+            index=["scrape", "series"], columns="sample", values="value", aggfunc="first",
             observed=True,
         )
         .reindex(table.index)
-    )
-    if "sum" not in sums_counts or "count" not in sums_counts or sums_counts.isna().any().any():
+    )  # fmt: skip
+    notes = []
+    if "sum" not in sums_counts or sums_counts["sum"].isna().all():
+        sums_counts["sum"] = np.nan
+        notes.append(
+            f"{metric_key}: no _sum samples: quantiles and buckets hold, the mean is unknown"
+        )
+    if "count" not in sums_counts and math.isinf(float(table.columns[-1])):
+        sums_counts["count"] = table.to_numpy()[:, -1]
+    known_sums = sums_counts["sum"].notna().any()
+    if (
+        "count" not in sums_counts
+        or sums_counts["count"].isna().any()
+        or (known_sums and sums_counts["sum"].isna().any())
+    ):
         scrape, series = table.index[0]
         raise SourceError(f"{order['source'][scrape]}: {series} lacks its _sum or _count sample")
-    return sums_counts["sum"].to_numpy(), sums_counts["count"].to_numpy()
+    return sums_counts["sum"].to_numpy(), sums_counts["count"].to_numpy(), tuple(notes)
+
+
+def _with_inf_bucket(table, totals, metric_key: str, order) -> tuple[pd.DataFrame, tuple]:
+    """A table without the +Inf bucket gets it from `_count` (equal by definition), with a note."""
+    if math.isinf(float(table.columns[-1])):
+        return table, ()
+    scrape, _ = table.index[0]
+    note = (
+        f"{order['source'][scrape]}: {metric_key} has no +Inf bucket (the page looks truncated "
+        "or hand-edited; Prometheus' histogram_quantile would return NaN): it is taken from "
+        "_count, which must equal it"
+    )
+    return table.assign(**{"inf": totals}).rename(columns={"inf": math.inf}), (note,)
 
 
 def _check_histograms(table, bounds, counts, sums, totals, sources) -> None:
@@ -231,7 +261,7 @@ def _check_sums(table, bounds, counts, sums, sources) -> None:
     most = np.where(
         per_bucket[:, ~finite].sum(axis=1) > 0, np.inf, per_bucket[:, finite] @ bounds[finite]
     )
-    bad = (sums < least - slack) | (sums > most + slack) | ~np.isfinite(sums)
+    bad = (sums < least - slack) | (sums > most + slack) | np.isinf(sums)  # NaN: not known
     if not bad.any():
         return
     i = int(np.argmax(bad))
