@@ -15,7 +15,7 @@ pytestmark = pytest.mark.browser
 NOTEBOOKS = {
     "01_decode_floor.ipynb": (1, ".itlkit-batch .noUi-handle", "ArrowRight"),
     "02_chunked_prefill.ipynb": (1, ".itlkit-rate .noUi-handle", "ArrowRight"),
-    "03_reading_the_histogram.ipynb": (2, ".itlkit-hist-batch .noUi-handle", "ArrowRight"),
+    "03_reading_the_histogram.ipynb": (1, ".itlkit-hist-batch .noUi-handle", "ArrowRight"),
     "05_interview_drill.ipynb": (1, None, None),
 }
 

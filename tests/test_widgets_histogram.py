@@ -143,3 +143,12 @@ def test_changing_the_source_survives_the_browsers_echo(examples):
     echo_trace_deltas(ex.series_figure)
     ex.batch.value = 12
     echo_trace_deltas(ex.figure)
+
+
+def test_title_says_which_floor_is_assumed(examples):
+    """Issue 12: a page was judged against the default Llama-3.1-8B / H100 floor with no hint."""
+    ex = HistogramExplorer(examples=examples)
+    title = ex.figure.layout.title.text
+    assert "assumed for llama-3.1-8b, h100-sxm, batch 64, 4096 tokens" in title
+    ex.batch.value = 12
+    assert "batch 12," in ex.figure.layout.title.text  # the title follows the floor's inputs

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from itlkit.metrics.histogram import Histogram, ModeTimeline, Summary
-from itlkit.plots._style import responsive
+from itlkit.plots._style import responsive, title_margin_px
 from itlkit.units import format_percent, format_seconds
 
 OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn
@@ -192,11 +192,11 @@ def histogram_figure(
         marks.append(floor_seconds * slow_factor)
     fig = go.Figure(traces)
     fig.update_layout(
-        title=title or None,
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)) if title else None,
         xaxis=dict(type="log", title="latency (s, log scale)", range=_x_range(bars, marks)),
         yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
-        margin=dict(l=70, r=20, t=60, b=40),
+        margin=dict(l=70, r=20, t=title_margin_px(title) if title else 30, b=40),
     )
     return responsive(fig, height=460)
 

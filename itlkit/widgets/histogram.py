@@ -22,12 +22,14 @@ from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
 from itlkit.physics.roofline import decode_step
+from itlkit.plots._style import wrap
 from itlkit.plots.histogram import (
     empty_series_figure,
     histogram_figure,
     series_figure,
     summary_lines,
 )
+from itlkit.units import format_seconds
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain
 
@@ -135,7 +137,11 @@ class HistogramExplorer:
         summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
         label = f"({self.model.value}, {self.gpu.value}, batch {self.batch.value}, "
         label += f"{self.context.value} tokens)"
-        title = f"{html.escape(self._source)} · {self.metric.value} · {span}"
+        title = wrap(f"{html.escape(self._source)} · {self.metric.value} · {span}")
+        # which floor the histogram is judged against, always in sight (it is an assumption)
+        title += "<br>" + wrap(
+            f"floor {format_seconds(floor)} assumed for {html.escape(label[1:-1])}", small=True
+        )
         hist_fig = histogram_figure(
             summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
         )
