@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 # The toolbar reads "idle" before any kernel is attached; running cells then pops "Select Kernel"
 # and the test hangs (pitfall 2). Wait for the session's own kernel instead.
 KERNEL_READY = """() => {
@@ -131,7 +133,12 @@ def cell_errors(page) -> list[str]:
     return page.locator(".jp-OutputArea-output[data-mime-type*='error']").all_text_contents()
 
 
-def layout_problems(page) -> list[str]:
+def layout_problems(page, *, settle_ms: int = 8_000) -> list[str]:
+    """What is wrong with the page's layout once it has had `settle_ms` to settle (or now)."""
+    try:
+        page.wait_for_function(f"() => ({LAYOUT_PROBLEMS})().length === 0", timeout=settle_ms)
+    except PlaywrightTimeout:
+        pass  # the problems still there are the answer
     return page.evaluate(LAYOUT_PROBLEMS)
 
 

@@ -44,36 +44,49 @@ def update_traces(figure: go.FigureWidget, data: Iterable[Mapping]) -> None:
 # plotly's FigureWidget draws itself before JupyterLab or Voila has attached it to the page, so
 # an autosized figure starts at plotly's default 700 px and never hears of later size changes
 # (its resize hooks are Lumino messages, which anywidget views do not get). This watcher sits in
-# the explorer's box and turns every change of the box's size into the window resize event that
-# responsive plotly figures listen to: right width at first draw, and after the side panel or
-# the window changes.
+# the explorer's box and refits every figure in it whose drawn width differs from its container's:
+# when the box or a figure changes size, and on a short schedule after each change (a figure
+# drawn while still hidden ignores the first refit). A responsive figure keeps its refit handler
+# on its element (`_responsiveChartHandler`); the window resize event it listens to is the
+# fallback.
 _FIT_ESM = """
 export default {
   render({ el }) {
     el.classList.add("itlkit-fit-figures");
-    let frame = 0;
-    const fit = () => {
-      cancelAnimationFrame(frame);
-      frame = requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
+    let box = null, tries = 0, checks = [];
+    const misfit = (gd) => {
+      const svg = gd.querySelector(".main-svg"), host = gd.parentElement;
+      if (!svg || !host || !gd.offsetParent) return false;
+      return Math.abs(svg.getBoundingClientRect().width - host.clientWidth) > 2;
     };
-    // the box, and each figure once drawn: a figure first drawn at 700 px is refitted at once
+    const refit = () => {
+      const figures = [...box.querySelectorAll(".js-plotly-plot")].filter(misfit);
+      figures.forEach((gd) => gd._responsiveChartHandler && gd._responsiveChartHandler());
+      if (figures.some((gd) => !gd._responsiveChartHandler)) {
+        window.dispatchEvent(new Event("resize"));
+      }
+    };
+    const fit = () => {  // now, and again while the page settles
+      checks.forEach(clearTimeout);
+      checks = [0, 100, 300, 700, 1500, 3000, 6000].map((ms) => setTimeout(refit, ms));
+    };
     const sizes = new ResizeObserver(fit);
     const seen = new WeakSet();
-    const scan = (box) => box.querySelectorAll(".main-svg").forEach((svg) => {
-      if (!seen.has(svg)) { seen.add(svg); sizes.observe(svg); }
+    const scan = () => box.querySelectorAll(".main-svg").forEach((svg) => {
+      if (!seen.has(svg)) { seen.add(svg); sizes.observe(svg); fit(); }
     });
-    let box = null, tries = 0;
-    const drawn = new MutationObserver(() => scan(box));
+    const drawn = new MutationObserver(scan);
     const watch = () => {
       // anywidget renders into a detached element: wait until it is in the page, in the box
-      if (!el.isConnected) { if (tries++ < 600) requestAnimationFrame(watch); return; }
+      if (!el.isConnected) { if (tries++ < 1200) requestAnimationFrame(watch); return; }
       box = el.closest(".widget-box") || el.parentElement;
       sizes.observe(box);
       drawn.observe(box, { childList: true, subtree: true });
-      scan(box);
+      scan();
+      fit();
     };
     watch();
-    return () => { sizes.disconnect(); drawn.disconnect(); };
+    return () => { sizes.disconnect(); drawn.disconnect(); checks.forEach(clearTimeout); };
   }
 };
 """
