@@ -152,3 +152,34 @@ def test_title_says_which_floor_is_assumed(examples):
     assert "assumed for llama-3.1-8b, h100-sxm, batch 64, 4096 tokens" in title
     ex.batch.value = 12
     assert "batch 12," in ex.figure.layout.title.text  # the title follows the floor's inputs
+
+
+def _upload(name: str, text: str) -> dict:
+    now = dt.datetime.now(dt.UTC)
+    return {"name": name, "type": "text/plain", "size": len(text), "last_modified": now,
+            "content": memoryview(text.encode())}  # fmt: skip
+
+
+def test_choosing_the_example_again_after_an_upload_redraws_it(examples):
+    """Issue 12a: after an upload, re-choosing the example shown before did nothing."""
+    ex = HistogramExplorer(examples=examples)
+    ex.example.value = "series"
+    ex.upload.value = (_upload("mine-20261202T130000Z.prom", ONE),)
+    assert "mine-20261202T130000Z.prom" in ex.figure.layout.title.text
+    assert ex.example.value is None  # the dropdown no longer claims the example is shown
+    ex.example.value = "series"
+    assert "series · itl · window of 3 scrapes" in ex.figure.layout.title.text
+    assert _trace(ex.figure, "p50").x[0] == pytest.approx(0.01 + 0.015 * 100 / 140)
+
+
+def test_a_failed_upload_marks_the_plot_it_leaves_as_stale(examples):
+    """Issue 12b: a failed upload left the previous plot and title under a small red line."""
+    ex = HistogramExplorer(examples=examples)
+    ex.upload.value = (_upload("bad.prom", "<html>502</html>\n"),)
+    title = ex.figure.layout.title.text
+    assert title.startswith('<span style="color:#c00">not updated: bad.prom could not be read')
+    assert "still showing one page" in title
+    assert ex.figure.layout.margin.t >= 40 + 18 * (title.count("<br>") + 1)  # room for it
+    ex.example.value = "series"  # a good source clears the mark
+    assert "not updated" not in ex.figure.layout.title.text
+    assert ex.error.value == ""

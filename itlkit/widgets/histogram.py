@@ -183,6 +183,8 @@ class HistogramExplorer:
         self._show()
 
     def _on_example(self, change) -> None:
+        if change["new"] is None:  # cleared after an upload: nothing to load
+            return
         try:
             self._frame = read_paths([self.examples[change["new"]]])
         except _ERRORS as exc:
@@ -205,6 +207,8 @@ class HistogramExplorer:
             self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
             return
         self._source = ", ".join(sorted(texts)) if len(texts) <= 2 else f"{len(texts)} uploads"
+        # the dropdown no longer names what is shown, and choosing any example is a change again
+        self.example.value = None
         self._show()
 
 
