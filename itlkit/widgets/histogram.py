@@ -22,7 +22,7 @@ from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
 from itlkit.physics.roofline import decode_step
-from itlkit.plots._style import wrap
+from itlkit.plots._style import title_margin_px, wrap
 from itlkit.plots.histogram import (
     empty_series_figure,
     histogram_figure,
@@ -36,6 +36,7 @@ from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")
 QUANTILES = (0.5, 0.9, 0.99)
+_STALE = '<span style="color:#c00">'
 _ERRORS = (SourceError, ConfigError, UnknownNameError, ValueError, OSError)
 
 
@@ -85,6 +86,7 @@ class HistogramExplorer:
         self._frame = read_paths([self.examples[self.example.value]])
         self._source = self.example.value
         hist_fig, series_fig = self._figures()
+        self._title = hist_fig.layout.title.text  # the last good title, under a failure's mark
         self.figure = figure_widget(hist_fig)
         self.series_figure = figure_widget(series_fig)
         self.example.observe(self._on_example, names="value")
@@ -171,12 +173,23 @@ class HistogramExplorer:
         try:
             hist_fig, series_fig = self._figures()
         except _ERRORS as exc:
-            self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
+            self._fail(str(exc), what="this setting could not be drawn")
             return
         self.error.value = ""
+        self._title = hist_fig.layout.title.text
         for target, source in ((self.figure, hist_fig), (self.series_figure, series_fig)):
             with target.batch_update():
                 _copy(target, source)
+
+    def _fail(self, message: str, *, what: str) -> None:
+        """Say what failed under the controls and mark the figure left in sight as stale."""
+        self.error.value = f'<span style="color:#c00">error: {html.escape(message)}</span>'
+        mark = wrap(f"not updated: {what} · still showing {self._source}")
+        title = "<br>".join(f'{_STALE}{html.escape(line)}</span>' for line in mark.split("<br>"))
+        title += "<br>" + self._title
+        with self.figure.batch_update():
+            self.figure.layout.title.text = title
+            self.figure.layout.margin.t = title_margin_px(title)
 
     def update(self, change=None) -> None:
         """Recompute and redraw from the current controls."""
@@ -188,7 +201,7 @@ class HistogramExplorer:
         try:
             self._frame = read_paths([self.examples[change["new"]]])
         except _ERRORS as exc:
-            self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
+            self._fail(str(exc), what=f"{change['new']} could not be read")
             return
         self._source = change["new"]
         self._show()
@@ -197,14 +210,15 @@ class HistogramExplorer:
         files = change["new"]
         if not files:
             return
+        names = ", ".join(sorted(str(f["name"]) for f in files))
         try:
             texts = {f["name"]: bytes(f["content"]).decode("utf-8") for f in files}
             self._frame = read_texts(texts)
         except UnicodeDecodeError as exc:
-            self.error.value = f'<span style="color:#c00">error: not UTF-8 text ({exc})</span>'
+            self._fail(f"not UTF-8 text ({exc})", what=f"{names} could not be read")
             return
         except _ERRORS as exc:
-            self.error.value = f'<span style="color:#c00">error: {html.escape(str(exc))}</span>'
+            self._fail(str(exc), what=f"{names} could not be read")
             return
         self._source = ", ".join(sorted(texts)) if len(texts) <= 2 else f"{len(texts)} uploads"
         # the dropdown no longer names what is shown, and choosing any example is a change again
