@@ -20,6 +20,24 @@ NOTEBOOKS = {
 }
 
 
+# Text drawn on the plots (marker labels) that overlaps other such text in the same figure.
+OVERLAPPING_TEXT = """() => {
+    const problems = [];
+    document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
+        const boxes = [...plot.querySelectorAll('.scatterlayer .textpoint text')]
+            .filter((t) => t.textContent.trim())
+            .map((t) => [t.textContent, t.getBoundingClientRect()]);
+        boxes.forEach(([a, p], j) => boxes.slice(j + 1).forEach(([b, q]) => {
+            const dx = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+            const dy = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+            if (dx > 1 && dy > 1) problems.push(`figure ${i}: "${a}" overlaps "${b}"`);
+        }));
+    });
+    return problems;
+}"""
+CHECK_TEXT = {"03_reading_the_histogram.ipynb"}
+
+
 @pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
 def sized_page(request, browser, page_errors, artifacts_dir: Path):
     context = browser.new_context(viewport={"width": request.param, "height": 1000})
@@ -39,6 +57,8 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
         open_in_lab(page, lab_server, notebook, figures=figures)
         assert page.locator(".jp-FileBrowser").first.is_visible()  # the default layout
         assert layout_problems(page) == []
+        if notebook in CHECK_TEXT:
+            assert page.evaluate(OVERLAPPING_TEXT) == []
         page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # wider output area
         page.wait_for_timeout(800)
         assert layout_problems(page) == []  # the figures followed

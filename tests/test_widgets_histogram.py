@@ -29,6 +29,7 @@ def page(itl_counts, itl_sum, ttft_count):
     lines.append(f'vllm:inter_token_latency_seconds_sum{{model_name="m",engine="0"}} {itl_sum}')
     ttft = 'vllm:time_to_first_token_seconds_{}{{model_name="m",engine="0"{}}} {}'
     lines.append("# TYPE vllm:time_to_first_token_seconds histogram")
+    lines.append(ttft.format("bucket", ',le="0.5"', ttft_count))
     lines.append(ttft.format("bucket", ',le="+Inf"', ttft_count))
     lines.append(ttft.format("count", "", ttft_count))
     lines.append(ttft.format("sum", "", 0))
@@ -143,6 +144,10 @@ def test_changing_the_source_survives_the_browsers_echo(examples):
     echo_trace_deltas(ex.series_figure)
     ex.batch.value = 12
     echo_trace_deltas(ex.figure)
+    ex.metric.value = "ttft"  # fewer traces: no floor lines
+    echo_trace_deltas(ex.figure)
+    ex.metric.value = "itl"
+    echo_trace_deltas(ex.figure)
 
 
 def test_title_says_which_floor_is_assumed(examples):
@@ -183,3 +188,34 @@ def test_a_failed_upload_marks_the_plot_it_leaves_as_stale(examples):
     ex.example.value = "series"  # a good source clears the mark
     assert "not updated" not in ex.figure.layout.title.text
     assert ex.error.value == ""
+
+
+def test_marker_labels_that_would_overlap_are_merged_or_raised():
+    """Issue 12c: the mean, p50 and p90 labels (22, 18 and 25 ms) printed on top of each other."""
+    h = from_samples([0.016] * 90 + [0.079] * 10, upper_bounds=[0.01, 0.025, 0.05, 0.075, 0.1, INF])
+    fig = histogram_figure(summarize(h), floor_seconds=0.025, slow_factor=4)  # floor = p90
+    labels = [(t.text[1], math.log10(t.x[0]), t.y[1]) for t in fig.data[3:]]
+    assert [text for text, _, _ in labels] == ["mean", "p50", "", "p99", "p90 · floor", "4× floor"]
+    shown = [label for label in labels if label[0]]
+    for i, (a, xa, ya) in enumerate(shown):
+        for b, xb, yb in shown[i + 1 :]:
+            # this figure spans 1.6 decades: labels at one height need 0.12 decade (≥ 40 px)
+            assert ya != yb or abs(xa - xb) > 0.12, (a, b)
+
+
+def test_the_decode_floor_and_slow_share_are_drawn_on_the_itl_histogram_only(examples):
+    """Issue 12d: the decode floor and the "slow-mode share of ITLs" were drawn on TTFT."""
+    ex = HistogramExplorer(examples=examples)
+    ex.example.value = "series"
+    slow_before = list(ex.series_figure.data[0].y)
+    ex.metric.value = "ttft"
+    names = [t.name for t in ex.figure.data]
+    assert "floor" not in names and not any("× floor" in n for n in names)
+    assert "slow" not in ex.status.value and "floor" not in ex.status.value
+    assert "floor 15.05 ms assumed" not in ex.figure.layout.title.text
+    assert "the decode floor bounds ITLs only" in ex.figure.layout.title.text
+    # the lower figure stays the slow share of the ITLs, not of the first-token latencies
+    assert list(ex.series_figure.data[0].y) == pytest.approx(slow_before)
+    ex.metric.value = "itl"
+    assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
+    assert "within" in ex.status.value  # the mode split is back

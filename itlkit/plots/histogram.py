@@ -85,17 +85,60 @@ def _outline(bars: BucketBars, mask: np.ndarray) -> tuple[list, list]:
     return xs, ys
 
 
-def _vline(name: str, x: float, top: float, color: str, dash: str, text: str) -> go.Scatter:
+# Label sizes on the narrowest plot the figure is laid out for (about 600 px of output area)
+LABEL_CHAR_PX = 6.5  # 11 px type
+LABEL_PLOT_PX = 500
+LABEL_STEP = 0.09  # each further row of labels sits this share of the plot height higher
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One vertical marker line: its legend name, position, look and hover text."""
+
+    name: str
+    x: float
+    color: str
+    dash: str
+    hover: str
+
+
+def label_rows(marks: list[Mark], x_range: list[float]) -> list[tuple[str, int]]:
+    """Text and row (0 = lowest) of each mark's label: marks at the same place share one label
+    ("p90 · p99"), labels that would overlap on the log axis go one row up."""
+    span = x_range[1] - x_range[0]
+    logs = [math.log10(m.x) if m.x and math.isfinite(m.x) and m.x > 0 else None for m in marks]
+    texts = [m.name for m in marks]
+    order = sorted((i for i, lx in enumerate(logs) if lx is not None), key=lambda i: logs[i])
+    for a, b in zip(order, order[1:], strict=False):  # one label for coinciding marks
+        if abs(logs[b] - logs[a]) < 0.004 * span and texts[a]:
+            texts[a], texts[b] = "", f"{texts[a]} · {texts[b]}"
+    rows = [0] * len(marks)
+    placed: list[tuple[float, float, int]] = []  # (left, right, row) in log10 units
+    for i in order:
+        if not texts[i]:
+            continue
+        half = (len(texts[i]) * LABEL_CHAR_PX / 2 + 4) / LABEL_PLOT_PX * span
+        left, right = logs[i] - half, logs[i] + half
+        row = 0
+        while any(r == row and left < hi and lo < right for lo, hi, r in placed):
+            row += 1
+        placed.append((left, right, row))
+        rows[i] = row
+    return list(zip(texts, rows, strict=True))
+
+
+def _vline(mark: Mark, top: float, label: str, row: int) -> go.Scatter:
+    height = top * (1 + LABEL_STEP * row)
     return go.Scatter(
-        name=name,
-        x=[x, x],
-        y=[0, top],
+        name=mark.name,
+        x=[mark.x, mark.x],
+        y=[0, height],
         mode="lines+text",
-        text=["", name],
+        text=["", label],
         textposition="top center",
-        textfont=dict(color=color, size=11),
-        line=dict(color=color, dash=dash, width=2),
-        hovertemplate=f"{text}<extra></extra>",
+        textfont=dict(color=mark.color, size=11),
+        line=dict(color=mark.color, dash=mark.dash, width=2),
+        hovertemplate=f"{mark.hover}<extra></extra>",
     )
 
 
@@ -109,38 +152,37 @@ def _x_range(bars: BucketBars, marks: list[float]) -> list[float]:
     return [math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]
 
 
-def _marker_traces(summary: Summary, top, *, floor_seconds, slow_factor, floor_label) -> list:
-    """One vertical line per quantile, then the floor and the slow mode when given."""
-    traces = []
+def _marks(summary: Summary, *, floor_seconds, slow_factor, floor_label) -> list[Mark]:
+    """The mean, one line per quantile, then the floor and the slow mode when given."""
+    marks = [Mark("mean", summary.mean, COLORS["mean"], "dot",
+                  f"mean {format_seconds(summary.mean)}")]  # fmt: skip
     shades = COLORS["quantile"]
     for i, est in enumerate(summary.quantiles):
         bucket = f"({format_seconds(est.bucket_lower)}, {format_seconds(est.bucket_upper)}]"
-        traces.append(
-            _vline(
+        marks.append(
+            Mark(
                 f"p{est.q * 100:g}",
                 est.value,
-                top,
                 shades[min(i, len(shades) - 1)],
                 "dash",
                 f"p{est.q * 100:g} {format_seconds(est.value)}, interpolated in bucket {bucket}",
             )
         )
     if floor_seconds is not None:
-        traces.append(_vline("floor", floor_seconds, top, COLORS["floor"], "solid",
-                             f"floor {format_seconds(floor_seconds)} {floor_label}"))  # fmt: skip
+        marks.append(Mark("floor", floor_seconds, COLORS["floor"], "solid",
+                          f"floor {format_seconds(floor_seconds)} {floor_label}"))  # fmt: skip
         if slow_factor is not None:
-            traces.append(
-                _vline(
+            marks.append(
+                Mark(
                     f"{slow_factor:g}× floor",
                     floor_seconds * slow_factor,
-                    top,
                     COLORS["slow"],
                     "dashdot",
                     f"slow mode at {slow_factor:g}× floor = "
                     f"{format_seconds(floor_seconds * slow_factor)}",
                 )
             )
-    return traces
+    return marks
 
 
 def histogram_figure(
@@ -181,19 +223,17 @@ def histogram_figure(
             "(%{customdata[1]:.2f} %)<extra></extra>",
             showlegend=False,
         ),
-        _vline("mean", summary.mean, top, COLORS["mean"], "dot",
-               f"mean {format_seconds(summary.mean)}"),
     ]  # fmt: skip
-    traces += _marker_traces(
-        summary, top, floor_seconds=floor_seconds, slow_factor=slow_factor, floor_label=floor_label
+    marks = _marks(
+        summary, floor_seconds=floor_seconds, slow_factor=slow_factor, floor_label=floor_label
     )
-    marks = [summary.mean, *(e.value for e in summary.quantiles), floor_seconds]
-    if floor_seconds is not None and slow_factor is not None:
-        marks.append(floor_seconds * slow_factor)
+    x_range = _x_range(bars, [m.x for m in marks])
+    labels = label_rows(marks, x_range)
+    traces += [_vline(m, top, text, row) for m, (text, row) in zip(marks, labels, strict=True)]
     fig = go.Figure(traces)
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)) if title else None,
-        xaxis=dict(type="log", title="latency (s, log scale)", range=_x_range(bars, marks)),
+        xaxis=dict(type="log", title="latency (s, log scale)", range=x_range),
         yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
         margin=dict(l=70, r=20, t=title_margin_px(title) if title else 30, b=40),

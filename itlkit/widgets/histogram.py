@@ -136,27 +136,45 @@ class HistogramExplorer:
         else:
             hist = series.snapshot(0)
             span = "one snapshot: everything since the server started"
-        summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
-        label = f"({self.model.value}, {self.gpu.value}, batch {self.batch.value}, "
-        label += f"{self.context.value} tokens)"
         title = wrap(f"{html.escape(self._source)} · {self.metric.value} · {span}")
-        # which floor the histogram is judged against, always in sight (it is an assumption)
-        title += "<br>" + wrap(
-            f"floor {format_seconds(floor)} assumed for {html.escape(label[1:-1])}", small=True
-        )
-        hist_fig = histogram_figure(
-            summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
-        )
+        if self.metric.value == "itl":
+            summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
+            label = f"({self.model.value}, {self.gpu.value}, batch {self.batch.value}, "
+            label += f"{self.context.value} tokens)"
+            # which floor the histogram is judged against, always in sight (it is an assumption)
+            title += "<br>" + wrap(
+                f"floor {format_seconds(floor)} assumed for {html.escape(label[1:-1])}",
+                small=True,
+            )
+            hist_fig = histogram_figure(
+                summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
+            )
+        else:  # one decode step bounds the gap between two tokens, not this latency
+            summary = summarize(hist, quantiles=QUANTILES)
+            title += "<br>" + wrap(
+                f"no floor drawn: the decode floor bounds ITLs only, not {self.metric.value}",
+                small=True,
+            )
+            hist_fig = histogram_figure(summary, title=title)
         self.status.value = "<br>".join(html.escape(line) for line in summary_lines(summary))
-        if len(series) < 2 or not np.isfinite(series.timestamps_seconds).all():
-            return hist_fig, empty_series_figure("a series needs two or more timestamped scrapes")
-        timeline = slow_share_over_time(series, floor_seconds=floor, slow_factor=k)
+        return hist_fig, self._series_figure(floor, k)
+
+    def _series_figure(self, floor: float, k: float) -> go.Figure:
+        """The ITLs' slow-mode share over time beside the TTFT count rate, whichever histogram
+        the upper figure shows."""
+        try:
+            itl = histogram_series(self._frame, "itl")
+        except SourceError:
+            return empty_series_figure("no ITL histogram in this source")
+        if len(itl) < 2 or not np.isfinite(itl.timestamps_seconds).all():
+            return empty_series_figure("a series needs two or more timestamped scrapes")
+        timeline = slow_share_over_time(itl, floor_seconds=floor, slow_factor=k)
         ttft_times, ttft_rate = self._ttft_rate()
-        return hist_fig, series_figure(
+        return series_figure(
             timeline,
             ttft_times_seconds=ttft_times,
             ttft_count_per_second=ttft_rate,
-            start_seconds=float(series.timestamps_seconds[0]),
+            start_seconds=float(itl.timestamps_seconds[0]),
         )
 
     def _ttft_rate(self) -> tuple[np.ndarray, np.ndarray]:
@@ -178,6 +196,9 @@ class HistogramExplorer:
         self.error.value = ""
         self._title = hist_fig.layout.title.text
         for target, source in ((self.figure, hist_fig), (self.series_figure, series_fig)):
+            if len(target.data) != len(source.data):  # the floor's lines come and go
+                target.data = ()
+                target.add_traces([plain(trace.to_plotly_json()) for trace in source.data])
             with target.batch_update():
                 _copy(target, source)
 
