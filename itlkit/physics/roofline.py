@@ -44,6 +44,7 @@ class Deployment:
     allreduce: bool = True
     allreduce_latency_seconds: float = 0.0
     host_overhead_seconds: float = 0.0
+    host_seconds_per_sequence: float = 0.0
     activation_bytes_per_element: float = 2.0
     gpu_memory_utilization: float = 0.9
 
@@ -81,7 +82,8 @@ class Deployment:
             raise ConfigError(
                 f"GPU memory utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for name in ("host_overhead_seconds", "allreduce_latency_seconds"):
+        for name in ("host_overhead_seconds", "host_seconds_per_sequence",
+                     "allreduce_latency_seconds"):
             if getattr(self, name) < 0 or not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number >= 0")
 
@@ -196,7 +198,7 @@ class StepCoefficients:
     """The step-time formula's constants for one deployment, computed once (per GPU, SI units).
 
     step = (max(weight read, matmul) + KV read + prefill attention + all-reduce) / efficiency
-           + host overhead
+           + host overhead + host seconds per sequence x sequences in the step
     with weight read = weight bytes / HBM bandwidth, matmul = FLOPs per token x tokens / (MFU x
     peak), KV read = KV bytes / HBM bandwidth, prefill attention = its FLOPs / (MFU x peak) and
     all-reduce = bytes per token x tokens / link bandwidth + a latency per call. Each time is
@@ -214,6 +216,7 @@ class StepCoefficients:
     link_bytes_per_second: float
     allreduce_seconds_per_step: float  # the latency of every all-reduce call in a step
     host_overhead_seconds: float
+    host_seconds_per_sequence: float = 0.0  # scheduling, sampling, detokenising one sequence
     efficiency: float = 1.0
     moe: Deployment | None = None  # weight bytes depend on the experts a step touches
 
@@ -244,12 +247,16 @@ class StepCoefficients:
             + self.allreduce_seconds_per_step
         )
 
-    def total(self, weight, matmul, kv, attention, allreduce, maximum=np.maximum):
+    def host_seconds(self, sequences=0):
+        """The host's share of a step that carries `sequences` sequences."""
+        return self.host_overhead_seconds + self.host_seconds_per_sequence * sequences
+
+    def total(self, weight, matmul, kv, attention, allreduce, maximum=np.maximum, sequences=0):
         """The step from its terms (`maximum=max` for Python floats, as the simulator calls it)."""
         gpu = maximum(weight, matmul) + kv + attention + allreduce
-        return gpu / self.efficiency + self.host_overhead_seconds
+        return gpu / self.efficiency + self.host_seconds(sequences)
 
-    def seconds(self, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum):
+    def seconds(self, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum, sequences=0):
         """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all."""
         return self.total(
             self.weight_read(tokens),
@@ -258,6 +265,7 @@ class StepCoefficients:
             attention_flops / self.flops_per_second,
             self.allreduce_seconds(tokens),
             maximum,
+            sequences,
         )
 
 
@@ -290,6 +298,7 @@ def step_coefficients(
         link_bytes_per_second=dep.gpu.link_bytes_per_second,
         allreduce_seconds_per_step=count * dep.allreduce_latency_seconds if allreduce else 0.0,
         host_overhead_seconds=float(host),
+        host_seconds_per_sequence=float(dep.host_seconds_per_sequence),
         efficiency=float(efficiency),
         moe=dep if m.is_moe else None,
     )
@@ -340,12 +349,14 @@ def step_time(
     attention_flops = c.attention_flops(chunk_tokens=chunk, prior_tokens=prior)
     attention_seconds = attention_flops / c.flops_per_second
     allreduce_seconds = np.broadcast_to(c.allreduce_seconds(tokens), np.shape(tokens))
+    host = c.host_seconds(batch + (chunk > 0))
     step = c.total(
         weight=weight_read,
         matmul=matmul_seconds,
         kv=kv_read,
         attention=attention_seconds,
         allreduce=allreduce_seconds,
+        sequences=batch + (chunk > 0),
     )
     return StepTime(
         batch_size=_out(batch),
@@ -363,7 +374,7 @@ def step_time(
         prefill_attention_seconds=_out(attention_seconds),
         allreduce_bytes=_out(c.allreduce_bytes(tokens)),
         allreduce_seconds=_out(allreduce_seconds),
-        host_overhead_seconds=_out(np.full_like(tokens, c.host_overhead_seconds)),
+        host_overhead_seconds=_out(np.broadcast_to(host, np.shape(tokens)).astype(float)),
         step_seconds=_out(step),
         compute_bound=_out(matmul_seconds > weight_read),
     )
@@ -396,7 +407,8 @@ def step_seconds(deployment: Deployment, *, decode_tokens: int, prefill_tokens: 
     if tokens <= 0:
         return c.host_overhead_seconds
     attention = c.attention_flops(chunk_tokens=prefill_tokens) if prefill_tokens else 0.0
-    return float(c.seconds(tokens=tokens, kv_tokens=kv_tokens, attention_flops=attention))
+    sequences = decode_tokens + (prefill_tokens > 0)
+    return float(c.seconds(tokens, kv_tokens, attention, sequences=sequences))
 
 
 def prefill_attention_flops(deployment: Deployment, *, chunk_tokens, prior_tokens=0):

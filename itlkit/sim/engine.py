@@ -173,8 +173,13 @@ class Engine:
         ready_seconds: np.ndarray,
         ready_order: np.ndarray,
         end_seconds: float,
+        jitter: np.ndarray | None = None,
     ):
         self.step_function = step_function
+        # Step s lasts its formula's time x jitter[s % len(jitter)] (a calibrated spread).
+        self.jitter = None if jitter is None else np.asarray(jitter, dtype=float)
+        self.jitter_list = None if jitter is None else self.jitter.tolist()
+        self.jitter_min = 1.0 if jitter is None else float(self.jitter.min())
         self.capacity = int(capacity_tokens)
         self.budget_total = int(config.max_num_batched_tokens)
         self.max_seqs = int(config.max_num_seqs)
@@ -362,6 +367,8 @@ class Engine:
         )
         if not duration > 0:
             raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
+        if self.jitter_list is not None:
+            duration *= self.jitter_list[self.s % len(self.jitter_list)]
         return (self.t, duration, decode, batch.prefill, len(self.running), len(self.waiting),
                 batch.preempted, self.decoders)  # fmt: skip
 
@@ -437,8 +444,10 @@ class Engine:
         arrival = self.ready_seconds[self.next_ready] if self.next_ready < n else math.inf
         limit = self.end_limit if full else min(arrival, self.end_limit)
         if steps > FAST_PATH_BOUND_STEPS and limit < math.inf:
-            # Steps only lengthen as KV grows, so the first bounds how many start before limit.
-            steps = min(steps, int((limit - self.t) / self._decode_seconds(self.decode_kv)) + 1)
+            # Steps only lengthen as KV grows, so the first (at its shortest jitter) bounds how
+            # many start before limit.
+            first = self._decode_seconds(self.decode_kv) * self.jitter_min
+            steps = min(steps, int((limit - self.t) / first) + 1)
         if steps >= FAST_PATH_ARRAY_STEPS:
             starts, durations, end = self._stretch_arrays(steps, limit)
         else:
@@ -474,10 +483,13 @@ class Engine:
     def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []
         t, kv, d, step = self.t, self.decode_kv, self.decoders, self.step_function
+        jitter, s = self.jitter_list, self.s
         while True:
             duration = float(step(decode_tokens=d, prefill_tokens=0, kv_tokens=kv))
             if not duration > 0:
                 raise ConfigError(f"step function returned {duration} s for a step; must be > 0")
+            if jitter is not None:
+                duration *= jitter[(s + len(starts)) % len(jitter)]
             starts.append(t)
             durations.append(duration)
             t += duration
@@ -491,6 +503,8 @@ class Engine:
         seconds = self.step_function(decode_tokens=d, prefill_tokens=0, kv_tokens=kv)
         if not (isinstance(seconds, np.ndarray) and seconds.shape == (steps,)):
             seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (steps,))
+        if self.jitter is not None:
+            seconds = seconds * self.jitter[(self.s + np.arange(steps)) % self.jitter.size]
         # Sequential sums, so each start equals the previous start + duration exactly.
         clock = np.cumsum(np.concatenate(([self.t], seconds)))
         if not seconds.min() > 0:

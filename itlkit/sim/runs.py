@@ -46,6 +46,8 @@ class RunWorkload:
     name: str
     stages: tuple[Stage, ...] | None
     output_tokens_mean: float
+    output_tokens_target: float | None  # max_tokens the client asked for
+    ignore_eos: bool  # the server generates the target whatever the client counts
     prompt_tokens_mean: float | None
     system_prompts: int | None
     prompts_per_system_prompt: int | None
@@ -141,6 +143,8 @@ def _workload(r: _Reader, doc) -> RunWorkload:
         name=r.get(doc, "name", str),
         stages=_stages(r, doc.get("stages")),
         output_tokens_mean=r.positive(doc, "output_tokens_mean"),
+        output_tokens_target=r.positive(doc, "output_tokens_target", **opt),
+        ignore_eos=_flag(r, doc, "ignore_eos", default=False),
         prompt_tokens_mean=r.positive(doc, "prompt_tokens_mean", **opt),
         system_prompts=r.positive(doc, "system_prompts", int, **opt),
         prompts_per_system_prompt=r.positive(doc, "prompts_per_system_prompt", int, **opt),
@@ -149,6 +153,15 @@ def _workload(r: _Reader, doc) -> RunWorkload:
         prompt_template_tokens=r.get(doc, "prompt_template_tokens", float, **opt),
         parent=r.get(doc, "parent", str, **opt),
     )
+
+
+def _flag(r: _Reader, doc: dict, key: str, *, default: bool) -> bool:
+    value = doc.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise r.fail(key, f"must be true or false, got {value!r}")
+    return value
 
 
 def _measured(r: _Reader, doc) -> tuple[dict[str, float], dict[float, float]]:

@@ -104,16 +104,28 @@ def roofline_step_function(
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
         tokens = decode_tokens + prefill_tokens
         flops = c.attention_flops(chunk_tokens=prefill_tokens) if attention else 0.0
+        sequences = decode_tokens + (prefill_tokens > 0)  # the prefilling one, as one (or none)
         if isinstance(tokens, np.ndarray):
-            seconds = c.seconds(tokens, kv_tokens, flops)
+            seconds = c.seconds(tokens, kv_tokens, flops, sequences=sequences)
             return np.where(tokens > 0, seconds, host)
         if tokens <= 0:
             return host if np.ndim(kv_tokens) == 0 else np.full(np.shape(kv_tokens), host)
         if isinstance(kv_tokens, np.ndarray):  # a stretch of decode steps
-            return c.seconds(tokens, kv_tokens, flops, max)
-        return float(c.seconds(tokens, kv_tokens, flops, max))
+            return c.seconds(tokens, kv_tokens, flops, max, sequences)
+        return float(c.seconds(tokens, kv_tokens, flops, max, sequences))
 
     return step
+
+
+def step_jitter_factors(sigma: float, *, seed=0, size: int = 1 << 16) -> np.ndarray | None:
+    """Mean-one lognormal factors (log standard deviation `sigma`) that jitter the steps; None
+    for no jitter. Reproducible: the same seed gives the same factors."""
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ConfigError(f"step jitter must be a finite number >= 0, got {sigma}")
+    if sigma == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    return np.exp(sigma * rng.standard_normal(size) - sigma * sigma / 2.0)
 
 
 def transfer_bytes_per_token(deployment: Deployment) -> float:
@@ -140,10 +152,12 @@ def simulate(
     config: SchedulerConfig = DEFAULT_CONFIG,
     kv_bytes_per_token: float = 0.0,
     until_seconds: float | None = None,
+    jitter: np.ndarray | None = None,
 ) -> SimulationResult:
     """Run the engine over a workload; stop at `until_seconds` (None: when every request is done).
 
-    `kv_bytes_per_token` only matters in disaggregated mode (the KV transfer time).
+    `kv_bytes_per_token` only matters in disaggregated mode (the KV transfer time). `jitter`:
+    factors that multiply step s's time by `jitter[s % len(jitter)]` (`step_jitter_factors`).
     """
     capacity_tokens, end_limit = _checked(workload, config, kv_capacity_tokens, until_seconds)
     if config.disaggregated:
@@ -163,6 +177,7 @@ def simulate(
         ready_seconds=ready_seconds,
         ready_order=order,
         end_seconds=end_limit,
+        jitter=jitter,
     )
     while engine.step():
         pass

@@ -1,0 +1,1 @@
+"""Calibration: the constants real servers add to the roofline step, fitted from real runs."""

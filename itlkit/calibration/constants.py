@@ -1,0 +1,157 @@
+"""The calibrated constants (`CALIBRATION.json`) and the terms they switch on.
+
+Each constant is a named term of the step formula (`physics.roofline.StepCoefficients`) or of the
+engine (`sim.engine`, `calibration.predict`); without a calibration every one is at its
+uncalibrated value and itlkit is the plain roofline model of the reference analysis:
+
+* `efficiency`: the share of the roofline's GPU time a real step attains (weights, KV, matmul
+  and all-reduce bytes all divide by it). Uncalibrated: 1.
+* `host_seconds_per_step`: CPU time of every step that the GPU does not hide (the scheduler,
+  input preparation, launching the CUDA graph). Uncalibrated: 0.
+* `host_seconds_per_sequence`: the same per running sequence (sampling, detokenising, output
+  processing): the issue measured 47-70 us per added sequence against the roofline's 39-49 us,
+  nearly the same at every TP, so it is host work, not GPU work. Uncalibrated: 0.
+* `allreduce_seconds_per_call`: the latency of one tensor-parallel all-reduce (two per layer),
+  by interconnect (`nvlink`, `pcie`): the bytes already cost bytes / link bandwidth. Uncalibrated: 0.
+* `ttft_pipeline_steps` and `ttft_pipeline_seconds`: what a client's TTFT holds beyond the
+  engine's first token: the wait for the running step to end, the engine-core / API-server
+  hand-offs, tokenisation and the first streamed chunk; in steps (of the step that emitted the
+  token) plus seconds. The same delay precedes the last token, so E2E carries it as well and the
+  ITL mean (E2E - TTFT) / (tokens - 1) does not. Uncalibrated: 0 and 0.
+* `step_jitter`: the spread of a step around the formula (the standard deviation of its log; a
+  mean-one lognormal factor per step), which makes the per-token ITL tail. Uncalibrated: 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from itlkit.errors import ConfigError
+from itlkit.physics.hardware import Hardware
+
+FORMAT = "itlkit-calibration/1"
+INTERCONNECTS = ("nvlink", "pcie")
+# The constants a fit may set, with the range a physical value lies in (seconds, or a ratio).
+BOUNDS = {
+    "efficiency": (0.05, 1.0),
+    "host_seconds_per_step": (0.0, 0.05),
+    "host_seconds_per_sequence": (0.0, 0.002),
+    "allreduce_seconds_per_call": (0.0, 0.001),
+    "ttft_pipeline_steps": (0.0, 10.0),
+    "ttft_pipeline_seconds": (0.0, 1.0),
+    "step_jitter": (0.0, 1.0),
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants of the terms a real server adds to the roofline (see the module docstring)."""
+
+    efficiency: float = 1.0
+    host_seconds_per_step: float = 0.0
+    host_seconds_per_sequence: float = 0.0
+    allreduce_seconds_per_call: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(INTERCONNECTS, 0.0)
+    )
+    ttft_pipeline_steps: float = 0.0
+    ttft_pipeline_seconds: float = 0.0
+    step_jitter: float = 0.0
+    name: str = "uncalibrated (the roofline model as is)"
+    fitted_on: tuple[str, ...] = ()  # run ids (or files) the constants came from
+    uncertainty: dict[str, float] = field(default_factory=dict)  # one standard error each
+    undetermined: dict[str, str] = field(default_factory=dict)  # constant -> why and what used
+    residuals: dict[str, dict[str, float]] = field(default_factory=dict)  # run -> metric -> error
+    leave_one_out: dict[str, float] = field(default_factory=dict)  # metric -> median |error|
+
+    def __post_init__(self) -> None:
+        for key in BOUNDS:
+            if key == "allreduce_seconds_per_call":
+                continue
+            _check(key, getattr(self, key))
+        unknown = set(self.allreduce_seconds_per_call) - set(INTERCONNECTS)
+        if unknown:
+            raise ConfigError(f"allreduce_seconds_per_call: unknown interconnect {sorted(unknown)}")
+        for link, value in self.allreduce_seconds_per_call.items():
+            _check(f"allreduce_seconds_per_call.{link}", value)
+
+    def allreduce_for(self, gpu: Hardware) -> float:
+        """Per-call all-reduce latency over this GPU's links (NVLink-class or PCIe)."""
+        return self.allreduce_seconds_per_call.get(link_kind(gpu), 0.0)
+
+    @property
+    def is_calibrated(self) -> bool:
+        return bool(self.fitted_on)
+
+    def describe(self) -> str:
+        """One line: which calibration is in force."""
+        if not self.is_calibrated:
+            return f"calibration: {self.name}"
+        return f"calibration: {self.name} (fitted on {len(self.fitted_on)} runs)"
+
+    def with_values(self, **values) -> Calibration:
+        return replace(self, **values)
+
+    def to_json(self) -> dict:
+        doc = asdict(self)
+        doc["fitted_on"] = list(self.fitted_on)
+        return {"format": FORMAT, **doc}
+
+
+
+def link_kind(gpu: Hardware) -> str:
+    """'nvlink' for a scale-up link (NVLink, Infinity Fabric) in the datasheet, else 'pcie'."""
+    return "nvlink" if gpu.interconnect_bytes_per_second_bidir else "pcie"
+
+
+def _check(key: str, value) -> None:
+    low, high = BOUNDS[key.split(".")[0]]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"calibration: {key} must be a finite number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"calibration: {key} = {value:g} is outside [{low:g}, {high:g}]")
+
+
+UNCALIBRATED = Calibration()
+
+
+def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
+    """A calibration from its JSON document; errors name the file and the key."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ConfigError(f"{source}: not a calibration file (format must be {FORMAT!r}, got {found!r})")
+    known = set(Calibration.__dataclass_fields__)
+    extra = sorted(set(doc) - known - {"format"})
+    if extra:
+        raise ConfigError(f"{source}: unknown keys {', '.join(extra)}")
+    values = {k: v for k, v in doc.items() if k in known}
+    if "fitted_on" in values:
+        values["fitted_on"] = tuple(values["fitted_on"])
+    if not isinstance(values.get("allreduce_seconds_per_call", {}), dict):
+        raise ConfigError(f"{source}: allreduce_seconds_per_call must be an object by interconnect")
+    try:
+        return Calibration(**values)
+    except (TypeError, ConfigError) as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def read_calibration(path) -> Calibration:
+    """A `CALIBRATION.json` written by `itlkit calibrate` ('none': the uncalibrated model)."""
+    if str(path) == "none":
+        return UNCALIBRATED
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such calibration file")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc})") from None
+    return calibration_from_json(doc, source=str(path))
+
+
+def write_calibration(calibration: Calibration, path) -> None:
+    Path(path).write_text(json.dumps(calibration.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,347 @@
+"""`itlkit calibrate`: fit the calibration's constants to real runs, and say how well they hold.
+
+The step-time constants enter each step linearly once the engine's schedule is fixed:
+
+    step = e x GPU time + b x all-reduce calls + host per step + host per sequence x sequences
+
+with e = 1 / efficiency and b = e x all-reduce latency per call. So a run's ITL mean, as the
+harness defines it, is linear in (e, b, host per step, host per sequence) around a simulation:
+its token-weighted means of GPU time, calls and sequences are the coefficients. The fit
+alternates: simulate every run at the current constants, solve the bounded least squares of the
+relative ITL errors for new constants, simulate again, until the constants stop moving (the
+schedule's response to slower steps, more sequences in flight, is what the repeat catches).
+The TTFT pipeline (steps + seconds) is then the least squares of the relative TTFT errors; it
+moves no step, so no repeat is needed. The step jitter is fitted last, to the per-token ITL
+quantiles of the runs that report them (a one-dimensional search, each point a simulation).
+
+Leave-one-out: for each run, the constants are refitted on the other runs from the features of
+the global fit's last simulations (one linear solve; the schedule is not re-simulated per fold),
+and the held-out run is then simulated with them. Runs whose arrival rates are unknown cannot be
+simulated and are left out of the fit (said in the output); so is a fit the data cannot support.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from itlkit.calibration.constants import BOUNDS, Calibration
+from itlkit.calibration.predict import RunPrediction, predict, run_deployment, simulate_run
+from itlkit.errors import ConfigError
+from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, step_coefficients
+from itlkit.sim.runs import Run
+from itlkit.sim.results import SimulationResult
+
+STEP_TERMS = ("efficiency", "allreduce_seconds_per_call", "host_seconds_per_step",
+              "host_seconds_per_sequence")  # fmt: skip
+MAX_ROUNDS = 6
+CONVERGED = 0.005  # relative change of every ITL prediction between two rounds
+MIN_RUNS = 3
+
+
+@dataclass(frozen=True)
+class RunFeatures:
+    """What one simulated run's ITL mean is made of (token-weighted means over its steps)."""
+
+    gpu_seconds: float  # the roofline's GPU time at efficiency 1, all-reduce latency excluded
+    allreduce_calls: float  # all-reduce calls per step (0 without tensor parallelism)
+    sequences: float  # sequences in a step
+    rest_seconds: float  # what the step terms do not explain (preemption gaps, ...)
+    ttft_engine_seconds: float  # the engine's mean TTFT, before the pipeline
+    first_step_seconds: float  # mean duration of the step that emitted a first token
+
+
+def simulable(runs) -> tuple[list[Run], list[str]]:
+    """(runs that can be simulated, one line for each that cannot)."""
+    ok, skipped = [], []
+    for run in runs:
+        if run.workload.stages is None:
+            skipped.append(f"{run.id}: arrival rates unknown (stages null), not used")
+        elif run.workload.system_prompts is None or run.workload.question_tokens is None:
+            skipped.append(f"{run.id}: prompt shape unknown, not used")
+        else:
+            ok.append(run)
+    return ok, skipped
+
+
+def features(run: Run, result: SimulationResult, calibration: Calibration) -> RunFeatures:
+    """Split a simulated run's steps into the fit's terms (exact for a jitter-free run)."""
+    dep = run_deployment(run, calibration)
+    c = step_coefficients(dep, efficiency=calibration.efficiency)
+    calls = ALLREDUCES_PER_LAYER * dep.model.num_layers if dep.allreduce and dep.tp > 1 else 0
+    sequences = result.step_decode_tokens + (result.step_prefill_tokens > 0)
+    host = c.host_seconds(sequences)
+    latency = calls * dep.allreduce_latency_seconds
+    gpu = (result.step_duration_seconds - host) * calibration.efficiency - latency
+    weights = result.step_itl_observations.astype(float)
+    mean = lambda values: float((values * weights).sum() / weights.sum())  # noqa: E731
+    engine_only = replace(calibration, ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.0)
+    prediction = predict(run, result, engine_only)
+    return RunFeatures(
+        gpu_seconds=mean(gpu),
+        allreduce_calls=float(calls),
+        sequences=mean(sequences),
+        rest_seconds=prediction.itl_mean_seconds - mean(result.step_duration_seconds),
+        ttft_engine_seconds=prediction.ttft_mean_seconds,
+        first_step_seconds=first_token_step_seconds(result),
+    )
+
+
+def first_token_step_seconds(result: SimulationResult) -> float:
+    """Mean duration of the steps in which the requests got their first token."""
+    first = result.first_token_seconds[~np.isnan(result.first_token_seconds)]
+    ends = result.step_end_seconds
+    at = np.clip(np.searchsorted(ends, first, side="left"), 0, ends.size - 1)
+    return float(result.step_duration_seconds[at].mean())
+
+
+def _bounded_lstsq(a: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Least squares with box bounds: solve, pin the coordinates that leave their box, repeat."""
+    free = np.ones(a.shape[1], dtype=bool)
+    x = np.clip(np.zeros(a.shape[1]), low, high)
+    for _ in range(a.shape[1] + 1):
+        rhs = y - a[:, ~free] @ x[~free]
+        x[free] = np.linalg.lstsq(a[:, free], rhs, rcond=None)[0] if free.any() else x[free]
+        out = free & ((x < low) | (x > high))
+        if not out.any():
+            return x
+        x = np.clip(x, low, high)
+        free &= ~out
+    return x
+
+
+def step_design(runs, feats, measured) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the relative ITL equations: (features / measured, 1 - rest / measured)."""
+    rows, rhs = [], []
+    for run, f in zip(runs, feats, strict=True):
+        m = measured[run.id]
+        rows.append([f.gpu_seconds / m, f.allreduce_calls / m, 1.0 / m, f.sequences / m])
+        rhs.append(1.0 - f.rest_seconds / m)
+    return np.array(rows), np.array(rhs)
+
+
+def solve_step_terms(runs, feats) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+    """(constants, standard errors, undetermined) of the step terms from these runs' features."""
+    measured = {run.id: run.measured["itl_mean_seconds"] for run in runs}
+    a, y = step_design(runs, feats, measured)
+    undetermined = {}
+    if not any(f.allreduce_calls for f in feats):
+        a[:, 1] = 0.0
+        undetermined["allreduce_seconds_per_call"] = "no run with tensor parallelism: left at 0"
+    low = np.array([1.0, 0.0, 0.0, 0.0])
+    high = np.array([1 / BOUNDS["efficiency"][0], 20 * BOUNDS["allreduce_seconds_per_call"][1],
+                     BOUNDS["host_seconds_per_step"][1], BOUNDS["host_seconds_per_sequence"][1]])
+    x = _bounded_lstsq(a, y, low, high)
+    e, b, h0, h1 = (float(v) for v in x)
+    values = {"efficiency": 1.0 / e, "allreduce_seconds_per_call": b / e,
+              "host_seconds_per_step": h0, "host_seconds_per_sequence": h1}  # fmt: skip
+    return values, _standard_errors(a, y, x, e), undetermined
+
+
+def _standard_errors(a, y, x, e) -> dict[str, float]:
+    """One standard error per step constant, from the relative residuals (nan if unknowable)."""
+    dof = a.shape[0] - np.linalg.matrix_rank(a)
+    if dof <= 0:
+        return dict.fromkeys(STEP_TERMS, math.nan)
+    sigma2 = float(((a @ x - y) ** 2).sum() / dof)
+    cov = sigma2 * np.linalg.pinv(a.T @ a)
+    se = np.sqrt(np.clip(np.diag(cov), 0, None))
+    return {"efficiency": float(se[0] / e**2), "allreduce_seconds_per_call": float(se[1] / e),
+            "host_seconds_per_step": float(se[2]), "host_seconds_per_sequence": float(se[3])}  # fmt: skip
+
+
+def solve_pipeline(runs, feats) -> tuple[float, float]:
+    """TTFT pipeline (steps, seconds) from the relative TTFT errors."""
+    rows, rhs = [], []
+    for run, f in zip(runs, feats, strict=True):
+        m = run.measured["ttft_mean_seconds"]
+        rows.append([f.first_step_seconds / m, 1.0 / m])
+        rhs.append(1.0 - f.ttft_engine_seconds / m)
+    low = np.array([BOUNDS["ttft_pipeline_steps"][0], BOUNDS["ttft_pipeline_seconds"][0]])
+    high = np.array([BOUNDS["ttft_pipeline_steps"][1], BOUNDS["ttft_pipeline_seconds"][1]])
+    steps, seconds = _bounded_lstsq(np.array(rows), np.array(rhs), low, high)
+    return float(steps), float(seconds)
+
+
+# ---- the fit -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A calibration with what it was fitted on, its residuals and its leave-one-out error."""
+
+    calibration: Calibration
+    runs: tuple[Run, ...]
+    skipped: tuple[str, ...]
+    predictions: dict[str, RunPrediction]
+    rounds: int
+
+
+def _simulate_all(runs, calibration, *, seed: int):
+    results = [simulate_run(run, calibration, seed=seed) for run in runs]
+    return results, [features(r, res, calibration) for r, res in zip(runs, results, strict=True)]
+
+
+def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None):
+    """Alternate simulation and linear solve until the ITL predictions settle.
+
+    Returns (calibration, features of its last simulations, standard errors, undetermined,
+    rounds)."""
+    calibration, previous = replace(start, step_jitter=0.0), None
+    for rounds in range(1, MAX_ROUNDS + 1):
+        results, feats = _simulate_all(runs, calibration, seed=seed)
+        values, errors, undetermined = solve_step_terms(runs, feats)
+        itl = np.array([predict(r, res, calibration).itl_mean_seconds
+                        for r, res in zip(runs, results, strict=True)])  # fmt: skip
+        if log:
+            log(f"round {rounds}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
+        if previous is not None and np.all(np.abs(itl / previous - 1) < CONVERGED):
+            break
+        previous = itl
+        calibration = _with_step_terms(calibration, values)
+    return calibration, feats, errors, undetermined, rounds
+
+
+def _with_step_terms(calibration: Calibration, values: dict) -> Calibration:
+    links = dict(calibration.allreduce_seconds_per_call)
+    links["nvlink"] = links["pcie"] = values["allreduce_seconds_per_call"]
+    return replace(
+        calibration,
+        efficiency=values["efficiency"],
+        allreduce_seconds_per_call=links,
+        host_seconds_per_step=values["host_seconds_per_step"],
+        host_seconds_per_sequence=values["host_seconds_per_sequence"],
+    )
+
+
+def quantile_error(run: Run, prediction_quantiles: dict[float, float]) -> float:
+    """Mean squared log error of the predicted per-token ITL quantiles the run measured."""
+    errors = [math.log(prediction_quantiles[q] / v) ** 2
+              for q, v in run.itl_per_token_quantiles_seconds.items()]  # fmt: skip
+    return float(np.mean(errors))
+
+
+def fit_jitter(runs, calibration: Calibration, *, seed: int = 0) -> float | None:
+    """The step jitter that best matches the measured per-token ITL quantiles (None: no run
+    measured them). Golden-section search over [0, 0.8] of the log spread."""
+    tails = [run for run in runs if run.itl_per_token_quantiles_seconds]
+    if not tails:
+        return None
+
+    def loss(sigma: float) -> float:
+        total = 0.0
+        for run in tails:
+            cal = replace(calibration, step_jitter=sigma)
+            levels = tuple(run.itl_per_token_quantiles_seconds)
+            total += quantile_error(run, token_quantiles(run, cal, levels, seed=seed))
+        return total
+
+    low, high = 0.0, 0.8
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = high - ratio * (high - low), low + ratio * (high - low)
+    fa, fb = loss(a), loss(b)
+    for _ in range(10):
+        if fa < fb:
+            high, b, fb = b, a, fa
+            a = high - ratio * (high - low)
+            fa = loss(a)
+        else:
+            low, a, fa = a, b, fb
+            b = low + ratio * (high - low)
+            fb = loss(b)
+    return float((low + high) / 2)
+
+
+def token_quantiles(run: Run, calibration: Calibration, levels, *, seed: int = 0) -> dict:
+    """Per-token ITL quantiles of a simulated run at these levels."""
+    from itlkit.sim.results import weighted_quantile
+
+    values, weights = simulate_run(run, calibration, seed=seed).itl_weighted()
+    return {q: float(weighted_quantile(values, weights, q)) for q in levels}
+
+
+METRICS = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p99_seconds",
+           "e2e_p99_seconds")  # fmt: skip
+
+
+def residuals(run: Run, prediction: RunPrediction) -> dict[str, float]:
+    """Relative error (predicted / measured - 1) of each measured statistic."""
+    out = {key: getattr(prediction, key) / run.measured[key] - 1 for key in METRICS}
+    for q, value in run.itl_per_token_quantiles_seconds.items():
+        if q in prediction.itl_per_token_quantiles_seconds:
+            out[f"itl_token_p{q:g}"] = prediction.itl_per_token_quantiles_seconds[q] / value - 1
+    return out
+
+
+def median_abs(rows: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Median absolute error of each metric over the runs that have it."""
+    keys = sorted({key for row in rows.values() for key in row})
+    return {key: float(np.median([abs(row[key]) for row in rows.values() if key in row]))
+            for key in keys}  # fmt: skip
+
+
+def _fold(runs, feats, held: int, base: Calibration) -> Calibration:
+    """The constants fitted without run `held` (from the global fit's features)."""
+    keep = [i for i in range(len(runs)) if i != held]
+    train, train_feats = [runs[i] for i in keep], [feats[i] for i in keep]
+    values, _, _ = solve_step_terms(train, train_feats)
+    steps, seconds = solve_pipeline(train, train_feats)
+    jitter = base.step_jitter if any(r.itl_per_token_quantiles_seconds for r in train) else 0.0
+    cal = _with_step_terms(base, values)
+    return replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds,
+                   step_jitter=jitter)  # fmt: skip
+
+
+def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
+              name: str = "calibration") -> Fit:  # fmt: skip
+    """Fit every constant the runs determine; residuals and leave-one-out error included."""
+    usable, skipped = simulable(runs)
+    if len(usable) < MIN_RUNS:
+        raise ConfigError(
+            f"only {len(usable)} of {len(runs)} runs can be simulated (known arrival rates and "
+            f"prompt shape); fitting 4 step constants and the TTFT pipeline needs at least "
+            f"{MIN_RUNS}"
+        )
+    cal, feats, errors, undetermined, rounds = fit_step_terms(usable, Calibration(), seed=seed,
+                                                              log=log)  # fmt: skip
+    steps, seconds = solve_pipeline(usable, feats)
+    cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
+    sigma = fit_jitter(usable, cal, seed=seed)
+    if sigma is None:
+        undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
+    cal = replace(cal, step_jitter=sigma or 0.0)
+    predictions = {run.id: _predict(run, cal, seed) for run in usable}
+    rows = {run.id: residuals(run, predictions[run.id]) for run in usable}
+    loo = {}
+    if leave_one_out:
+        folds = {run.id: residuals(run, _predict(run, _fold(usable, feats, i, cal), seed))
+                 for i, run in enumerate(usable)}  # fmt: skip
+        loo = median_abs(folds)
+    cal = replace(
+        cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
+        undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
+    )  # fmt: skip
+    return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
+
+
+def _predict(run, calibration, seed):
+    from itlkit.calibration.predict import predict_run
+
+    return predict_run(run, calibration, seed=seed)
+
+
+def _scope_notes(runs) -> dict[str, str]:
+    """What the runs' spread cannot tell apart (said in CALIBRATION.json)."""
+    from itlkit.calibration.constants import link_kind
+    from itlkit.physics.hardware import get_gpu
+
+    notes = {}
+    gpus = sorted({run.gpu for run in runs})
+    if len(gpus) == 1:
+        notes["per_gpu_family"] = f"every run is on {gpus[0]}: one global fit, used for all GPUs"
+    if not any(link_kind(get_gpu(run.gpu)) == "pcie" for run in runs):
+        notes["allreduce_seconds_per_call.pcie"] = "no PCIe-only runs: the NVLink value is used"
+    notes["mfu"] = "not fitted (prefill compute barely shapes these runs): 0.5 of peak is used"
+    return notes

@@ -1,0 +1,174 @@
+"""Simulate a real run (`itlkit-runs/1`) under a calibration: what `itlkit simulate --runs` prints.
+
+The run's client is rebuilt request by request (`sim.run_workload`: fixed-count Poisson stages,
+the cycled prompts and what vLLM's prefix cache serves of them), the engine runs its settings
+until every request has finished (the drain), and the statistics are the harness's own:
+`itl_mean_seconds` = (E2E mean - TTFT mean) / (output tokens mean - 1), per-token ITL quantiles
+over every token gap. The TTFT pipeline delay is added to each request's first and last token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from itlkit.calibration.constants import UNCALIBRATED, Calibration
+from itlkit.physics.hardware import get_gpu
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.config import SchedulerConfig
+from itlkit.sim.run_workload import generated_tokens, prompt_cycle_blocks, run_workload
+from itlkit.sim.runs import Run
+from itlkit.sim.scheduler import (
+    kv_capacity_tokens,
+    roofline_step_function,
+    simulate,
+    step_jitter_factors,
+)
+from itlkit.sim.results import SimulationResult, weighted_quantile
+from itlkit.units import kv_precision, weight_precision
+
+ITL_LEVELS = (0.5, 0.9, 0.99, 0.998)
+
+
+@dataclass(frozen=True)
+class RunPrediction:
+    """What the simulator predicts for one run, in the runs file's terms (seconds)."""
+
+    id: str
+    e2e_mean_seconds: float
+    e2e_p99_seconds: float
+    ttft_mean_seconds: float
+    ttft_p99_seconds: float
+    itl_mean_seconds: float
+    itl_per_token_quantiles_seconds: dict[float, float]
+    requests: int
+    unfinished: int
+    mean_running: float  # sequences per decode token's step (what Little's law sees)
+
+    def to_json(self) -> dict:
+        quantiles = {str(q): v for q, v in self.itl_per_token_quantiles_seconds.items()}
+        return {
+            "id": self.id,
+            "e2e_mean_seconds": self.e2e_mean_seconds,
+            "ttft_mean_seconds": self.ttft_mean_seconds,
+            "itl_mean_seconds": self.itl_mean_seconds,
+            "ttft_p99_seconds": self.ttft_p99_seconds,
+            "e2e_p99_seconds": self.e2e_p99_seconds,
+            "itl_per_token_quantiles_seconds": quantiles,
+            "requests": self.requests,
+            "unfinished": self.unfinished,
+        }
+
+
+def run_deployment(run: Run, calibration: Calibration = UNCALIBRATED) -> Deployment:
+    """The run's deployment with the calibration's host and all-reduce terms."""
+    gpu = get_gpu(run.gpu)
+    deployment = Deployment(
+        model=run.model,
+        gpu=gpu,
+        weights=weight_precision(run.weights_precision),
+        kv=kv_precision(run.kv_precision),
+        tp=run.tp,
+        gpu_memory_utilization=run.gpu_memory_utilization,
+        host_overhead_seconds=calibration.host_seconds_per_step,
+        host_seconds_per_sequence=calibration.host_seconds_per_sequence,
+        allreduce_latency_seconds=calibration.allreduce_for(gpu),
+    )
+    deployment.validate()
+    return deployment
+
+
+def run_config(run: Run) -> SchedulerConfig:
+    return SchedulerConfig(
+        max_num_batched_tokens=run.max_num_batched_tokens,
+        max_num_seqs=min(run.max_num_seqs, run.max_num_batched_tokens),
+        enable_chunked_prefill=run.chunked_prefill,
+    )
+
+
+def request_blocks(run: Run) -> int:
+    """KV blocks one request of the run holds when done (mean prompt + output)."""
+    w = run.workload
+    prompt = w.prompt_tokens_mean or (w.system_prompt_tokens or 0) + (w.question_tokens or 0)
+    return math.ceil((prompt + generated_tokens(run)) / run.block_size)
+
+
+def simulate_run(
+    run: Run, calibration: Calibration = UNCALIBRATED, *, seed: int = 0
+) -> SimulationResult:
+    """The engine's run of this workload on this deployment, drained (every request finishes).
+
+    vLLM's prefix cache keeps the blocks that running requests leave free. The run is first
+    simulated with the whole KV cache open to it; if the blocks its busiest moments hold (the
+    99th percentile of running requests x a request's blocks) leave too little for the cycled
+    prompts, the hits are replayed with that smaller cache and the run simulated again.
+    """
+    deployment = run_deployment(run, calibration)
+    total = kv_capacity_tokens(deployment) // run.block_size
+    result = _simulate(run, deployment, calibration, capacity_blocks=total, seed=seed)
+    if not run.prefix_caching:
+        return result
+    busy = float(np.quantile(result.step_running, 0.99)) if result.steps else 0.0
+    left = max(int(total - math.ceil(busy) * request_blocks(run)), 1)
+    if left >= prompt_cycle_blocks(run):
+        return result
+    return _simulate(run, deployment, calibration, capacity_blocks=left, seed=seed)
+
+
+def _simulate(run, deployment, calibration, *, capacity_blocks: int, seed: int):
+    workload = run_workload(run, capacity_blocks=capacity_blocks, seed=seed)
+    if not run.prefix_caching:
+        workload = replace(workload, cached_prompt_tokens=np.zeros_like(workload.prompt_tokens))
+    return simulate(
+        workload,
+        step_function=roofline_step_function(deployment, efficiency=calibration.efficiency),
+        kv_capacity_tokens=kv_capacity_tokens(deployment),
+        config=run_config(run),
+        jitter=step_jitter_factors(calibration.step_jitter, seed=seed),
+    )
+
+
+def pipeline_delay_seconds(result: SimulationResult, calibration: Calibration) -> np.ndarray:
+    """Per request: the TTFT pipeline's delay (steps of the step that emitted the first token,
+    plus seconds); NaN for requests that never got a token."""
+    first = result.first_token_seconds
+    ends = result.step_end_seconds
+    got = ~np.isnan(first)
+    step = np.full(first.shape, np.nan)
+    if ends.size:
+        at = np.clip(np.searchsorted(ends, first[got], side="left"), 0, ends.size - 1)
+        step[got] = result.step_duration_seconds[at]
+    return calibration.ttft_pipeline_steps * step + calibration.ttft_pipeline_seconds
+
+
+def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
+    """The runs file's statistics of a simulated run."""
+    arrival = result.workload.arrival_seconds
+    delay = pipeline_delay_seconds(result, calibration)
+    done = result.finished
+    ttft = (result.first_token_seconds - arrival + delay)[done]
+    e2e = (result.finish_seconds - arrival + delay)[done]
+    tokens = run.workload.output_tokens_mean  # as the client counted them (the harness's ratio)
+    values, weights = result.itl_weighted()
+    quantiles = {q: float(weighted_quantile(values, weights, q)) for q in ITL_LEVELS}
+    decode = result.step_decode_tokens.astype(float)
+    running = float((decode * decode).sum() / decode.sum()) if decode.sum() else 0.0
+    return RunPrediction(
+        id=run.id,
+        e2e_mean_seconds=float(e2e.mean()),
+        e2e_p99_seconds=float(np.quantile(e2e, 0.99)),
+        ttft_mean_seconds=float(ttft.mean()),
+        ttft_p99_seconds=float(np.quantile(ttft, 0.99)),
+        itl_mean_seconds=float((e2e.mean() - ttft.mean()) / (tokens - 1)),
+        itl_per_token_quantiles_seconds=quantiles,
+        requests=int(done.size),
+        unfinished=int((~done).sum()),
+        mean_running=running,
+    )
+
+
+def predict_run(run: Run, calibration: Calibration = UNCALIBRATED, *, seed: int = 0) -> RunPrediction:
+    """Simulate `run` under `calibration` and read its statistics."""
+    return predict(run, simulate_run(run, calibration, seed=seed), calibration)
