@@ -67,3 +67,34 @@ def backfilled_prometheus(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def merge_openmetrics(texts_by_instance: dict[str, str]) -> str:
+    """One OpenMetrics text from several single-target ones, each sample labelled `instance`.
+
+    Backfill wants each family declared once with all its samples under it, so the families of
+    every text are gathered in the order of the first text; a text's own `# EOF` is dropped.
+    """
+    families: dict[str, list[str]] = {}
+    headers: dict[str, list[str]] = {}
+    for instance, text in texts_by_instance.items():
+        family = None
+        label = f'instance="{instance}"'
+        for line in text.splitlines():
+            if line == "# EOF" or not line:
+                continue
+            if line.startswith("# "):
+                family = line.split()[2]
+                if family not in families:
+                    families[family] = []
+                    headers[family] = []
+                if len(headers[family]) < 2 and line not in headers[family]:
+                    headers[family].append(line)
+                continue
+            name, brace, rest = line.partition("{")
+            if not brace:
+                name, _, rest = line.partition(" ")
+            sample = f"{name}{{{label},{rest}" if brace else f"{name}{{{label}}} {rest}"
+            families[family].append(sample)
+    lines = [line for f, samples in families.items() for line in (*headers[f], *samples)]
+    return "\n".join([*lines, "# EOF"]) + "\n"

@@ -49,6 +49,11 @@ def add_parser(subparsers) -> None:
         help="evidence window length",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object (SI units)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="with --prometheus: every instance/model/engine, one table ranked by severity",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,6 +61,8 @@ def run(args) -> int:
     """Diagnose and print a short postmortem (or JSON)."""
     if bool(args.paths) == bool(args.prometheus):
         raise ValueError("give scrape PATHs or --prometheus URL (with --start and --end), not both")
+    if args.all:
+        return _run_fleet(args)
     frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
     assumptions = fill_deployment_from_metrics(args, _served_names(frame))
     deployment = deployment_from_args(args)
@@ -82,6 +89,44 @@ def run(args) -> int:
     else:
         print("\n".join(f"assumed: {a}" for a in assumptions) + ("\n" if assumptions else ""))
         print(to_text(build_report(result)))
+    return 0
+
+
+def _run_fleet(args) -> int:
+    """`--all`: diagnose every member the server holds; one ranked table (or JSON rows)."""
+    import copy
+
+    from itlkit.diagnosis.fleet import diagnose_fleet, fetch_fleet_evidence, to_table
+
+    if not (args.prometheus and args.start and args.end):
+        raise ValueError("--all needs --prometheus URL with --start and --end")
+    if args.model_name or args.batch or args.context:
+        raise ValueError("--all diagnoses every model: drop --model-name, --batch and --context")
+    deployments: dict[str, tuple] = {}
+
+    def deployment_for(model_name: str):
+        if model_name not in deployments:
+            mine = copy.copy(args)
+            said = fill_deployment_from_metrics(mine, [model_name] if model_name else [])
+            deployments[model_name] = (deployment_from_args(mine), tuple(said))
+        return deployments[model_name]
+
+    evidence = fetch_fleet_evidence(
+        args.prometheus, start=args.start, end=args.end, window_seconds=args.window
+    )
+    rows = diagnose_fleet(
+        evidence, deployment_for, max_num_batched_tokens=args.max_num_batched_tokens
+    )
+    if not rows:
+        raise ValueError(f"{args.prometheus}: no vLLM metrics in that period")
+    if args.json:
+        doc = {"window_seconds": evidence.window_seconds, "queries": list(evidence.queries),
+               "rows": [r.to_json() for r in rows]}  # fmt: skip
+        print(json.dumps(doc, indent=2, default=_json_default))
+    else:
+        said = sorted({a for r in rows for a in r.assumptions})
+        print("\n".join(f"assumed: {a}" for a in said) + ("\n" if said else ""))
+        print(to_table(rows, window_seconds=evidence.window_seconds))
     return 0
 
 
