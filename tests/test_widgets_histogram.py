@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import html
 import math
+import re
 
 import numpy as np
 import pytest
@@ -159,6 +161,11 @@ def test_title_says_which_floor_is_assumed(examples):
     assert "batch 12," in ex.figure.layout.title.text  # the title follows the floor's inputs
 
 
+def _words(title: str) -> str:
+    """A plotly title as the reader sees it: no tags, no line breaks, entities decoded."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", title)).split())
+
+
 def _upload(name: str, text: str) -> dict:
     now = dt.datetime.now(dt.UTC)
     return {"name": name, "type": "text/plain", "size": len(text), "last_modified": now,
@@ -219,3 +226,25 @@ def test_the_decode_floor_and_slow_share_are_drawn_on_the_itl_histogram_only(exa
     ex.metric.value = "itl"
     assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
     assert "within" in ex.status.value  # the mode split is back
+
+
+def test_an_uploaded_page_is_judged_against_its_own_model(examples):
+    """Issue 12e: a page of another model was judged against the Llama-3.1-8B / H100 floor."""
+    ex = HistogramExplorer(examples=examples)
+    served = "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8"
+    text = ONE.replace('model_name="m"', f'model_name="{served}"')
+    ex.upload.value = (_upload("70b-20261202T130000Z.prom", text),)
+    assert ex.model.value == "llama-3.1-70b"
+    dep = Deployment.create(model="llama-3.1-70b", gpu="h100-sxm", weight_precision="fp8")
+    want = float(decode_step(dep, batch_size=64, context_tokens=4096).floor_seconds)
+    assert _trace(ex.figure, "floor").x[0] == pytest.approx(want)
+    title = _words(ex.figure.layout.title.text)
+    assert "assumed for llama-3.1-70b, fp8 weights, h100-sxm, batch 64" in title
+    assert "model from model_name" in title and "FP8 weights from its suffix" in title
+    assert "GPU h100-sxm assumed (the metrics do not name it)" in title
+    ex.model.value = "llama-3.1-8b"  # the reader overrules the guess: its precision goes too
+    assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
+    assert "fp8" not in ex.figure.layout.title.text
+    ex.example.value = "series"  # model_name "m" is in no catalog: the model chosen stays
+    assert ex.model.value == "llama-3.1-8b"
+    assert "model_name 'm' is not in the catalog" in _words(ex.figure.layout.title.text)

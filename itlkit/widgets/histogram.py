@@ -21,7 +21,8 @@ from itlkit.metrics.histogram import (
 from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
-from itlkit.physics.roofline import decode_step
+from itlkit.physics.model_names import ModelGuess, guess_model
+from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots._style import title_margin_px, wrap
 from itlkit.plots.histogram import (
     empty_series_figure,
@@ -83,8 +84,12 @@ class HistogramExplorer:
         self.batch.add_class("itlkit-hist-batch")  # a handle for browser tests
         self.status = widgets.HTML()
         self.error = widgets.HTML()
+        self._guess: ModelGuess | None = None
+        self._model_note = ""
+        self._quiet = False  # set while a load moves the model dropdown: one redraw, not two
         self._frame = read_paths([self.examples[self.example.value]])
         self._source = self.example.value
+        self._take_model_from_metrics()
         hist_fig, series_fig = self._figures()
         self._title = hist_fig.layout.title.text  # the last good title, under a failure's mark
         self.figure = figure_widget(hist_fig)
@@ -113,9 +118,18 @@ class HistogramExplorer:
 
     # --- computations (pure, from the current controls) ------------------------------------
 
+    def weight_precision(self) -> str:
+        """The weights' precision: the one the served name states while its model is chosen."""
+        guess = self._guess
+        if guess is not None and guess.weight_precision and guess.slug == self.model.value:
+            return guess.weight_precision
+        return "bf16"
+
     def floor_seconds(self) -> float:
         """Bandwidth floor of one decode step for the chosen model, GPU, batch and context."""
-        dep = self.picker.deployment()
+        dep = Deployment.create(
+            model=self.model.value, gpu=self.gpu.value, weight_precision=self.weight_precision()
+        )
         step = decode_step(dep, batch_size=self.batch.value, context_tokens=self.context.value)
         return float(step.floor_seconds)
 
@@ -139,11 +153,14 @@ class HistogramExplorer:
         title = wrap(f"{html.escape(self._source)} · {self.metric.value} · {span}")
         if self.metric.value == "itl":
             summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
-            label = f"({self.model.value}, {self.gpu.value}, batch {self.batch.value}, "
-            label += f"{self.context.value} tokens)"
+            weights = self.weight_precision()
+            label = f"({self.model.value}, " + (f"{weights} weights, " if weights != "bf16" else "")
+            label += f"{self.gpu.value}, batch {self.batch.value}, {self.context.value} tokens)"
             # which floor the histogram is judged against, always in sight (it is an assumption)
             title += "<br>" + wrap(
-                f"floor {format_seconds(floor)} assumed for {html.escape(label[1:-1])}",
+                f"floor {format_seconds(floor)} assumed for {html.escape(label[1:-1])} · "
+                f"{html.escape(self._model_origin())} · GPU {self.gpu.value} assumed "
+                "(the metrics do not name it)",
                 small=True,
             )
             hist_fig = histogram_figure(
@@ -176,6 +193,35 @@ class HistogramExplorer:
             ttft_count_per_second=ttft_rate,
             start_seconds=float(itl.timestamps_seconds[0]),
         )
+
+    def _take_model_from_metrics(self) -> None:
+        """Choose the catalog model the metrics' model_name refers to, as `itlkit diagnose`
+        does; the title then says where the model came from."""
+        itl = self._frame[self._frame["metric"] == "itl"]
+        names = sorted({str(n) for n in itl["model_name"].unique()} - {""})
+        self._guess = guess_model(names[0]) if len(names) == 1 else None
+        if self._guess is not None:
+            self._quiet = True
+            try:
+                self.model.value = self._guess.slug
+            finally:
+                self._quiet = False
+            self._model_note = ""
+        elif len(names) == 1:
+            self._model_note = f"model_name {names[0]!r} is not in the catalog: model as chosen"
+        elif names:
+            self._model_note = f"the metrics serve {len(names)} models: model as chosen"
+        else:
+            self._model_note = "the metrics name no model: model as chosen"
+
+    def _model_origin(self) -> str:
+        """Where the model of the floor came from, in words."""
+        guess = self._guess
+        if guess is not None and guess.slug == self.model.value:
+            return f"model {guess.reason}"
+        if guess is not None:
+            return f"model as chosen (model_name suggests {guess.slug})"
+        return self._model_note
 
     def _ttft_rate(self) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -214,7 +260,8 @@ class HistogramExplorer:
 
     def update(self, change=None) -> None:
         """Recompute and redraw from the current controls."""
-        self._show()
+        if not self._quiet:
+            self._show()
 
     def _on_example(self, change) -> None:
         if change["new"] is None:  # cleared after an upload: nothing to load
@@ -225,6 +272,7 @@ class HistogramExplorer:
             self._fail(str(exc), what=f"{change['new']} could not be read")
             return
         self._source = change["new"]
+        self._take_model_from_metrics()
         self._show()
 
     def _on_upload(self, change) -> None:
@@ -244,6 +292,7 @@ class HistogramExplorer:
         self._source = ", ".join(sorted(texts)) if len(texts) <= 2 else f"{len(texts)} uploads"
         # the dropdown no longer names what is shown, and choosing any example is a change again
         self.example.value = None
+        self._take_model_from_metrics()
         self._show()
 
 
