@@ -1,10 +1,16 @@
 """Notebook 04's wiring, driven from Python."""
 
+import html
 import re
 
 import pytest
 
 from itlkit.widgets.postmortem import UPLOAD, PostmortemExplorer, bundled_scenarios
+
+
+def _text(markup: str) -> str:
+    """HTML as the reader sees it: no tags, entities decoded, spaces collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +80,23 @@ def test_own_config_json_as_the_model(explorer, tmp_path):
     explorer.model_path.value = ""
     explorer.reload()
     assert "Cannot diagnose" not in explorer.verdict.value
+
+
+def test_an_empty_prometheus_url_or_period_is_one_clear_message(explorer):
+    """Issue 12f: an empty Prometheus URL gave "NaTType does not support timestamp"."""
+    from itlkit.widgets.postmortem import PROMETHEUS
+
+    explorer.source.value = PROMETHEUS
+    explorer.reload()
+    assert "NaTType" not in explorer.verdict.value
+    assert ("Cannot diagnose: Prometheus needs its URL (e.g. http://127.0.0.1:9090), the start "
+            "and the end of the incident (e.g. 2026-12-02T15:00:00Z)") in _text(explorer.verdict.value)  # fmt: skip
+    explorer.url.value = "http://127.0.0.1:9090"
+    explorer.start.value = "2026-12-02T15:00:00Z"
+    explorer.reload()
+    assert "Prometheus needs the end of the incident (e.g. 2026-12-02T16:00:00Z)" in _text(
+        explorer.verdict.value
+    )
+    explorer.url.value = explorer.start.value = ""
+    explorer.source.value = "mixed"
+    explorer.reload()

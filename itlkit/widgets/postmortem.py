@@ -181,9 +181,8 @@ class PostmortemExplorer:
         if self.source.value == PROMETHEUS:
             from itlkit.diagnosis.evidence import timeline_from_prometheus
 
-            timeline = timeline_from_prometheus(
-                self.url.value.strip(), start=self.start.value.strip(), end=self.end.value.strip()
-            )
+            url, start, end = self._prometheus_inputs()
+            timeline = timeline_from_prometheus(url, start=start, end=end)
         else:
             timeline = timeline_from_frame(self._frame())
         self.diagnosis = diagnose(
@@ -193,6 +192,19 @@ class PostmortemExplorer:
         report = build_report(self.diagnosis)
         self.verdict.value = to_html(report, parts=("verdict", "facts", "notes"))
         self.evidence.value = to_html(report, parts=("findings",))
+
+    def _prometheus_inputs(self) -> tuple[str, str, str]:
+        """URL, start and end as typed; one sentence naming every one still missing."""
+        url, start, end = (w.value.strip() for w in (self.url, self.start, self.end))
+        needs = [] if url else [f"its URL (e.g. {self.url.placeholder})"]
+        times = [(name, w) for name, w, v in (("the start", self.start, start),
+                                              ("the end", self.end, end)) if not v]  # fmt: skip
+        if times:
+            needs.append(" and ".join(name for name, _ in times)
+                         + f" of the incident (e.g. {times[0][1].placeholder})")  # fmt: skip
+        if needs:
+            raise ValueError("Prometheus needs " + ", ".join(needs))
+        return url, start, end
 
     def _setting(self) -> Setting:
         base = current_setting(self.diagnosis)
