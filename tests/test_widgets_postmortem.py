@@ -100,3 +100,64 @@ def test_an_empty_prometheus_url_or_period_is_one_clear_message(explorer):
     explorer.url.value = explorer.start.value = ""
     explorer.source.value = "mixed"
     explorer.reload()
+
+
+ONE_PAGE = "synthetic-v0.12-one-page-20261202T120500Z.prom"
+
+
+def _upload_bundled(explorer, *names):
+    import datetime as dt
+
+    from itlkit.bundled import bundled_path
+
+    items = []
+    for name in names:
+        data = (bundled_path() / name).read_bytes()
+        items.append({"name": name, "type": "text/plain", "size": len(data),
+                      "last_modified": dt.datetime.now(dt.UTC), "content": memoryview(data)})  # fmt: skip
+    explorer.source.value = UPLOAD
+    explorer.upload.value = tuple(items)
+    explorer.reload()
+
+
+def test_one_page_says_it_has_no_time_series_and_counts_start_at_zero():
+    """Issue 12g: one page drew the panels over time as a dot, with a negative requests/s axis."""
+    ex = PostmortemExplorer(scenario="mixed")
+    _upload_bundled(ex, ONE_PAGE)
+    assert "Cannot diagnose" not in ex.verdict.value
+    notes = [a.text for a in ex.timeline_figure.layout.annotations]
+    assert any("one page has no time series" in (text or "") for text in notes), notes
+    layout = ex.timeline_figure.layout
+    for axis in ("yaxis2", "yaxis3", "yaxis4", "yaxis5"):  # shares, rates, counts, the floor
+        assert layout[axis].rangemode == "tozero", axis
+    ex.source.value = "mixed"  # a series again: the note goes
+    ex.reload()
+    notes = [a.text or "" for a in ex.timeline_figure.layout.annotations]
+    assert not any("no time series" in text for text in notes)
+
+
+def test_the_arrivals_axis_starts_at_zero(explorer):
+    """Issue 12i: the first-tokens-per-second axis did not start at zero."""
+    layout = explorer.timeline_figure.layout
+    assert layout.yaxis3.title.text == "requests/s"
+    assert layout.yaxis3.rangemode == "tozero"
+
+
+def test_the_heatmap_colours_shares_on_a_log_scale():
+    """Issue 12j: on a linear scale the rare multi-second preemption gaps were invisible."""
+    import numpy as np
+
+    ex = PostmortemExplorer(scenario="preemption")
+    heatmap = ex.timeline_figure.data[0]
+    shares = np.array([h.bucket_counts / h.count for h in ex.diagnosis.timeline.itl]).T
+    z = np.array(heatmap.z, dtype=float)
+    held = shares > 0
+    assert z[held] == pytest.approx(np.log10(shares[held]))
+    assert np.isnan(z[~held]).all()  # empty buckets stay blank
+    assert (heatmap.zmin, heatmap.zmax) == (-6, 0)
+    assert list(heatmap.colorbar.ticktext) == ["0.0001 %", "0.001 %", "0.01 %", "0.1 %", "1 %",
+                                                "10 %", "100 %"]  # fmt: skip
+    # a 5-7.5 s gap seen a few times in 100,000 ITLs: over a quarter of the way up the scale
+    # (on the linear scale it was 0.007 % of the way up)
+    rows = [i for i, label in enumerate(heatmap.y) if label.startswith("(5000,")]
+    assert np.nanmax(z[rows]) > -6 + 6 / 4

@@ -35,6 +35,7 @@ from itlkit.plots.postmortem import (
     whatif_title,
 )
 from itlkit.widgets._deployment import deployment_picker
+from itlkit.widgets._figure import update_traces
 from itlkit.widgets._style import error_banner
 
 SCENARIO_DIR = scenario_folder()
@@ -232,13 +233,11 @@ class PostmortemExplorer:
         except _PROBLEMS as exc:
             self.verdict.value = error_banner("Cannot diagnose:", str(exc))
             return
+        fresh = timeline_figure(self.diagnosis)  # its notes and axes follow the new metrics
         with self.timeline_figure.batch_update():
-            for trace, values in zip(
-                self.timeline_figure.data, timeline_data(self.diagnosis), strict=True
-            ):
-                for key, value in values.items():
-                    trace[key] = value
-            self.timeline_figure.layout.title.text = timeline_title(self.diagnosis)
+            update_traces(self.timeline_figure, timeline_data(self.diagnosis))
+            self.timeline_figure.layout.update(fresh.layout.to_plotly_json(), overwrite=True)
+            self.timeline_figure.layout.annotations = fresh.layout.annotations
         self.update_whatif()
 
     def update_whatif(self, change=None) -> None:
