@@ -89,8 +89,9 @@ def test_an_empty_prometheus_url_or_period_is_one_clear_message(explorer):
     explorer.source.value = PROMETHEUS
     explorer.reload()
     assert "NaTType" not in explorer.verdict.value
-    assert ("Cannot diagnose: Prometheus needs its URL (e.g. http://127.0.0.1:9090), the start "
-            "and the end of the incident (e.g. 2026-12-02T15:00:00Z)") in _text(explorer.verdict.value)  # fmt: skip
+    want = ("Cannot diagnose: Prometheus needs its URL (e.g. http://127.0.0.1:9090), the start "
+            "and the end of the incident (e.g. 2026-12-02T15:00:00Z)")  # fmt: skip
+    assert want in _text(explorer.verdict.value)
     explorer.url.value = "http://127.0.0.1:9090"
     explorer.start.value = "2026-12-02T15:00:00Z"
     explorer.reload()
@@ -113,8 +114,9 @@ def _upload_bundled(explorer, *names):
     items = []
     for name in names:
         data = (bundled_path() / name).read_bytes()
+        now = dt.datetime.now(dt.UTC)
         items.append({"name": name, "type": "text/plain", "size": len(data),
-                      "last_modified": dt.datetime.now(dt.UTC), "content": memoryview(data)})  # fmt: skip
+                      "last_modified": now, "content": memoryview(data)})  # fmt: skip
     explorer.source.value = UPLOAD
     explorer.upload.value = tuple(items)
     explorer.reload()
@@ -161,3 +163,25 @@ def test_the_heatmap_colours_shares_on_a_log_scale():
     # (on the linear scale it was 0.007 % of the way up)
     rows = [i for i, label in enumerate(heatmap.y) if label.startswith("(5000,")]
     assert np.nanmax(z[rows]) > -6 + 6 / 4
+
+
+def test_the_whatif_axes_hold_every_value_the_title_shows():
+    """Issue 12h: the TTFT axis stopped at ~1.5 s; 39 s and 631 s what-ifs fell off it."""
+    import math
+
+    ex = PostmortemExplorer(scenario="mixed")
+    ex.whatif_budget.value = 64
+    ex.whatif_seqs.value = 8
+    layout, t = ex.whatif_figure.layout, ex.diagnosis.timeline
+    shown = {
+        "xaxis": [t.itl_total.quantile(0.99), ex.baseline.itl_quantile(0.99),
+                  ex.prediction.itl_quantile(0.99)],
+        "xaxis2": [t.ttft_total.quantile(0.99), ex.baseline.ttft_quantile(0.99),
+                   ex.prediction.ttft_quantile(0.99)],
+    }  # fmt: skip
+    assert max(shown["xaxis2"]) > 100  # seconds: the case that fell off
+    for axis, seconds in shown.items():
+        low, high = layout[axis].range
+        assert layout[axis].type == "log"
+        for value in seconds:
+            assert low <= math.log10(value * 1e3) <= high, (axis, value, layout[axis].range)

@@ -8,6 +8,7 @@ bucket no right edge; both are drawn one decade wide, in grey, and say so on hov
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -109,7 +110,7 @@ def label_rows(marks: list[Mark], x_range: list[float]) -> list[tuple[str, int]]
     logs = [math.log10(m.x) if m.x and math.isfinite(m.x) and m.x > 0 else None for m in marks]
     texts = [m.name for m in marks]
     order = sorted((i for i, lx in enumerate(logs) if lx is not None), key=lambda i: logs[i])
-    for a, b in zip(order, order[1:], strict=False):  # one label for coinciding marks
+    for a, b in itertools.pairwise(order):  # one label for coinciding marks
         if abs(logs[b] - logs[a]) < 0.004 * span and texts[a]:
             texts[a], texts[b] = "", f"{texts[a]} · {texts[b]}"
     rows = [0] * len(marks)

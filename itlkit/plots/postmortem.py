@@ -125,8 +125,10 @@ def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 760) -> go
     fig.update_yaxes(title_text="floor (ms)", row=3, secondary_y=True, **counts)
     if not d.timeline.has_time_axis:
         for row in (2, 3):
-            fig.add_annotation(text=NO_SERIES, showarrow=False, xref="x domain", yref="y domain",
-                               x=0.5, y=0.5, bgcolor="rgba(255,255,255,0.85)", row=row, col=1)  # fmt: skip
+            fig.add_annotation(
+                text=NO_SERIES, showarrow=False, xref="x domain", yref="y domain", x=0.5, y=0.5,
+                bgcolor="rgba(255,255,255,0.85)", row=row, col=1,
+            )  # fmt: skip
     fig.update_xaxes(title_text="time (UTC)", row=3, col=1)
     return fig
 
@@ -153,8 +155,9 @@ def _shares(h: Histogram) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _occupied_range(histograms: list[Histogram]) -> list[float]:
-    """log10 x-range (ms) spanning the buckets that hold observations, with a little margin."""
+def _occupied_range(histograms: list[Histogram], marks_ms=()) -> list[float]:
+    """log10 x-range (ms) spanning the buckets that hold observations and every marked value
+    (the quantiles a title quotes), with a little margin."""
     lows, highs = [], []
     for h in histograms:
         x, y = _shares(h)
@@ -162,9 +165,20 @@ def _occupied_range(histograms: list[Histogram]) -> list[float]:
         if held.size:
             lows.append(held.min())
             highs.append(held.max())
+    marks = [m for m in marks_ms if m is not None and math.isfinite(m) and m > 0]
+    lows, highs = lows + marks, highs + marks
     if not lows:
         return [-1, 5]
     return [math.log10(min(lows)) - 0.2, math.log10(max(highs)) + 0.2]
+
+
+def _p99s(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> tuple[list, list]:
+    """The ITL and TTFT p99s the what-if title quotes (observed, replayed, what-if), in ms."""
+    t = d.timeline
+    itl = [t.itl_total.quantile(0.99), baseline.itl_quantile(0.99), prediction.itl_quantile(0.99)]
+    ttft = [t.ttft_total.quantile(0.99) if t.ttft_total is not None else math.nan,
+            baseline.ttft_quantile(0.99), prediction.ttft_quantile(0.99)]  # fmt: skip
+    return [v / MILLISECOND for v in itl], [v / MILLISECOND for v in ttft]
 
 
 def whatif_data(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> list[dict]:
@@ -232,13 +246,18 @@ def whatif_figure(
         margin=dict(l=60, r=30, t=95, b=50),
         legend=dict(orientation="h", y=-0.2),
     )
-    itl_range = _occupied_range([d.timeline.itl_total, baseline.itl, prediction.itl])
+    itl_p99s, ttft_p99s = _p99s(d, baseline, prediction)
+    itl_range = _occupied_range([d.timeline.itl_total, baseline.itl, prediction.itl], itl_p99s)
     ttft = [h for h in (d.timeline.ttft_total, baseline.ttft, prediction.ttft) if h is not None]
     fig.update_xaxes(
         type="log", title_text="inter-token latency (ms)", range=itl_range, row=1, col=1
     )
     fig.update_xaxes(
-        type="log", title_text="time to first token (ms)", range=_occupied_range(ttft), row=1, col=2
+        type="log",
+        title_text="time to first token (ms)",
+        range=_occupied_range(ttft, ttft_p99s),
+        row=1,
+        col=2,
     )
     fig.update_yaxes(title_text="share of observations (%)", row=1, col=1)
     return fig

@@ -252,7 +252,7 @@ class HistogramExplorer:
         """Say what failed under the controls and mark the figure left in sight as stale."""
         self.error.value = f'<span style="color:#c00">error: {html.escape(message)}</span>'
         mark = wrap(f"not updated: {what} · still showing {self._source}")
-        title = "<br>".join(f'{_STALE}{html.escape(line)}</span>' for line in mark.split("<br>"))
+        title = "<br>".join(f"{_STALE}{html.escape(line)}</span>" for line in mark.split("<br>"))
         title += "<br>" + self._title
         with self.figure.batch_update():
             self.figure.layout.title.text = title

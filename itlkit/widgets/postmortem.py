@@ -29,10 +29,8 @@ from itlkit.plots.postmortem import (
     postmortem_html,
     timeline_data,
     timeline_figure,
-    timeline_title,
     whatif_data,
     whatif_figure,
-    whatif_title,
 )
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import update_traces
@@ -253,12 +251,10 @@ class PostmortemExplorer:
             )
             return
         data = whatif_data(self.diagnosis, self.baseline, self.prediction)
+        fresh = whatif_figure(self.diagnosis, self.baseline, self.prediction)  # title and ranges
         with self.whatif_figure.batch_update():
-            for trace, values in zip(self.whatif_figure.data, data, strict=True):
-                trace.x, trace.y = values["x"], values["y"]
-            self.whatif_figure.layout.title.text = whatif_title(
-                self.diagnosis, self.baseline, self.prediction
-            )
+            update_traces(self.whatif_figure, ({"x": v["x"], "y": v["y"]} for v in data))
+            self.whatif_figure.layout.update(fresh.layout.to_plotly_json(), overwrite=True)
 
     def export_report(self, path: str | Path | None = None) -> Path:
         """Write the self-contained HTML report; returns its path."""
