@@ -98,3 +98,49 @@ def merge_openmetrics(texts_by_instance: dict[str, str]) -> str:
             families[family].append(sample)
     lines = [line for f, samples in families.items() for line in (*headers[f], *samples)]
     return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+@contextlib.contextmanager
+def served_openmetrics_file(
+    root: Path, openmetrics_path: Path, *, prometheus: Path, promtool: Path
+) -> Iterator[str]:
+    """`backfilled_prometheus` for an OpenMetrics file too big to hold as one string; the blocks
+    in `root/data` are reused when they exist (a benchmark's cache)."""
+    if not (root / "data").is_dir() or not any((root / "data").iterdir()):
+        built = subprocess.run(
+            [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_path),
+             str(root / "data")],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if built.returncode != 0:
+            raise RuntimeError(f"promtool failed: {built.stderr[-2000:]}{built.stdout[-2000:]}")
+    (root / "prometheus.yml").write_text("global: {}\nscrape_configs: []\n")
+    port = _free_port()
+    with open(root / "prometheus.log", "w") as log:
+        proc = subprocess.Popen(
+            [str(prometheus), f"--config.file={root / 'prometheus.yml'}",
+             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+             "--storage.tsdb.retention.time=100y"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("prometheus did not become ready")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
