@@ -185,3 +185,47 @@ def test_the_whatif_axes_hold_every_value_the_title_shows():
         assert layout[axis].type == "log"
         for value in seconds:
             assert low <= math.log10(value * 1e3) <= high, (axis, value, layout[axis].range)
+
+
+def test_a_recomputing_line_shows_while_04_recomputes_and_no_title_goes_stale():
+    """Issue 12k: no sign of the wait while 04 recomputed, and a stale what-if title after it."""
+    from itlkit.widgets._style import BUSY_HTML
+
+    ex = PostmortemExplorer(scenario="mixed")
+    seen = []
+    run_whatif, run_diagnosis = ex._run_whatif, ex._run_diagnosis
+
+    def whatif_spy():
+        seen.append(("what-if", ex.busy.value, ex.whatif_figure.layout.title.text))
+        run_whatif()
+
+    def diagnosis_spy():
+        seen.append(("diagnosis", ex.busy.value, ex.timeline_figure.layout.title.text))
+        run_diagnosis()
+
+    ex._run_whatif, ex._run_diagnosis = whatif_spy, diagnosis_spy
+    ex.whatif_budget.value = 1024
+    (_, busy, title) = seen.pop()
+    assert busy == BUSY_HTML  # sent before the simulation starts
+    assert "budget 1024" in title and "recomputing" in title and "observed" not in title
+    assert ex.busy.value == "" and "observed" in ex.whatif_figure.layout.title.text
+    ex.reload()
+    assert [(step, busy) for step, busy, _ in seen] == [("diagnosis", BUSY_HTML),
+                                                         ("what-if", BUSY_HTML)]  # fmt: skip
+    assert ex.busy.value == ""
+    # a failed reload leaves both figures marked, not silently showing the old incident
+    ex.source.value = UPLOAD
+    ex.reload()
+    assert ex.busy.value == ""
+    for fig in (ex.timeline_figure, ex.whatif_figure):
+        assert fig.layout.title.text.startswith("not updated (cannot diagnose): still mixed"), (
+            fig.layout.title.text
+        )
+    # one page: the what-if has nothing to replay, and its old curves go
+    _upload_bundled(ex, ONE_PAGE)
+    assert "one scrape cannot be replayed" in ex.whatif_figure.layout.title.text
+    assert all(len(trace.x or ()) == 0 for trace in ex.whatif_figure.data)
+    ex.source.value = "mixed"
+    ex.reload()
+    assert all(len(trace.x) > 0 for trace in ex.whatif_figure.data)
+    assert "observed" in ex.whatif_figure.layout.title.text

@@ -34,7 +34,7 @@ from itlkit.plots.postmortem import (
 )
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import update_traces
-from itlkit.widgets._style import error_banner
+from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner
 
 SCENARIO_DIR = scenario_folder()
 UPLOAD = "my files (upload below)"
@@ -61,6 +61,7 @@ class PostmortemExplorer:
         self.baseline: Prediction | None = None
         self.prediction: Prediction | None = None
         self._run_diagnosis()
+        self._shown = self._source_name()
         self.timeline_figure = go.FigureWidget(timeline_figure(self.diagnosis))
         self._run_whatif()
         self.whatif_figure = go.FigureWidget(
@@ -104,6 +105,7 @@ class PostmortemExplorer:
             style=_WIDE,
         )
         self.load = widgets.Button(description="load and diagnose", button_style="primary")
+        self.busy = busy_label()
         self.verdict, self.evidence = widgets.HTML(), widgets.HTML()
 
     def _whatif_controls(self) -> None:
@@ -136,6 +138,7 @@ class PostmortemExplorer:
             description="export HTML report", icon="download", layout=widgets.Layout(width="200px")
         )
         self.export_status = widgets.HTML()
+        self.whatif_busy = busy_label()
 
     def _layout(self) -> widgets.VBox:
         """The six steps of the walk, top to bottom."""
@@ -150,7 +153,7 @@ class PostmortemExplorer:
         return widgets.VBox([
             widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
             widgets.HBox([sources, deployment]),
-            self.load,
+            widgets.HBox([self.load, self.busy]),
             widgets.HTML("<h3>2. Verdict</h3>"),
             self.verdict,
             widgets.HTML("<h3>3. The histogram over time, against arrivals</h3>"),
@@ -159,6 +162,7 @@ class PostmortemExplorer:
             self.evidence,
             widgets.HTML("<h3>5. What if? Replay the incident's traffic with other settings</h3>"),
             whatif,
+            self.whatif_busy,
             self.whatif_figure,
             widgets.HTML("<h3>6. Report</h3>"),
             widgets.HBox([self.export, self.export_status]),
@@ -226,27 +230,47 @@ class PostmortemExplorer:
 
     def reload(self) -> None:
         """Load the chosen metrics, diagnose and redraw everything (errors shown, not raised)."""
+        self._set_busy(True)  # sent to the page before the work starts: the reader sees the wait
         try:
-            self._run_diagnosis()
-        except _PROBLEMS as exc:
-            self.verdict.value = error_banner("Cannot diagnose:", str(exc))
-            return
-        fresh = timeline_figure(self.diagnosis)  # its notes and axes follow the new metrics
-        with self.timeline_figure.batch_update():
-            update_traces(self.timeline_figure, timeline_data(self.diagnosis))
-            self.timeline_figure.layout.update(fresh.layout.to_plotly_json(), overwrite=True)
-            self.timeline_figure.layout.annotations = fresh.layout.annotations
-        self.update_whatif()
+            try:
+                self._run_diagnosis()
+            except _PROBLEMS as exc:
+                self.verdict.value = error_banner("Cannot diagnose:", str(exc))
+                for fig in (self.timeline_figure, self.whatif_figure):
+                    _mark_stale(fig, f"not updated (cannot diagnose): still {self._shown}")
+                return
+            self._shown = self._source_name()
+            fresh = timeline_figure(self.diagnosis)  # its notes and axes follow the new metrics
+            with self.timeline_figure.batch_update():
+                update_traces(self.timeline_figure, timeline_data(self.diagnosis))
+                self.timeline_figure.layout.update(fresh.layout.to_plotly_json(), overwrite=True)
+                self.timeline_figure.layout.annotations = fresh.layout.annotations
+            self.update_whatif()
+        finally:
+            self._set_busy(False)
 
     def update_whatif(self, change=None) -> None:
         """Re-simulate with the what-if controls and redraw the overlay."""
+        self._set_busy(True)
+        try:
+            self._redraw_whatif()
+        finally:
+            self._set_busy(False)
+
+    def _redraw_whatif(self) -> None:
+        if self.diagnosis.timeline.has_time_axis:  # no old numbers under the new setting's name
+            try:
+                label = self._setting().label
+            except _PROBLEMS:
+                label = "new setting"
+            self.whatif_figure.layout.title.text = f"what-if ({label}): recomputing…"
         try:
             self._run_whatif()
         except _PROBLEMS as exc:
-            self.whatif_figure.layout.title.text = f"what-if unavailable: {exc}"
+            self._clear_whatif(f"what-if unavailable: {exc}")
             return
         if self.prediction is None:
-            self.whatif_figure.layout.title.text = (
+            self._clear_whatif(
                 "what-if needs a scrape series (a time axis); one scrape cannot be replayed"
             )
             return
@@ -255,6 +279,24 @@ class PostmortemExplorer:
         with self.whatif_figure.batch_update():
             update_traces(self.whatif_figure, ({"x": v["x"], "y": v["y"]} for v in data))
             self.whatif_figure.layout.update(fresh.layout.to_plotly_json(), overwrite=True)
+
+    def _clear_whatif(self, title: str) -> None:
+        """No curves (they belonged to another setting or incident), and `title` saying why."""
+        with self.whatif_figure.batch_update():
+            update_traces(self.whatif_figure, ({"x": [], "y": []} for _ in self.whatif_figure.data))
+            self.whatif_figure.layout.title.text = title
+
+    def _set_busy(self, busy: bool) -> None:
+        for label in (self.busy, self.whatif_busy):
+            label.value = BUSY_HTML if busy else ""
+
+    def _source_name(self) -> str:
+        """The loaded source in words, for a figure left showing it."""
+        if self.source.value == UPLOAD:
+            return "your uploaded files"
+        if self.source.value == PROMETHEUS:
+            return f"Prometheus at {self.url.value.strip()}"
+        return str(self.source.value)
 
     def export_report(self, path: str | Path | None = None) -> Path:
         """Write the self-contained HTML report; returns its path."""
@@ -270,6 +312,14 @@ class PostmortemExplorer:
             _write_new_file(target, page)
         self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
         return target
+
+
+def _mark_stale(fig: go.FigureWidget, mark: str) -> None:
+    """Put `mark` on the first line of `fig`'s title, above the title it keeps (once)."""
+    title = fig.layout.title.text or ""
+    if title.startswith("not updated"):
+        title = title.split("<br>", 1)[1] if "<br>" in title else ""
+    fig.layout.title.text = f"{mark}<br>{title}" if title else mark
 
 
 def _save_upload(folder: Path, item) -> Path:
