@@ -12,7 +12,8 @@ uncalibrated value and itlkit is the plain roofline model of the reference analy
   processing): the issue measured 47-70 us per added sequence against the roofline's 39-49 us,
   nearly the same at every TP, so it is host work, not GPU work. Uncalibrated: 0.
 * `allreduce_seconds_per_call`: the latency of one tensor-parallel all-reduce (two per layer),
-  by interconnect (`nvlink`, `pcie`): the bytes already cost bytes / link bandwidth. Uncalibrated: 0.
+  by interconnect (`nvlink`, `pcie`); the bytes already cost bytes / link bandwidth.
+  Uncalibrated: 0.
 * `ttft_pipeline_steps` and `ttft_pipeline_seconds`: what a client's TTFT holds beyond the
   engine's first token: the wait for the running step to end, the engine-core / API-server
   hand-offs, tokenisation and the first streamed chunk; in steps (of the step that emitted the
@@ -100,7 +101,6 @@ class Calibration:
         return {"format": FORMAT, **doc}
 
 
-
 def link_kind(gpu: Hardware) -> str:
     """'nvlink' for a scale-up link (NVLink, Infinity Fabric) in the datasheet, else 'pcie'."""
     return "nvlink" if gpu.interconnect_bytes_per_second_bidir else "pcie"
@@ -121,7 +121,9 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
     """A calibration from its JSON document; errors name the file and the key."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise ConfigError(f"{source}: not a calibration file (format must be {FORMAT!r}, got {found!r})")
+        raise ConfigError(
+            f"{source}: not a calibration file (format must be {FORMAT!r}, got {found!r})"
+        )
     known = set(Calibration.__dataclass_fields__)
     extra = sorted(set(doc) - known - {"format"})
     if extra:

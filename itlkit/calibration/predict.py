@@ -18,6 +18,7 @@ from itlkit.calibration.constants import UNCALIBRATED, Calibration
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.config import SchedulerConfig
+from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.sim.run_workload import generated_tokens, prompt_cycle_blocks, run_workload
 from itlkit.sim.runs import Run
 from itlkit.sim.scheduler import (
@@ -26,7 +27,6 @@ from itlkit.sim.scheduler import (
     simulate,
     step_jitter_factors,
 )
-from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.units import kv_precision, weight_precision
 
 ITL_LEVELS = (0.5, 0.9, 0.99, 0.998)
@@ -169,6 +169,8 @@ def predict(run: Run, result: SimulationResult, calibration: Calibration) -> Run
     )
 
 
-def predict_run(run: Run, calibration: Calibration = UNCALIBRATED, *, seed: int = 0) -> RunPrediction:
+def predict_run(
+    run: Run, calibration: Calibration = UNCALIBRATED, *, seed: int = 0
+) -> RunPrediction:
     """Simulate `run` under `calibration` and read its statistics."""
     return predict(run, simulate_run(run, calibration, seed=seed), calibration)

@@ -82,6 +82,15 @@ def add_parser(subparsers) -> None:
                       help="replay a CSV or a `vllm bench serve` result JSON")  # fmt: skip
     work.add_argument("--duration", type=positive_float, default=60.0, metavar="SECONDS",
                       help="arrival window and simulated time")  # fmt: skip
+    work.add_argument("--drain", action="store_true",
+                      help="after --duration, run on until every request has finished")  # fmt: skip
+    work.add_argument("--runs", metavar="RUNS.json",
+                      help="simulate every run of an itlkit-runs/1 file instead (drained; one "
+                           "JSON object per run per line)")  # fmt: skip
+    work.add_argument("--calibration", metavar="FILE",
+                      help="CALIBRATION.json from `itlkit calibrate`, 'bundled' (fitted "
+                           "on real vLLM runs) or 'none'; default none (--runs: bundled)",
+                      )  # fmt: skip
     work.add_argument("--seed", type=int, default=0, help="random seed (reproducible runs)")
     eng = p.add_argument_group("engine")
     eng.add_argument("--max-num-batched-tokens", type=positive_int, default=8192,
@@ -109,8 +118,13 @@ def run(args) -> int:
     """Simulate, print the report (or JSON), write exports; exit 0."""
     from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
 
+    if args.runs:
+        from itlkit.cli._runs import simulate_runs
+
+        return simulate_runs(args)
     _check(args)
-    dep = deployment_from_args(args)
+    calibration = _calibration(args)
+    dep = _calibrated(deployment_from_args(args), calibration)
     _check_memory(args, dep)
     config = SchedulerConfig(
         max_num_batched_tokens=args.max_num_batched_tokens,
@@ -123,17 +137,53 @@ def run(args) -> int:
         _workload(args),
         deployment=dep,
         config=config,
-        efficiency=args.efficiency,
-        host_overhead_seconds=args.host_overhead,
-        until_seconds=args.duration,
+        efficiency=calibration.efficiency if calibration else args.efficiency,
+        host_overhead_seconds=None if calibration else args.host_overhead,
+        until_seconds=None if args.drain else args.duration,
+        jitter=_jitter(calibration, args.seed),
     )
     _check_something_finished(result)
     _export(args, result, model_name=dep.model.hf_id or dep.model.slug)
     if args.json:
-        print(json.dumps(_json_values(result, dep, config), indent=2))
+        values = _json_values(result, dep, config)
+        values["calibration"] = calibration.name if calibration else "none"
+        print(json.dumps(values, indent=2))
     else:
-        _print_report(result, dep, config)
+        _print_report(result, dep, config, drained=args.drain)
+        if calibration:
+            print(calibration.describe())
     return 0
+
+
+def _calibration(args):
+    """The calibration asked for (None: the plain roofline with --efficiency/--host-overhead)."""
+    if args.calibration in (None, "none"):
+        return None
+    if args.efficiency != 1.0 or args.host_overhead != 0.0:
+        raise ConfigError("give either --calibration or --efficiency/--host-overhead, not both")
+    from itlkit.cli._runs import load_calibration
+
+    return load_calibration(args.calibration)
+
+
+def _calibrated(dep, calibration):
+    """The deployment with the calibration's host and all-reduce terms."""
+    if calibration is None:
+        return dep
+    from dataclasses import replace
+
+    return replace(
+        dep,
+        host_overhead_seconds=calibration.host_seconds_per_step,
+        host_seconds_per_sequence=calibration.host_seconds_per_sequence,
+        allreduce_latency_seconds=calibration.allreduce_for(dep.gpu),
+    )
+
+
+def _jitter(calibration, seed: int):
+    from itlkit.sim.scheduler import step_jitter_factors
+
+    return step_jitter_factors(calibration.step_jitter if calibration else 0.0, seed=seed)
 
 
 def _check(args) -> None:
@@ -243,7 +293,7 @@ def _json_values(result, dep, config) -> dict:
     return values
 
 
-def _print_report(result, dep, config) -> None:
+def _print_report(result, dep, config, *, drained: bool = False) -> None:
     summary = asdict(result.summary())
     itl = result.itl_histogram()
     print(f"{dep.label}; {_config_text(config)}")
@@ -252,6 +302,9 @@ def _print_report(result, dep, config) -> None:
         f"{summary['requests_finished']} requests finished, "
         f"{summary['requests_in_flight']} still in flight, {summary['preemptions']} preemptions"
     )
+    if summary["requests_in_flight"] and not drained:
+        print(f"  {summary['requests_in_flight']} requests were still in flight at the end and "
+              "are in no statistic below; --drain runs on until they finish")  # fmt: skip
     for name in ("itl", "ttft", "e2e"):
         line = f"{name.upper():<5} mean {format_seconds(summary[f'{name}_mean_seconds']):>10}"
         if f"{name}_p50_seconds" in summary:

@@ -51,7 +51,7 @@ def fixed_count_arrivals(stages, *, seed: Seed = None) -> np.ndarray:
     rng = make_rng(seed)
     start, out = 0.0, []
     for stage in stages:
-        count = int(round(stage.rate_per_second * stage.duration_seconds))
+        count = round(stage.rate_per_second * stage.duration_seconds)
         if count:
             gaps = rng.exponential(1.0, size=count)
             offsets = np.concatenate(([0.0], np.cumsum(gaps[:-1]))) / gaps.sum()
@@ -73,7 +73,8 @@ def prompt_set(run: Run) -> PromptSet:
     template = w.prompt_template_tokens
     template = DEFAULT_PROMPT_TEMPLATE_TOKENS if template is None else template
     raw = w.system_prompt_tokens + w.question_tokens
-    tokens = int(round(w.prompt_tokens_mean)) if w.prompt_tokens_mean else int(round(raw + template))
+    raw_tokens = raw + template
+    tokens = round(w.prompt_tokens_mean) if w.prompt_tokens_mean else round(raw_tokens)
     # Re-tokenisation stretches system prompt and question alike.
     shared = int(w.system_prompt_tokens * tokens / (raw + template))
     n = w.system_prompts * w.prompts_per_system_prompt
@@ -150,8 +151,8 @@ def generated_tokens(run: Run) -> int:
     10.58 ms: the server streamed 247 tokens, the client counted 195 of them on average)."""
     w = run.workload
     if w.ignore_eos and w.output_tokens_target and w.output_tokens_target > w.output_tokens_mean:
-        return int(round(w.output_tokens_target))
-    return max(int(round(w.output_tokens_mean)), 1)
+        return round(w.output_tokens_target)
+    return max(round(w.output_tokens_mean), 1)
 
 
 def prompt_cycle_blocks(run: Run) -> int:

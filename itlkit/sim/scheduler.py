@@ -278,6 +278,7 @@ def simulate_deployment(
     efficiency: float = 1.0,
     host_overhead_seconds: float | None = None,
     until_seconds: float | None = None,
+    jitter: np.ndarray | None = None,
 ) -> SimulationResult:
     """Simulate a deployment: roofline step times and the KV capacity its GPU memory allows."""
     return simulate(
@@ -289,6 +290,7 @@ def simulate_deployment(
         config=config,
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=until_seconds,
+        jitter=jitter,
     )
 
 

@@ -1,0 +1,41 @@
+"""`itlkit simulate --runs`: every run of a runs file simulated, one JSON object per line."""
+
+from __future__ import annotations
+
+import json
+
+from itlkit.bundled import bundled_path
+
+BUNDLED = "bundled"
+
+
+def bundled_calibration_path():
+    """The calibration itlkit ships, fitted by `itlkit calibrate` on the 13-run fixture."""
+    return bundled_path("calibration.json")
+
+
+def load_calibration(choice: str | None):
+    """The calibration `--calibration` names: a file, 'none' or the bundled one."""
+    from itlkit.calibration.constants import read_calibration
+
+    if choice in (None, BUNDLED):
+        return read_calibration(bundled_calibration_path())
+    return read_calibration(choice)
+
+
+def simulate_runs(args) -> int:
+    """Print one JSON object per run: the prediction, or the run's id and why it cannot run."""
+    from itlkit.calibration.predict import predict_run
+    from itlkit.sim.run_workload import UnknownWorkload
+    from itlkit.sim.runs import read_runs
+
+    runs = read_runs(args.runs)
+    calibration = load_calibration(args.calibration)
+    for run in runs:
+        try:
+            line = predict_run(run, calibration, seed=args.seed).to_json()
+        except UnknownWorkload as exc:
+            line = {"id": run.id, "error": str(exc)}
+        line["calibration"] = calibration.name
+        print(json.dumps(line), flush=True)
+    return 0
