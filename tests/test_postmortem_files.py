@@ -51,8 +51,10 @@ def test_report_without_a_path_goes_to_a_private_new_folder(explorer, tmp_path, 
     assert "<html" in path.read_text().lower()
 
 
-def test_uploads_are_read_then_removed(explorer):
+def test_uploads_are_read_then_removed(explorer, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # not /tmp: others use it too
     before = _uploads_left()
+    assert before == set()
     files = sorted(scenario_folder("preemption").glob("metrics-*.prom"))[:8]
     _upload(explorer, [{"name": f.name, "content": memoryview(f.read_bytes())} for f in files])
     assert "Cannot diagnose" not in explorer.verdict.value
