@@ -76,16 +76,17 @@ def test_fixed_count_arrivals_fill_each_stage():
 
 
 def test_prefix_cache_serves_full_blocks_after_first_use_and_thrashes_when_too_small():
-    # two prompts of 50 tokens, sharing a 20-token system prompt; blocks of 16 tokens.
-    prompts = PromptSet(prompt_tokens=np.array([50, 50]), group=np.array([0, 0]), shared_tokens=20)
+    # two prompts of 48 tokens, sharing a 20-token system prompt; blocks of 16 tokens.
+    prompts = PromptSet(prompt_tokens=np.array([48, 48]), group=np.array([0, 0]), shared_tokens=20)
     order = np.array([0, 1, 0, 1])
     hits = prefix_cache_hits(prompts, order, capacity_blocks=100, block_size=16)
-    # (50 - 1) // 16 = 3 full blocks may be served; prompt 1 finds the one shared block
-    # (20 // 16 = 1) that prompt 0 stored; the second round finds all 3 blocks of each.
-    assert hits.tolist() == [0, 16, 48, 48]
-    # 3 blocks of cache: the cyclic order evicts each prompt's blocks before it comes back
-    # (prompt 0: s0 p0.1 p0.2; prompt 1 hits s0, then evicts p0.1 and p0.2 for its own two)
-    thrash = prefix_cache_hits(prompts, order, capacity_blocks=3, block_size=16)
+    # the last token is always computed, so (48 - 1) // 16 = 2 full blocks may be served, not 3;
+    # prompt 1 finds the one shared block (20 // 16 = 1) that prompt 0 stored; the second round
+    # finds both blocks of each.
+    assert hits.tolist() == [0, 16, 32, 32]
+    # 2 blocks of cache: each prompt's own block is evicted by the other's before it comes back
+    # (s0 stays, being used by both), so only the shared block is ever a hit
+    thrash = prefix_cache_hits(prompts, order, capacity_blocks=2, block_size=16)
     assert thrash.tolist() == [0, 16, 16, 16]
 
 
