@@ -82,8 +82,11 @@ class Deployment:
             raise ConfigError(
                 f"GPU memory utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for name in ("host_overhead_seconds", "host_seconds_per_sequence",
-                     "allreduce_latency_seconds"):
+        for name in (
+            "host_overhead_seconds",
+            "host_seconds_per_sequence",
+            "allreduce_latency_seconds",
+        ):
             if getattr(self, name) < 0 or not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number >= 0")
 
