@@ -1,4 +1,4 @@
-"""Notebooks 01, 02, 03 and 05 in a real JupyterLab at 1,280 and 1,920 px, JupyterLab's default
+"""Notebooks 01 to 05 in a real JupyterLab at 1,280 and 1,920 px, JupyterLab's default
 layout (file browser open): no error from a cell or a widget callback, every figure inside its
 output area, no clipped title or legend, no cut label, measured from the DOM."""
 
@@ -11,12 +11,14 @@ from _lab import cell_errors, kernel_errors, layout_problems, open_in_lab, press
 
 pytestmark = pytest.mark.browser
 
-# notebook, figures it draws, the main control's slider handle, the key that moves it
+# notebook, figures it draws, the main control's slider handle, the key that moves it, and the
+# figure whose title that redraws
 NOTEBOOKS = {
-    "01_decode_floor.ipynb": (1, ".itlkit-batch .noUi-handle", "ArrowRight"),
-    "02_chunked_prefill.ipynb": (1, ".itlkit-rate .noUi-handle", "ArrowRight"),
-    "03_reading_the_histogram.ipynb": (1, ".itlkit-hist-batch .noUi-handle", "ArrowRight"),
-    "05_interview_drill.ipynb": (1, None, None),
+    "01_decode_floor.ipynb": (1, ".itlkit-batch .noUi-handle", "ArrowRight", 0),
+    "02_chunked_prefill.ipynb": (1, ".itlkit-rate .noUi-handle", "ArrowRight", 0),
+    "03_reading_the_histogram.ipynb": (1, ".itlkit-hist-batch .noUi-handle", "ArrowRight", 0),
+    "04_postmortem.ipynb": (2, ".itlkit-whatif-budget .noUi-handle", "ArrowRight", 1),
+    "05_interview_drill.ipynb": (1, None, None, 0),
 }
 
 
@@ -35,7 +37,7 @@ OVERLAPPING_TEXT = """() => {
     });
     return problems;
 }"""
-CHECK_TEXT = {"03_reading_the_histogram.ipynb"}
+CHECK_TEXT = {"03_reading_the_histogram.ipynb", "04_postmortem.ipynb"}
 
 
 @pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
@@ -51,7 +53,7 @@ def sized_page(request, browser, page_errors, artifacts_dir: Path):
 @pytest.mark.parametrize("notebook", list(NOTEBOOKS))
 def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifacts_dir, notebook):
     page, width = sized_page
-    figures, handle, key = NOTEBOOKS[notebook]
+    figures, handle, key, redrawn = NOTEBOOKS[notebook]
     shot = artifacts_dir / f"layout-{notebook.removesuffix('.ipynb')}-{width}.png"
     try:
         open_in_lab(page, lab_server, notebook, figures=figures)
@@ -66,7 +68,7 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
         page.wait_for_timeout(800)
         assert layout_problems(page) == []
         if handle:
-            press_and_time(page, handle, key)
+            press_and_time(page, handle, key, figure=redrawn)
             page.wait_for_timeout(1500)  # the browser's echo reaches the kernel after the redraw
             assert layout_problems(page) == []
         assert cell_errors(page) == []

@@ -16,6 +16,7 @@ from itlkit.diagnosis.report import build_report, to_html
 from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import Prediction
 from itlkit.metrics.histogram import Histogram
+from itlkit.plots._style import responsive, title_margin_px, wrap
 from itlkit.units import MILLISECOND, format_seconds
 
 
@@ -61,7 +62,7 @@ def timeline_data(d: Diagnosis) -> list[dict]:
     ]
 
 
-def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 760) -> go.Figure:
+def timeline_figure(d: Diagnosis, *, width: int | None = None, height: int = 760) -> go.Figure:
     """Histogram shape per window (heatmap), slow-mode share vs arrivals, batch and floor."""
     fig = make_subplots(
         rows=3,
@@ -110,13 +111,13 @@ def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 760) -> go
                    line=dict(color="#4C72B0", dash="dot")),
         row=3, col=1, secondary_y=True,
     )  # fmt: skip
+    title = timeline_title(d)
     fig.update_layout(
-        title=dict(text=timeline_title(d)),
-        width=width,
-        height=height,
-        margin=dict(l=60, r=30, t=90, b=40),
-        legend=dict(orientation="h", y=-0.08),
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=14)),
+        margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=90),
+        legend=dict(orientation="h", y=-0.1, yanchor="top"),
     )
+    responsive(fig, height=height, width=width)
     fig.update_yaxes(title_text="ITL bucket", row=1, col=1)
     counts = dict(rangemode="tozero", col=1)  # shares, rates and counts start at zero
     fig.update_yaxes(title_text="slow share (%)", row=2, secondary_y=False, **counts)
@@ -136,7 +137,7 @@ def timeline_figure(d: Diagnosis, *, width: int = 1100, height: int = 760) -> go
 def timeline_title(d: Diagnosis) -> str:
     """Headline of the timeline figure: floor and quantiles (the verdict is shown beside it)."""
     q = d.itl_quantiles_seconds
-    return (
+    return wrap(
         f"floor {format_seconds(d.floor_seconds)} · fast mode "
         f"{format_seconds(d.fast_mode_seconds)} · ITL p50 {format_seconds(q[0.5])} · "
         f"p99 {format_seconds(q[0.99])} over {d.timeline.itl_total.count:,.0f} observations"
@@ -201,14 +202,16 @@ def whatif_title(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> 
     """Headline: ITL p99 and TTFT p99, observed -> replayed -> what-if."""
     t = d.timeline
     observed_ttft = t.ttft_total.quantile(0.99) if t.ttft_total is not None else math.nan
-    return (
-        f"what-if ({prediction.setting.label})<br>ITL p99 "
-        f"{format_seconds(t.itl_total.quantile(0.99))} observed, "
-        f"{format_seconds(baseline.itl_quantile(0.99))} replayed, "
-        f"{format_seconds(prediction.itl_quantile(0.99))} predicted; TTFT p99 "
-        f"{format_seconds(observed_ttft)} / {format_seconds(baseline.ttft_quantile(0.99))} / "
-        f"{format_seconds(prediction.ttft_quantile(0.99))}"
-    )
+    return "<br>".join([
+        wrap(f"what-if ({prediction.setting.label})"),
+        wrap(
+            f"ITL p99 {format_seconds(t.itl_total.quantile(0.99))} observed, "
+            f"{format_seconds(baseline.itl_quantile(0.99))} replayed, "
+            f"{format_seconds(prediction.itl_quantile(0.99))} predicted · TTFT p99 "
+            f"{format_seconds(observed_ttft)} / {format_seconds(baseline.ttft_quantile(0.99))} / "
+            f"{format_seconds(prediction.ttft_quantile(0.99))}"
+        ),
+    ])  # fmt: skip
 
 
 def whatif_figure(
@@ -216,7 +219,7 @@ def whatif_figure(
     baseline: Prediction,
     prediction: Prediction,
     *,
-    width: int = 1100,
+    width: int | None = None,
     height: int = 430,
 ) -> go.Figure:
     """Observed vs replayed vs what-if: ITL and TTFT bucket shares on log time axes."""
@@ -239,13 +242,13 @@ def whatif_figure(
         row=1,
         col=1,
     )
+    title = whatif_title(d, baseline, prediction)
     fig.update_layout(
-        title=dict(text=whatif_title(d, baseline, prediction), font=dict(size=13)),
-        width=width,
-        height=height,
-        margin=dict(l=60, r=30, t=95, b=50),
-        legend=dict(orientation="h", y=-0.2),
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)),
+        margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=50),
+        legend=dict(orientation="h", y=-0.2, yanchor="top"),
     )
+    responsive(fig, height=height, width=width)
     itl_p99s, ttft_p99s = _p99s(d, baseline, prediction)
     itl_range = _occupied_range([d.timeline.itl_total, baseline.itl, prediction.itl], itl_p99s)
     ttft = [h for h in (d.timeline.ttft_total, baseline.ttft, prediction.ttft) if h is not None]

@@ -33,14 +33,20 @@ from itlkit.plots.postmortem import (
     whatif_figure,
 )
 from itlkit.widgets._deployment import deployment_picker
-from itlkit.widgets._figure import update_traces
-from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
+from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner, labelled
 
 SCENARIO_DIR = scenario_folder()
 UPLOAD = "my files (upload below)"
 PROMETHEUS = "a Prometheus server (URL below)"
 _PROBLEMS = (ConfigError, EvidenceError, SourceError, UnknownNameError, ValueError, OSError)
-_WIDE = {"description_width": "210px"}
+_LABEL = "240px"  # holds "max_num_batched_tokens (tokens)"
+_WIDE = {"description_width": _LABEL}
+# a control's box: the label and room for its value (an ipywidgets default of 300 px
+# in all leaves the value 90 px, and a row squeezes it further)
+_FIELD = "550px"
+_SHORT = "390px"  # a number or a short choice
+_WRAP = {"flex_flow": "row wrap", "grid_gap": "4px 24px"}
 
 
 def bundled_scenarios() -> list[str]:
@@ -62,9 +68,9 @@ class PostmortemExplorer:
         self.prediction: Prediction | None = None
         self._run_diagnosis()
         self._shown = self._source_name()
-        self.timeline_figure = go.FigureWidget(timeline_figure(self.diagnosis))
+        self.timeline_figure = figure_widget(timeline_figure(self.diagnosis))
         self._run_whatif()
-        self.whatif_figure = go.FigureWidget(
+        self.whatif_figure = figure_widget(
             whatif_figure(self.diagnosis, self.baseline, self.prediction)
         )
         self.load.on_click(lambda _: self.reload())
@@ -80,29 +86,31 @@ class PostmortemExplorer:
             value=scenario,
             description="incident metrics",
             style=_WIDE,
+            layout=widgets.Layout(width=_FIELD),
         )
         self.upload = widgets.FileUpload(
             accept=".prom,.txt,.metrics,.json", multiple=True, description="scrapes"
         )
-        self.url = widgets.Text(
-            placeholder="http://127.0.0.1:9090", description="Prometheus URL", style=_WIDE
-        )
-        self.start = widgets.Text(
-            placeholder="2026-12-02T15:00:00Z", description="start", style=_WIDE
-        )
-        self.end = widgets.Text(placeholder="2026-12-02T16:00:00Z", description="end", style=_WIDE)
-        self.picker = deployment_picker(label_width=_WIDE["description_width"])
+        self.url = labelled(widgets.Text, "Prometheus URL", placeholder="http://127.0.0.1:9090",
+                            width=_FIELD, label_width=_LABEL)  # fmt: skip
+        self.start = labelled(widgets.Text, "start", placeholder="2026-12-02T15:00:00Z",
+                              width=_FIELD, label_width=_LABEL)  # fmt: skip
+        self.end = labelled(widgets.Text, "end", placeholder="2026-12-02T16:00:00Z",
+                            width=_FIELD, label_width=_LABEL)  # fmt: skip
+        self.picker = deployment_picker(label_width=_WIDE["description_width"], width=_FIELD)
         self.model, self.model_path = self.picker.model, self.picker.model_path
         self.gpu, self.weights, self.kv = self.picker.gpu, self.picker.weights, self.picker.kv
         self.tp = widgets.Dropdown(
-            options=[1, 2, 4, 8], value=1, description="TP (GPUs)", style=_WIDE
-        )
+            options=[1, 2, 4, 8], value=1, description="TP (GPUs)", style=_WIDE,
+            layout=widgets.Layout(width=_SHORT),
+        )  # fmt: skip
         self.budget = widgets.BoundedIntText(
             value=max_num_batched_tokens,
             min=16,
             max=65536,
             description="max_num_batched_tokens (tokens)",
             style=_WIDE,
+            layout=widgets.Layout(width=_SHORT),
         )
         self.load = widgets.Button(description="load and diagnose", button_style="primary")
         self.busy = busy_label()
@@ -118,7 +126,7 @@ class PostmortemExplorer:
             description="token budget (tokens/step)",
             continuous_update=False,
             style=_WIDE,
-            layout=widgets.Layout(width="560px"),
+            layout=widgets.Layout(width="590px"),
         )
         self.whatif_budget.add_class("itlkit-whatif-budget")
         self.whatif_seqs = widgets.IntSlider(
@@ -128,7 +136,7 @@ class PostmortemExplorer:
             description="max_num_seqs (requests)",
             continuous_update=False,
             style=_WIDE,
-            layout=widgets.Layout(width="560px"),
+            layout=widgets.Layout(width="590px"),
         )
         self.whatif_fp8 = widgets.Checkbox(value=False, description="FP8 KV cache", indent=False)
         self.whatif_disagg = widgets.Checkbox(
@@ -148,11 +156,12 @@ class PostmortemExplorer:
             [
                 widgets.VBox([self.whatif_budget, self.whatif_seqs]),
                 widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
-            ]
+            ],
+            layout=widgets.Layout(**_WRAP),
         )
         return widgets.VBox([
             widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
-            widgets.HBox([sources, deployment]),
+            widgets.HBox([sources, deployment], layout=widgets.Layout(**_WRAP)),
             widgets.HBox([self.load, self.busy]),
             widgets.HTML("<h3>2. Verdict</h3>"),
             self.verdict,
@@ -166,6 +175,7 @@ class PostmortemExplorer:
             self.whatif_figure,
             widgets.HTML("<h3>6. Report</h3>"),
             widgets.HBox([self.export, self.export_status]),
+            FitFiguresToWidth(),
         ])  # fmt: skip
 
     # ---- steps ------------------------------------------------------------------------------
