@@ -192,6 +192,8 @@ def test_a_failed_upload_marks_the_plot_it_leaves_as_stale(examples):
     assert title.startswith('<span style="color:#c00">not updated: bad.prom could not be read')
     assert "still showing one page" in title
     assert ex.figure.layout.margin.t >= 40 + 18 * (title.count("<br>") + 1)  # room for it
+    layout = ex.figure.layout
+    assert layout.height - layout.margin.t - layout.margin.b == 330  # the plot keeps its height
     ex.example.value = "series"  # a good source clears the mark
     assert "not updated" not in ex.figure.layout.title.text
     assert ex.error.value == ""
@@ -242,6 +244,10 @@ def test_an_uploaded_page_is_judged_against_its_own_model(examples):
     assert "assumed for llama-3.1-70b, fp8 weights, h100-sxm, batch 64" in title
     assert "model from model_name" in title and "FP8 weights from its suffix" in title
     assert "GPU h100-sxm assumed (the metrics do not name it)" in title
+    # four title lines: the figure grows, the plot keeps its height, the legend stays below it
+    layout = ex.figure.layout
+    assert layout.height - layout.margin.t - layout.margin.b == 330
+    assert layout.legend.yanchor == "top" and layout.legend.y * 330 <= -60
     ex.model.value = "llama-3.1-8b"  # the reader overrules the guess: its precision goes too
     assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
     assert "fp8" not in ex.figure.layout.title.text

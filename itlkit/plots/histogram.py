@@ -90,6 +90,9 @@ def _outline(bars: BucketBars, mask: np.ndarray) -> tuple[list, list]:
 LABEL_CHAR_PX = 6.5  # 11 px type
 LABEL_PLOT_PX = 500
 LABEL_STEP = 0.09  # each further row of labels sits this share of the plot height higher
+PLOT_PX = 330  # the histogram's plot area; the title's lines are added above it
+BOTTOM_PX = 110  # tick labels, the axis title, then a legend of up to two rows
+LEGEND_GAP_PX = 62  # from the plot's bottom edge to the legend's top
 
 
 @dataclass(frozen=True)
@@ -232,14 +235,16 @@ def histogram_figure(
     labels = label_rows(marks, x_range)
     traces += [_vline(m, top, text, row) for m, (text, row) in zip(marks, labels, strict=True)]
     fig = go.Figure(traces)
+    top_px = title_margin_px(title) if title else 30
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)) if title else None,
         xaxis=dict(type="log", title="latency (s, log scale)", range=x_range),
         yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
-        legend=dict(orientation="h", y=-0.25),
-        margin=dict(l=70, r=20, t=title_margin_px(title) if title else 30, b=40),
+        # below the axis title, whatever the title's height: the plot keeps its own height
+        legend=dict(orientation="h", yanchor="top", y=-LEGEND_GAP_PX / PLOT_PX),
+        margin=dict(l=70, r=20, t=top_px, b=BOTTOM_PX),
     )
-    return responsive(fig, height=460)
+    return responsive(fig, height=top_px + PLOT_PX + BOTTOM_PX)
 
 
 def summary_lines(summary: Summary) -> list[str]:

@@ -91,7 +91,8 @@ class HistogramExplorer:
         self._source = self.example.value
         self._take_model_from_metrics()
         hist_fig, series_fig = self._figures()
-        self._title = hist_fig.layout.title.text  # the last good title, under a failure's mark
+        # the last good title and height, under a failure's mark
+        self._title, self._height = hist_fig.layout.title.text, hist_fig.layout.height
         self.figure = figure_widget(hist_fig)
         self.series_figure = figure_widget(series_fig)
         self.example.observe(self._on_example, names="value")
@@ -103,7 +104,8 @@ class HistogramExplorer:
             [
                 widgets.VBox([self.example, self.upload, self.metric]),
                 widgets.VBox([self.model, self.gpu, self.batch, self.context, self.slow_factor]),
-            ]
+            ],
+            layout=widgets.Layout(flex_flow="row wrap"),  # one column where two do not fit
         )
         self.view = widgets.VBox(
             [
@@ -240,7 +242,7 @@ class HistogramExplorer:
             self._fail(str(exc), what="this setting could not be drawn")
             return
         self.error.value = ""
-        self._title = hist_fig.layout.title.text
+        self._title, self._height = hist_fig.layout.title.text, hist_fig.layout.height
         for target, source in ((self.figure, hist_fig), (self.series_figure, series_fig)):
             if len(target.data) != len(source.data):  # the floor's lines come and go
                 target.data = ()
@@ -254,9 +256,11 @@ class HistogramExplorer:
         mark = wrap(f"not updated: {what} · still showing {self._source}")
         title = "<br>".join(f"{_STALE}{html.escape(line)}</span>" for line in mark.split("<br>"))
         title += "<br>" + self._title
+        grow = title_margin_px(title) - title_margin_px(self._title)  # the plot keeps its height
         with self.figure.batch_update():
             self.figure.layout.title.text = title
             self.figure.layout.margin.t = title_margin_px(title)
+            self.figure.layout.height = self._height + grow
 
     def update(self, change=None) -> None:
         """Recompute and redraw from the current controls."""
