@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from itlkit.calibration.constants import UNCALIBRATED, read_calibration
 from itlkit.calibration.fit import median_abs, residuals, simulable
 from itlkit.calibration.predict import predict_run
+from itlkit.physics.calibration import UNCALIBRATED, read_calibration
 from itlkit.sim.runs import read_runs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,6 +7,7 @@ fails them, so CI can never pass by skipping the tests that matter.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -99,6 +100,9 @@ def promtool_binary() -> Path:
 # --- a JupyterLab server on a copy of notebooks/ ------------------------------------------------
 
 
+_COPIES = itertools.count(1)  # names of the notebook copies LabServer.lab_url opens
+
+
 @dataclass(frozen=True)
 class LabServer:
     url: str  # http://127.0.0.1:PORT, no trailing slash
@@ -107,8 +111,15 @@ class LabServer:
     log: Path
 
     def lab_url(self, notebook: str) -> str:
-        """URL that opens ``notebook`` in a fresh workspace and logs in with the token."""
-        return f"{self.url}/lab/tree/{notebook}?reset&token={self.token}"
+        """URL that opens a fresh copy of ``notebook`` in a fresh workspace, logged in.
+
+        A copy per call: opening the same file again reattaches to its kernel session, whose
+        widget models the new page cannot initialise ("[anywidget] Failed to initialize model",
+        "No such comm"), so every test gets its own file, session and kernel."""
+        stem = Path(notebook).stem
+        fresh = f"{stem}-{next(_COPIES)}.ipynb"
+        shutil.copyfile(self.root / notebook, self.root / fresh)
+        return f"{self.url}/lab/tree/{fresh}?reset&token={self.token}"
 
 
 def isolated_jupyter_env(base: Path) -> dict[str, str]:

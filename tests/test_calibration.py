@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 from _paths import DATA
 
-from itlkit.calibration.constants import (
+from itlkit.calibration.fit import calibrate
+from itlkit.calibration.predict import predict_run
+from itlkit.errors import ConfigError
+from itlkit.physics.calibration import (
     Calibration,
     calibration_from_json,
     read_calibration,
     write_calibration,
 )
-from itlkit.calibration.fit import calibrate
-from itlkit.calibration.predict import predict_run
-from itlkit.errors import ConfigError
 from itlkit.sim.run_workload import (
     PromptSet,
     fixed_count_arrivals,
@@ -254,3 +254,25 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert set(bundled.fitted_on) == {run.id for run in KNOWN}
     assert "per_gpu_family" in bundled.undetermined  # every fixture run is on an H100
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
+
+
+def test_explain_shows_the_calibrated_step_beside_the_reference():
+    from itlkit.cli._runs import load_calibration
+
+    c = load_calibration("bundled")
+    done = itlkit("explain", "--calibration", "bundled", "--json")
+    assert done.returncode == 0, done.stderr
+    values = json.loads(done.stdout)
+    # the reference's floor stays (worked example: 4.79 + 10.26 = 15.05 ms at 64 x 4,096)
+    assert round(values["floor_seconds"] * 1e3, 2) == 15.05
+    # a calibrated step: the roofline's GPU time / efficiency + host per step + 64 x per
+    # sequence (TP 1: no all-reduce)
+    expected = (
+        values["floor_seconds"] / c.efficiency
+        + c.host_seconds_per_step
+        + 64 * c.host_seconds_per_sequence
+    )
+    assert values["calibrated_step_seconds"] == pytest.approx(expected, rel=1e-9)
+    assert values["calibration"] == c.name
+    text = itlkit("explain", "--calibration", "bundled").stdout
+    assert "calibrated decode step" in text and "fitted on 6 runs" in text

@@ -27,9 +27,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from itlkit.calibration.constants import BOUNDS, Calibration
 from itlkit.calibration.predict import RunPrediction, predict, run_deployment, simulate_run
 from itlkit.errors import ConfigError
+from itlkit.physics.calibration import BOUNDS, Calibration
 from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, step_coefficients
 from itlkit.sim.results import SimulationResult
 from itlkit.sim.runs import Run
@@ -377,7 +377,7 @@ def _predict(run, calibration, seed):
 
 def _scope_notes(runs) -> dict[str, str]:
     """What the runs' spread cannot tell apart (said in CALIBRATION.json)."""
-    from itlkit.calibration.constants import link_kind
+    from itlkit.physics.calibration import link_kind
     from itlkit.physics.hardware import get_gpu
 
     notes = {}

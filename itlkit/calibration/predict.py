@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from itlkit.calibration.constants import UNCALIBRATED, Calibration
+from itlkit.physics.calibration import UNCALIBRATED, Calibration
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.config import SchedulerConfig

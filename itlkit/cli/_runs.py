@@ -16,7 +16,7 @@ def bundled_calibration_path():
 
 def load_calibration(choice: str | None):
     """The calibration `--calibration` names: a file, 'none' or the bundled one."""
-    from itlkit.calibration.constants import read_calibration
+    from itlkit.physics.calibration import read_calibration
 
     if choice in (None, BUNDLED):
         return read_calibration(bundled_calibration_path())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
@@ -27,14 +28,14 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from itlkit.calibration.constants import write_calibration
     from itlkit.calibration.fit import calibrate
+    from itlkit.physics.calibration import write_calibration
     from itlkit.sim.runs import read_runs
 
     runs = read_runs(args.runs)
     progress = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
     fit = calibrate(runs, seed=args.seed, leave_one_out=not args.no_leave_one_out,
-                    log=progress, name=f"fitted on {args.runs}")  # fmt: skip
+                    log=progress, name=Path(args.runs).name)  # fmt: skip
     write_calibration(fit.calibration, args.output)
     if args.json:
         print(json.dumps(fit.calibration.to_json(), indent=2))

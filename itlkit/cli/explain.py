@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--exclude-input-embedding", action="store_true", help="don't count the embedding read"
     )
+    p.add_argument("--calibration", metavar="FILE",
+                   help="also show the step a calibrated server takes: CALIBRATION.json from "
+                        "`itlkit calibrate`, or 'bundled' (fitted on real vLLM runs)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     p.set_defaults(func=run)
 
@@ -57,6 +60,7 @@ def run(args) -> int:
         chunk_tokens=args.chunk,
         prompt_tokens=args.prompt,
         measured_step_seconds=args.measured_step,
+        calibration=_calibration(args.calibration),
     )
     _check_measured_step(result.values)
     if args.json:
@@ -71,6 +75,14 @@ def run(args) -> int:
         )
         return 1
     return 0
+
+
+def _calibration(choice: str | None):
+    if choice in (None, "none"):
+        return None
+    from itlkit.cli._runs import load_calibration
+
+    return load_calibration(choice)
 
 
 def _check_measured_step(values: dict) -> None:

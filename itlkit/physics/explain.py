@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from itlkit.physics.calibration import Calibration
 from itlkit.physics.roofline import (
     Deployment,
     StepTime,
@@ -18,6 +19,7 @@ from itlkit.physics.roofline import (
     mixed_step,
     prefill_cost,
     ridge_tokens_per_step,
+    step_coefficients,
 )
 from itlkit.units import (
     format_bandwidth,
@@ -54,14 +56,18 @@ def explain(
     chunk_tokens: int | None = None,
     prompt_tokens: int | None = None,
     measured_step_seconds: float | None = None,
+    calibration: Calibration | None = None,
 ) -> Explanation:
-    """Decompose one decode step (and optionally a chunked step, a prompt's prefill, an MBU)."""
+    """Decompose one decode step (and optionally a chunked step, a prompt's prefill, an MBU,
+    and the step a calibrated server takes)."""
     dep = deployment
     step = decode_step(dep, batch_size=batch_size, context_tokens=context_tokens)
     sections = [
         _decode_section(dep, step, batch_size=batch_size, context_tokens=context_tokens),
         _step_overheads_section(step),
     ]
+    if calibration is not None:
+        sections.append(_calibrated_section(dep, calibration, batch_size, context_tokens))
     if measured_step_seconds is not None:
         sections.append(_mbu_section(step, measured_step_seconds=measured_step_seconds))
     sections.append(_ridge_section(dep))
@@ -180,6 +186,28 @@ def _step_overheads_section(step: StepTime) -> _Section:
         f"{format_seconds(step.host_overhead_seconds)})",
     )
     return [line], {}
+
+
+def _calibrated_section(
+    dep: Deployment, calibration: Calibration, batch_size: int, context_tokens: int
+) -> _Section:
+    """The decode step with the calibration's terms: GPU time / efficiency + host per step and
+    per sequence + all-reduce latency per call."""
+    calibrated = replace(
+        dep,
+        host_overhead_seconds=calibration.host_seconds_per_step,
+        host_seconds_per_sequence=calibration.host_seconds_per_sequence,
+        allreduce_latency_seconds=calibration.allreduce_for(dep.gpu),
+    )
+    c = step_coefficients(calibrated, efficiency=calibration.efficiency)
+    seconds = float(c.seconds(batch_size, batch_size * context_tokens, sequences=batch_size))
+    line = ExplainLine(
+        "calibrated decode step",
+        f"roofline / {calibration.efficiency:.3g} + host "
+        f"{format_seconds(c.host_seconds(batch_size))} ({calibration.describe()})",
+        format_seconds(seconds),
+    )
+    return [line], {"calibrated_step_seconds": seconds, "calibration": calibration.name}
 
 
 def _mbu_section(step: StepTime, *, measured_step_seconds: float) -> _Section:

@@ -90,7 +90,7 @@ class Calibration:
         """One line: which calibration is in force."""
         if not self.is_calibrated:
             return f"calibration: {self.name}"
-        return f"calibration: {self.name} (fitted on {len(self.fitted_on)} runs)"
+        return f"calibration {self.name!r}: fitted on {len(self.fitted_on)} runs"
 
     def with_values(self, **values) -> Calibration:
         return replace(self, **values)
