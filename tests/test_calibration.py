@@ -276,3 +276,71 @@ def test_explain_shows_the_calibrated_step_beside_the_reference():
     assert values["calibration"] == c.name
     text = itlkit("explain", "--calibration", "bundled").stdout
     assert "calibrated decode step" in text and "fitted on 6 runs" in text
+
+
+# ---- calibrating on a `vllm bench serve` file ---------------------------------------------
+
+
+def bench_file_from(path, result, delay_seconds: float, *, rate: float) -> None:
+    """Write what `vllm bench serve --save-detailed` would have recorded of a simulated run:
+    per request its lengths, TTFT (+ the pipeline delay), token gaps and start time."""
+    arrival = result.workload.arrival_seconds
+    ttfts, itls = [], []
+    for i in range(result.workload.num_requests):
+        times = result.token_times_seconds(i)
+        ttfts.append(float(times[0] - arrival[i] + delay_seconds))
+        itls.append(np.diff(times).tolist())
+    doc = {
+        "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "num_prompts": len(ttfts), "completed": len(ttfts), "failed": 0,
+        "request_rate": rate, "duration": float(result.end_seconds),
+        "input_lens": result.workload.prompt_tokens.tolist(),
+        "output_lens": result.workload.output_tokens.tolist(),
+        "ttfts": ttfts, "itls": itls, "errors": [""] * len(ttfts),
+        "start_times": arrival.tolist(),
+        "mean_ttft_ms": 1e3 * float(np.mean(ttfts)),
+        "median_ttft_ms": 1e3 * float(np.median(ttfts)),
+    }  # fmt: skip
+    path.write_text(json.dumps(doc))
+
+
+def test_one_bench_file_refits_the_efficiency_and_the_pipeline_seconds(tmp_path):
+    from itlkit.physics.roofline import Deployment
+    from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
+    from itlkit.sim.workload import synthetic_workload
+
+    truth = replace(TRUE, efficiency=0.62, ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.006)
+    dep = replace(
+        Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"),
+        host_overhead_seconds=truth.host_seconds_per_step,
+        host_seconds_per_sequence=truth.host_seconds_per_sequence,
+    )
+    work = synthetic_workload(duration_seconds=60, rate_per_second=4.0, prompt_tokens=512,
+                              output_tokens=128, seed=3)  # fmt: skip
+    result = simulate_deployment(work, deployment=dep, efficiency=truth.efficiency,
+                                 config=SchedulerConfig(max_num_batched_tokens=2048,
+                                                        max_num_seqs=128))  # fmt: skip
+    bench = tmp_path / "bench.json"
+    bench_file_from(bench, result, truth.ttft_pipeline_seconds, rate=4.0)
+    base = tmp_path / "base.json"
+    write_calibration(replace(truth, efficiency=0.9, ttft_pipeline_seconds=0.0,
+                              fitted_on=("earlier runs",), name="base"), base)  # fmt: skip
+    out = tmp_path / "c.json"
+    done = itlkit("calibrate", "--bench", str(bench), "--model", "llama-3.1-8b", "--gpu",
+                  "h100-sxm", "--max-num-batched-tokens", "2048", "--max-num-seqs", "128",
+                  "--base", str(base), "-o", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fitted = read_calibration(out)
+    assert fitted.efficiency == pytest.approx(0.62, rel=0.02)
+    assert fitted.ttft_pipeline_seconds == pytest.approx(0.006, rel=0.1)
+    assert fitted.host_seconds_per_step == truth.host_seconds_per_step  # kept from the base
+    assert "host_seconds_per_sequence" in fitted.undetermined
+    assert "kept from the base calibration 'base'" in done.stdout
+
+
+def test_a_summary_only_bench_file_cannot_calibrate(tmp_path):
+    bench = tmp_path / "summary.json"
+    bench.write_text(json.dumps({"completed": 10, "mean_itl_ms": 8.0, "median_ttft_ms": 30.0}))
+    done = itlkit("calibrate", "--bench", str(bench), "-o", str(tmp_path / "c.json"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "--save-detailed" in done.stderr

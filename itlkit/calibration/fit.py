@@ -67,7 +67,9 @@ def simulable(runs) -> tuple[list[Run], list[str]]:
     """(runs that can be simulated, one line for each that cannot)."""
     ok, skipped = [], []
     for run in runs:
-        if run.workload.stages is None:
+        if run.replay is not None:
+            ok.append(run)
+        elif run.workload.stages is None:
             skipped.append(f"{run.id}: arrival rates unknown (stages null), not used")
         elif run.workload.system_prompts is None or run.workload.question_tokens is None:
             skipped.append(f"{run.id}: prompt shape unknown, not used")
@@ -173,6 +175,43 @@ def _standard_errors(a, y, x, e) -> dict[str, float]:
             "host_seconds_per_sequence": float(se[3])}  # fmt: skip
 
 
+def thin_solver(base: Calibration):
+    """For one or two runs: refit the efficiency (and with two, the host time per step) from
+    `base`, keeping its other step constants."""
+    a = base.allreduce_seconds_per_call["nvlink"]
+
+    def solve(runs, feats):
+        free = min(len(runs), 2)
+        rows, rhs = [], []
+        for run, f in zip(runs, feats, strict=True):
+            m = run.measured["itl_mean_seconds"]
+            held = f.rest_seconds + base.host_seconds_per_sequence * f.sequences
+            if free < 2:
+                held += base.host_seconds_per_step
+            rows.append([(f.gpu_seconds + a * f.allreduce_calls) / m, 1.0 / m][:free])
+            rhs.append(1.0 - held / m)
+        low = np.array([1.0, 0.0])[:free]
+        high = np.array([1 / BOUNDS["efficiency"][0], BOUNDS["host_seconds_per_step"][1]])[:free]
+        x = _bounded_lstsq(np.array(rows), np.array(rhs), low, high)
+        values = {**_step_values(base), "efficiency": 1.0 / float(x[0])}
+        if free == 2:
+            values["host_seconds_per_step"] = float(x[1])
+        fitted = ("efficiency", "host_seconds_per_step")[:free]
+        why = f"too few runs ({len(runs)}) to fit: kept from the base calibration {base.name!r}"
+        kept = {k: why for k in STEP_TERMS if k not in fitted}
+        return values, dict.fromkeys(STEP_TERMS, math.nan), kept
+
+    return solve
+
+
+def solve_pipeline_thin(runs, feats, base: Calibration) -> tuple[float, float]:
+    """The TTFT pipeline's seconds from fewer than 3 runs, its steps kept from `base`."""
+    steps = base.ttft_pipeline_steps
+    gaps = [run.measured["ttft_mean_seconds"] - f.ttft_engine_seconds - steps * f.first_step_seconds
+            for run, f in zip(runs, feats, strict=True)]  # fmt: skip
+    return steps, float(np.clip(np.mean(gaps), *BOUNDS["ttft_pipeline_seconds"]))
+
+
 def solve_pipeline(runs, feats) -> tuple[float, float]:
     """TTFT pipeline (steps, seconds) from the relative TTFT errors."""
     rows, rhs = [], []
@@ -206,17 +245,22 @@ def _simulate_all(runs, calibration, *, seed: int):
 
 
 def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
-                   prior_weight: float = PRIOR_WEIGHT):  # fmt: skip
+                   prior_weight: float = PRIOR_WEIGHT, solver=None):  # fmt: skip
     """Alternate simulation and linear solve until the ITL predictions settle.
 
     A solve ignores that slower steps keep more requests in flight, so the constants can
     overshoot and swing back; a step that reverses the previous one is halved (damped).
     Returns (calibration, features of its last simulations, standard errors, undetermined,
-    rounds)."""
+    rounds). `solver(runs, features)` replaces the full solve (thin data: `thin_solver`)."""
+    if solver is None:
+
+        def solver(runs, feats):
+            return solve_step_terms(runs, feats, prior_weight=prior_weight)
+
     calibration, previous, move = replace(start, step_jitter=0.0), None, None
     for rounds in range(1, MAX_ROUNDS + 1):
         results, feats = _simulate_all(runs, calibration, seed=seed)
-        values, errors, undetermined = solve_step_terms(runs, feats, prior_weight=prior_weight)
+        values, errors, undetermined = solver(runs, feats)
         itl = np.array([predict(r, res, calibration).itl_mean_seconds
                         for r, res in zip(runs, results, strict=True)])  # fmt: skip
         if log:
@@ -307,7 +351,8 @@ METRICS = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p9
 
 def residuals(run: Run, prediction: RunPrediction) -> dict[str, float]:
     """Relative error (predicted / measured - 1) of each measured statistic."""
-    out = {key: getattr(prediction, key) / run.measured[key] - 1 for key in METRICS}
+    out = {key: getattr(prediction, key) / run.measured[key] - 1
+           for key in METRICS if key in run.measured}  # fmt: skip
     for q, value in run.itl_per_token_quantiles_seconds.items():
         if q in prediction.itl_per_token_quantiles_seconds:
             out[f"itl_token_p{q:g}"] = prediction.itl_per_token_quantiles_seconds[q] / value - 1
@@ -334,20 +379,31 @@ def _fold(runs, feats, held: int, base: Calibration, prior_weight: float) -> Cal
 
 
 def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
-              name: str = "calibration", prior_weight: float = PRIOR_WEIGHT) -> Fit:  # fmt: skip
+              name: str = "calibration", prior_weight: float = PRIOR_WEIGHT,
+              base: Calibration | None = None) -> Fit:  # fmt: skip
     """Fit every constant the runs determine; residuals and leave-one-out error included
-    (`prior_weight` 0: the data alone, as the identifiability test fits)."""
+    (`prior_weight` 0: the data alone, as the identifiability test fits). With fewer than
+    MIN_RUNS runs and a `base` calibration, only the efficiency (two runs: and the host time
+    per step) and the TTFT pipeline's seconds are refitted; the rest is `base`'s."""
     usable, skipped = simulable(runs)
-    if len(usable) < MIN_RUNS:
+    thin = len(usable) < MIN_RUNS
+    if not usable or (thin and base is None):
         raise ConfigError(
             f"only {len(usable)} of {len(runs)} runs can be simulated (known arrival rates and "
             f"prompt shape); fitting 4 step constants and the TTFT pipeline needs at least "
-            f"{MIN_RUNS}"
+            f"{MIN_RUNS}" + ("" if not usable else ", or a base calibration to refit (--base)")
         )
+    start = replace(base, fitted_on=()) if thin else Calibration()
     cal, feats, errors, undetermined, rounds = fit_step_terms(
-        usable, Calibration(), seed=seed, log=log, prior_weight=prior_weight
-    )
-    steps, seconds = solve_pipeline(usable, feats)
+        usable, start, seed=seed, log=log, prior_weight=prior_weight,
+        solver=thin_solver(base) if thin else None,
+    )  # fmt: skip
+    if thin:
+        steps, seconds = solve_pipeline_thin(usable, feats, base)
+        undetermined["ttft_pipeline_steps"] = f"kept from the base calibration {base.name!r}"
+        leave_one_out = False
+    else:
+        steps, seconds = solve_pipeline(usable, feats)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
     sigma = fit_jitter(usable, cal, seed=seed)
     if sigma is None:

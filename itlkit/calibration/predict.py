@@ -106,6 +106,8 @@ def simulate_run(
     prompts, the hits are replayed with that smaller cache and the run simulated again.
     """
     deployment = run_deployment(run, calibration)
+    if run.replay is not None:  # the requests as recorded: no prompt cycle to cache
+        return _engine(run, deployment, calibration, run.replay, seed=seed)
     total = kv_capacity_tokens(deployment) // run.block_size
     result = _simulate(run, deployment, calibration, capacity_blocks=total, seed=seed)
     if not run.prefix_caching:
@@ -121,6 +123,10 @@ def _simulate(run, deployment, calibration, *, capacity_blocks: int, seed: int):
     workload = run_workload(run, capacity_blocks=capacity_blocks, seed=seed)
     if not run.prefix_caching:
         workload = replace(workload, cached_prompt_tokens=np.zeros_like(workload.prompt_tokens))
+    return _engine(run, deployment, calibration, workload, seed=seed)
+
+
+def _engine(run, deployment, calibration, workload, *, seed: int) -> SimulationResult:
     return simulate(
         workload,
         step_function=roofline_step_function(deployment, efficiency=calibration.efficiency),

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from itlkit.cli._args import add_deployment_arguments, deployment_from_args, positive_int
+
 
 def add_parser(subparsers) -> None:
     """Register `itlkit calibrate`."""
@@ -17,7 +19,23 @@ def add_parser(subparsers) -> None:
             "residual of every run and the leave-one-out error, and write CALIBRATION.json."
         ),
     )
-    p.add_argument("runs", metavar="RUNS.json", help="real runs in the itlkit-runs/1 format")
+    p.add_argument("runs", metavar="RUNS.json", nargs="?",
+                   help="real runs in the itlkit-runs/1 format")  # fmt: skip
+    bench = p.add_argument_group(
+        "vllm bench serve results",
+        "detailed result files (--save-detailed) of your own server; a bench file does not "
+        "name its deployment, so give it here",
+    )
+    bench.add_argument("--bench", action="append", default=[], metavar="FILE",
+                       help="a detailed `vllm bench serve` result (repeatable)")  # fmt: skip
+    add_deployment_arguments(bench, memory=True)
+    bench.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    bench.add_argument("--max-num-seqs", type=positive_int,
+                       help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
+    p.add_argument("--base", default="bundled", metavar="FILE",
+                   help="with fewer than 3 runs only the efficiency (and host time) and the "
+                        "TTFT pipeline are refitted, the rest taken from this calibration "
+                        "(default: the bundled one)")  # fmt: skip
     p.add_argument("-o", "--output", default="CALIBRATION.json", metavar="FILE",
                    help="where to write the calibration (default: CALIBRATION.json)")  # fmt: skip
     p.add_argument("--no-leave-one-out", action="store_true",
@@ -29,19 +47,39 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from itlkit.calibration.fit import calibrate
+    from itlkit.cli._runs import load_calibration
     from itlkit.physics.calibration import write_calibration
-    from itlkit.sim.runs import read_runs
 
-    runs = read_runs(args.runs)
+    runs = _runs(args)
     progress = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
+    base = None if args.base == "none" else load_calibration(args.base)
+    names = [Path(args.runs).name] if args.runs else [Path(b).name for b in args.bench]
     fit = calibrate(runs, seed=args.seed, leave_one_out=not args.no_leave_one_out,
-                    log=progress, name=Path(args.runs).name)  # fmt: skip
+                    log=progress, name=" + ".join(names), base=base)  # fmt: skip
     write_calibration(fit.calibration, args.output)
     if args.json:
         print(json.dumps(fit.calibration.to_json(), indent=2))
         return 0
     _print_fit(fit, args.output)
     return 0
+
+
+def _runs(args) -> list:
+    """The runs file's runs and one run per bench file."""
+    from itlkit.calibration.bench_runs import run_from_bench
+    from itlkit.errors import ConfigError
+    from itlkit.sim.runs import read_runs
+
+    if not args.runs and not args.bench:
+        raise ConfigError("give a runs file (RUNS.json) or --bench FILE (or both)")
+    runs = list(read_runs(args.runs)) if args.runs else []
+    if args.bench:
+        deployment = deployment_from_args(args)
+        seqs = args.max_num_seqs or min(1024, args.max_num_batched_tokens)
+        runs += [run_from_bench(path, deployment=deployment, seed=args.seed,
+                                max_num_batched_tokens=args.max_num_batched_tokens,
+                                max_num_seqs=seqs) for path in args.bench]  # fmt: skip
+    return runs
 
 
 _SHOWN = (("itl_mean_seconds", "ITL mean"), ("ttft_mean_seconds", "TTFT mean"),

@@ -77,6 +77,7 @@ class Run:
     workload: RunWorkload
     measured: dict[str, float]
     itl_per_token_quantiles_seconds: dict[float, float]
+    replay: object | None = None  # a `Workload` sent as recorded (a bench file), else rebuilt
 
     @property
     def gpu_family(self) -> str:
