@@ -202,3 +202,19 @@ def test_a_redraw_says_recomputing_while_it_runs(explorer):
     explorer.rate.value = 3.5
     explorer.rate.value = 3.0
     assert "recomputing" in seen[0] and seen[-1] == "" and explorer.busy.value == ""
+
+
+def test_the_calibrated_step_model_slows_every_step_by_at_least_one_over_its_efficiency():
+    from itlkit.cli._runs import load_calibration
+
+    ex = SchedulerExplorer(window_seconds=30, rate_per_second=2.0)
+    raw = ex.result.summary().itl_p50_seconds
+    ex.step_model.value = "bundled"
+    c = load_calibration("bundled")
+    calibrated = ex.result.summary().itl_p50_seconds
+    # GPU time / efficiency, plus host time, and batches only grow when steps slow down
+    assert calibrated >= raw / c.efficiency
+    assert f"calibration {c.name}" in ex.figure.layout.title.text
+    ex.step_model.value = "none"
+    assert ex.result.summary().itl_p50_seconds == raw
+    assert "calibration" not in ex.figure.layout.title.text

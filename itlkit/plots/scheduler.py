@@ -63,6 +63,8 @@ class SchedulerView:
     floor_seconds: float
     timeline_start_seconds: float
     timeline_seconds: float
+    efficiency: float = 1.0  # the step function's (a calibration's; 1 = the roofline as is)
+    calibration: str = ""  # the name of the calibration in force, if any
 
 
 def scheduler_workload(
@@ -91,12 +93,13 @@ def frontier_points(
     window_seconds: float,
     budgets=FRONTIER_BUDGETS,
     known: dict[int, FrontierPoint] | None = None,
+    efficiency: float = 1.0,
 ) -> tuple[FrontierPoint, ...]:
     """Simulate the same traffic at each token budget: the TTFT p99 / ITL p99 trade.
 
     Points in `known` (by budget; e.g. the run already done for the current setting) are reused.
     """
-    step = roofline_step_function(deployment)
+    step = roofline_step_function(deployment, efficiency=efficiency)
     capacity = kv_capacity_tokens(deployment)
     points = []
     for budget in budgets:
@@ -129,10 +132,13 @@ def scheduler_view(
     seed: int = 0,
     frontier: tuple[FrontierPoint, ...] | None = None,
     timeline_seconds: float = 15.0,
+    efficiency: float = 1.0,
+    calibration: str = "",
 ) -> SchedulerView:
     """Simulate one setting over a window of Poisson traffic, and its frontier unless given.
 
-    `frontier=()` leaves the frontier empty, to be added later with `with_frontier`.
+    `frontier=()` leaves the frontier empty, to be added later with `with_frontier`. A
+    calibration's host and all-reduce terms travel in `deployment`, its efficiency here.
     """
     workload = scheduler_workload(
         rate_per_second=rate_per_second,
@@ -143,7 +149,7 @@ def scheduler_view(
     )
     result = simulate(
         workload,
-        step_function=roofline_step_function(deployment),
+        step_function=roofline_step_function(deployment, efficiency=efficiency),
         kv_capacity_tokens=kv_capacity_tokens(deployment),
         config=config,
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
@@ -170,6 +176,8 @@ def scheduler_view(
         floor_seconds=floor,
         timeline_start_seconds=start,
         timeline_seconds=float(timeline_seconds),
+        efficiency=float(efficiency),
+        calibration=calibration,
     )
     return with_frontier(view) if frontier is None else view
 
@@ -186,6 +194,7 @@ def with_frontier(view: SchedulerView) -> SchedulerView:
         config=view.config,
         window_seconds=view.window_seconds,
         known={current.max_num_batched_tokens: current},
+        efficiency=view.efficiency,
     )
     return replace(view, frontier=frontier)
 
@@ -231,6 +240,7 @@ def figure_title(view: SchedulerView) -> str:
         f"{view.deployment.label}, {view.rate_per_second:g} req/s, budget "
         f"{c.max_num_batched_tokens} tokens/step, max_num_seqs {c.max_num_seqs}, {mode} · "
         f"{s.preemptions} preemptions, {s.requests_in_flight} requests in flight at the end"
+        + (f" · calibration {view.calibration}" if view.calibration else "")
     )
     verdict = overload_text(view)
     verdict = f"<b>{wrap(verdict)}</b><br>" if verdict else ""

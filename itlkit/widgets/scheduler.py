@@ -4,6 +4,7 @@ FigureWidget (ITL histograms | step timeline | TTFT-ITL frontier)."""
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 
 import ipywidgets as widgets
 
@@ -27,6 +28,10 @@ from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner, slider
 _WIDE = {"description_width": "190px"}
 BUDGETS = FRONTIER_BUDGETS
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
+# The step model: the roofline as is, or with the constants fitted on real vLLM runs
+# (itlkit/data/calibration.json, `itlkit calibrate`).
+STEP_MODELS = (("roofline (uncalibrated)", "none"),
+               ("calibrated on real vLLM 0.15.1 runs", "bundled"))  # fmt: skip
 
 
 class SchedulerExplorer:
@@ -45,7 +50,8 @@ class SchedulerExplorer:
         window_seconds: float = 120.0,
         seed: int = 0,
     ):
-        self.deployment = Deployment.create(model=model, gpu=gpu)
+        self.roofline = Deployment.create(model=model, gpu=gpu)
+        self.deployment, self.efficiency = self.roofline, 1.0
         self.window_seconds = float(window_seconds)
         self.seed = int(seed)
         self._build_controls(
@@ -71,6 +77,7 @@ class SchedulerExplorer:
             self.max_num_seqs,
             self.chunked,
             self.disaggregated,
+            self.step_model,
         ]
         for control in self.controls:
             control.observe(self.update, names="value")
@@ -122,6 +129,10 @@ class SchedulerExplorer:
         self.disaggregated = widgets.Checkbox(
             value=False, description="disaggregated prefill (separate instance)", indent=False
         )
+        self.step_model = widgets.Dropdown(
+            options=STEP_MODELS, value="none", description="step time", style=_WIDE,
+            layout=widgets.Layout(width="430px"),
+        )  # fmt: skip
 
     @property
     def result(self) -> SimulationResult:
@@ -137,10 +148,28 @@ class SchedulerExplorer:
             disaggregated=bool(self.disaggregated.value),
         )
 
+    def _apply_step_model(self) -> str:
+        """The deployment and efficiency of the chosen step model; its calibration's name."""
+        if self.step_model.value == "none":
+            self.deployment, self.efficiency = self.roofline, 1.0
+            return ""
+        from itlkit.cli._runs import load_calibration
+
+        c = load_calibration(self.step_model.value)
+        self.deployment = replace(
+            self.roofline,
+            host_overhead_seconds=c.host_seconds_per_step,
+            host_seconds_per_sequence=c.host_seconds_per_sequence,
+            allreduce_latency_seconds=c.allreduce_for(self.roofline.gpu),
+        )
+        self.efficiency = c.efficiency
+        return c.name
+
     def _compute(self) -> tuple[SchedulerView, tuple, bool]:
         """The new view, its frontier key, and whether its frontier is still to be computed."""
         config = self.config()
         config.validate()
+        calibration = self._apply_step_model()
         traffic = dict(
             rate_per_second=float(self.rate.value),
             prompt_tokens=int(self.prompt.value),
@@ -148,7 +177,7 @@ class SchedulerExplorer:
         )
         # The frontier sweeps the budget, so moving only the budget slider reuses it.
         key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
-               config.disaggregated)  # fmt: skip
+               config.disaggregated, self.step_model.value)  # fmt: skip
         stale = key != self._frontier_key
         view = scheduler_view(
             self.deployment,
@@ -157,6 +186,8 @@ class SchedulerExplorer:
             window_seconds=self.window_seconds,
             seed=self.seed,
             frontier=() if stale else self._frontier,
+            efficiency=self.efficiency,
+            calibration=calibration,
         )
         return view, key, stale
 
