@@ -18,6 +18,8 @@ JSON_KEYS = {
     "model", "gpu", "tp", "batch_size", "context_tokens", "floor_seconds", "fast_mode_seconds",
     "mbu_fit", "mbu_range", "expected_mixed_step_seconds", "max_num_batched_tokens", "itl",
     "windows", "duration_seconds", "healthy", "healthy_below", "verdict", "causes", "notes",
+    # issue 11: the clusters, the step they imply, a healthy host's cost, the GPU range
+    "clusters", "step_seconds", "healthy_host_seconds", "gpu_range",
 }  # fmt: skip
 ITL_KEYS = {
     "count", "mean_seconds", "p50_seconds", "p90_seconds", "p99_seconds", "p99_bucket_seconds",

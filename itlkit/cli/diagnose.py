@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from itlkit.cli._args import (
     DEFAULT_DEPLOYMENT,
@@ -14,7 +15,7 @@ from itlkit.cli._args import (
 )
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.diagnosis.report import build_report, to_text
-from itlkit.diagnosis.scoring import diagnose
+from itlkit.diagnosis.scoring import PLAUSIBLE_GPUS, diagnose, diagnose_across_gpus
 from itlkit.metrics.readers import read_paths
 from itlkit.physics.model_names import guess_model
 
@@ -36,6 +37,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--start", help="with --prometheus: start time (RFC 3339 or unix seconds)")
     p.add_argument("--end", help="with --prometheus: end time (RFC 3339 or unix seconds)")
     add_deployment_arguments(p, inferred=True)
+    p.set_defaults(tp=None)  # taken from the served name (`...-tp2`) when given there
     p.add_argument("--batch", type=positive_float, help="running sequences (default: metrics)")
     p.add_argument("--context", type=positive_float, help="mean context tokens (default: metrics)")
     p.add_argument(
@@ -64,6 +66,7 @@ def run(args) -> int:
     if args.all:
         return _run_fleet(args)
     frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
+    gpu_stated = args.gpu is not None
     assumptions = fill_deployment_from_metrics(args, _served_names(frame))
     deployment = deployment_from_args(args)
     if args.prometheus:
@@ -76,13 +79,12 @@ def run(args) -> int:
         )
     else:
         timeline = timeline_from_frame(frame, window_seconds=args.window)
-    result = diagnose(
-        timeline,
-        deployment,
-        batch_size=args.batch,
-        context_tokens=args.context,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-    )
+    settings = dict(batch_size=args.batch, context_tokens=args.context,
+                    max_num_batched_tokens=args.max_num_batched_tokens)  # fmt: skip
+    if gpu_stated:
+        result = diagnose(timeline, deployment, **settings)
+    else:  # the page does not name its GPU: say whether the verdict hangs on it
+        result = diagnose_across_gpus(timeline, deployment, PLAUSIBLE_GPUS, **settings)
     if args.json:
         doc = {**result.to_json(), "assumptions": assumptions}
         print(json.dumps(doc, indent=2, default=_json_default))
@@ -175,7 +177,20 @@ def fill_deployment_from_metrics(args, served_names: list[str]) -> list[str]:
     if args.gpu is None:
         args.gpu = DEFAULT_DEPLOYMENT["gpu"]
         said.append(f"GPU {args.gpu} (vLLM's metrics do not name it; pass --gpu)")
+    if getattr(args, "tp", 1) is None:
+        tp = tp_from_name(served_names[0]) if len(served_names) == 1 else None
+        args.tp = tp or 1
+        said.append(
+            f"TP {tp}, from model_name {served_names[0]!r}" if tp
+            else "TP 1 (the metrics do not state it; pass --tp)"
+        )  # fmt: skip
     return said
+
+
+def tp_from_name(served_name: str) -> int | None:
+    """The tensor-parallel size a served name states (`opt-125m-tp2`, `llama_TP8`), else None."""
+    match = re.search(r"(?:^|[-_./])tp[-_]?(\d+)(?=$|[-_./])", served_name, re.IGNORECASE)
+    return int(match.group(1)) if match and int(match.group(1)) > 0 else None
 
 
 def _json_default(value):

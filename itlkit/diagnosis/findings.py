@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from itlkit.diagnosis.evidence import Timeline
-from itlkit.diagnosis.fingerprint import GAP_SECONDS, Fingerprint
+from itlkit.diagnosis.fingerprint import GAP_SECONDS, PLAUSIBLE_MBU_LOW, Cluster, Fingerprint
 from itlkit.physics.roofline import Deployment, capacity, decode_step, mixed_step, prefill_cost
 from itlkit.units import PRECISIONS, format_bytes, format_percent, format_seconds
 
@@ -58,6 +58,36 @@ def bucket_text(bucket: tuple[float, float]) -> str:
     return f"({format_seconds(low)}, {'+Inf' if math.isinf(high) else format_seconds(high)}]"
 
 
+def cluster_text(c: Cluster, fp: Fingerprint) -> str:
+    """One cluster in words: where it lies, what it holds, where it sits against floor and step."""
+    high = "+Inf" if math.isinf(c.upper_seconds) else format_seconds(c.upper_seconds)
+    text = (
+        f"{100 * c.share:.2f}% ({c.observations:,.0f} obs) in {format_seconds(c.lower_seconds)}"
+        f"-{high}, mean ~{format_seconds(c.mean_seconds)}"
+    )
+    if fp.floor_seconds > 0:
+        text += f" = {c.mean_seconds / fp.floor_seconds:.1f}x the floor"
+    main = fp.clusters[fp.main_cluster]
+    if c is main:
+        text += " (the main cluster: the ordinary step)"
+    elif main.mean_seconds > 0:
+        text += f", {c.mean_seconds / main.mean_seconds:.1f}x the main cluster"
+    if c.behind_empty_bucket:
+        text += ", behind an empty bucket"
+    return text
+
+
+def shape_sentence(fp: Fingerprint) -> str:
+    """How many separated clusters the whole period's ITL histogram holds, each in words."""
+    if not fp.clusters:
+        return "the ITL histogram is empty"
+    if len(fp.clusters) == 1:
+        return "one cluster: " + cluster_text(fp.clusters[0], fp)
+    return f"{len(fp.clusters)} separated clusters: " + "; ".join(
+        cluster_text(c, fp) for c in fp.clusters
+    )
+
+
 # ---- prefill interference ---------------------------------------------------------------------
 def _arrival_sentence(fp: Fingerprint, t: Timeline) -> str:
     if math.isfinite(fp.arrival_r):
@@ -73,15 +103,29 @@ def _arrival_sentence(fp: Fingerprint, t: Timeline) -> str:
     return "arrival correlation not available (no time axis or no TTFT count)"
 
 
+def _per_arrival(fp: Fingerprint) -> tuple[str, ...]:
+    if not math.isfinite(fp.side_per_arrival):
+        return ()
+    return (
+        f"{fp.side_per_arrival:.1f} observations in slower clusters (below {GAP_SECONDS:g} s) per "
+        f"arriving request (first tokens), with ~{fp.batch_size:.0f} running: a prefill step "
+        "delays each stream decoding beside it once",
+    )
+
+
 def _interference_evidence(fp: Fingerprint, t: Timeline, dep: Deployment) -> tuple[str, ...]:
     if fp.correlated_windows == 0:
         return (
+            shape_sentence(fp),
+            *_per_arrival(fp),
             "no window has enough observations and buckets fine enough to tell a slow mode "
             "from a fast mode that moved" + (f" ({fp.split_warning})" if fp.split_warning else ""),
         )
     factor = fp.slow_mode_factor
     chunk = fp.max_num_batched_tokens - fp.batch_size
     return (
+        shape_sentence(fp),
+        *_per_arrival(fp),
         f"{100 * fp.window_slow_share:.1f}% of ITL observations sit in a slow mode "
         + (f"{factor:.1f}x" if math.isfinite(factor) else "far")
         + f" above each window's fast mode (overall fast mode ~"
@@ -206,12 +250,18 @@ def _host_evidence(fp: Fingerprint) -> tuple[str, ...]:
             f"p50 {format_seconds(p50)} leaves ~{format_seconds(overhead)} per step unexplained "
             f"even at {format_percent(TYPICAL_MBU)} MBU"
         )
-    if math.isfinite(fp.slow_share):
+    if math.isfinite(fp.host_excess_ratio):
+        excess = fp.step_seconds - fp.floor_seconds / PLAUSIBLE_MBU_LOW
         evidence.append(
-            f"{100 * fp.slow_share:.1f}% of the observations lie above "
-            f"{format_seconds(fp.slow_cut_seconds)}, the cut between the fast mode and a slow one "
-            "(a single hump leaves almost none there)"
-        )
+            f"the step (~{format_seconds(fp.step_seconds)}, the main cluster's mean) is "
+            + (f"~{format_seconds(excess)} more" if excess > 0 else
+               f"~{format_seconds(-excess)} less")
+            + f" than the slowest plausible GPU time ({format_seconds(fp.floor_seconds)} floor / "
+            f"{PLAUSIBLE_MBU_LOW:g}): {fp.host_excess_ratio:.1f}x the "
+            f"{format_seconds(fp.healthy_host_seconds)} a healthy host spends per step at batch "
+            f"{fp.batch_size:.0f} (calibration: vLLM 0.15.1 on H100)"
+        )  # fmt: skip
+    evidence.append(shape_sentence(fp))
     if fp.batch_size <= 16:
         evidence.append(
             f"small batch ({fp.batch_size:.0f}): a fixed per-step cost weighs most here"

@@ -9,6 +9,7 @@ through one table; `findings` turns them into sentences.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -20,9 +21,30 @@ from itlkit.metrics.histogram import Histogram, split_modes
 from itlkit.physics.roofline import Deployment, decode_step, mixed_step
 
 SLOW_FACTOR = 3.0  # the slow mode is looked for at ~3x the fast mode and beyond
+# Two clusters are separate where the bucket density (observations per second of bucket width)
+# dips below this share of the smaller neighbouring peak: er0080's opt-125m page has 266 obs/ms
+# at 25-50 ms behind 138 obs/ms at 10-25 ms (0.52), a second mode by its author's reading; a
+# Poisson tail falls monotonically and never dips. An empty bucket always separates.
+VALLEY_RATIO = 0.7
+MIN_PEAK_OBSERVATIONS = 5  # a dip next to fewer observations than this is counting noise
+# The worst bandwidth efficiency a working server shows in decode (real servers reach 35-105%
+# of the roofline's bandwidth): the slowest GPU time a step can plausibly take is floor / this.
+PLAUSIBLE_MBU_LOW = 0.35
 GAP_SECONDS = 1.0  # ITL observations this long are stalls, not steps
 WINDOW_MIN_OBSERVATIONS = 50  # a window with fewer has no quantiles worth reading
 QUANTILES = (0.25, 0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One separated hump of the ITL histogram: its bucket range, size and estimated mean."""
+
+    lower_seconds: float
+    upper_seconds: float  # inf when it holds the +Inf bucket
+    observations: float
+    share: float
+    mean_seconds: float  # the main cluster's from the histogram's _sum; others' bucket midpoints
+    behind_empty_bucket: bool  # an empty bucket separates it from the cluster below
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +86,17 @@ class Fingerprint:
     preemptions: float  # increase of vllm:num_preemptions_total (NaN: not exported)
     gap_correlation: float  # preemptions vs gaps per window
     observations: float
+    clusters: tuple[Cluster, ...] = ()
+    main_cluster: int = 0  # index of the cluster holding the most observations
+    step_seconds: float = math.nan  # the main cluster's mean, else the fast mode
+    healthy_host_seconds: float = math.nan  # calibrated host cost of one step at this batch
+    host_excess_ratio: float = math.nan  # (step - slowest plausible GPU time) / healthy host
+    side_per_arrival: float = math.nan  # observations in slower clusters per first token
+
+    @property
+    def main_cluster_share(self) -> float:
+        """Share of the observations in the main cluster (1 for a single hump)."""
+        return self.clusters[self.main_cluster].share if self.clusters else math.nan
 
     @property
     def fast_over_floor(self) -> float:
@@ -107,6 +140,83 @@ def gap_count(h: Histogram) -> float:
     if at >= h.upper_bounds.size - 1 and math.isinf(h.upper_bounds[at]):
         return float(h.count - h.cumulative_counts[at - 1]) if at > 0 else float(h.count)
     return float(h.count - h.cumulative_counts[at])
+
+
+def _runs_between_empty_buckets(counts: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) index runs of non-empty buckets; an empty bucket ends a run."""
+    runs, start = [], None
+    for i, c in enumerate(counts):
+        if c > 0 and start is None:
+            start = i
+        elif c <= 0 and start is not None:
+            runs.append((start, i))
+            start = None
+    if start is not None:
+        runs.append((start, counts.size))
+    return runs
+
+
+def _split_at_valleys(density: np.ndarray, counts: np.ndarray, a: int, b: int) -> list[int]:
+    """Indices inside [a, b) where a new cluster starts: the lowest bucket between two density
+    peaks, when it dips below VALLEY_RATIO of the smaller peak (which holds enough observations)."""
+    cuts, peak, valley = [], a, None
+    for i in range(a + 1, b):
+        d = density[i]
+        if not math.isfinite(d):
+            continue  # the +Inf bucket has no width: it joins the cluster below
+        if valley is None or d < density[valley]:
+            if d < density[peak]:
+                valley = i
+            else:
+                peak, valley = i, None
+            continue
+        if d > density[valley] and (i + 1 >= b or not density[i + 1] > d):
+            # i is a peak after a valley: cut if the dip is deep and the peaks are not noise
+            smaller = min(density[peak], d)
+            enough = min(counts[peak], counts[i]) >= MIN_PEAK_OBSERVATIONS
+            if density[valley] < VALLEY_RATIO * smaller and enough:
+                cuts.append(valley + 1)  # the thin bucket stays with the cluster below, as its tail
+                peak, valley = i, None
+            elif d > density[peak]:
+                peak, valley = i, None
+    return cuts
+
+
+def find_clusters(h: Histogram) -> tuple[Cluster, ...]:
+    """Every separated cluster of a histogram, lowest first: runs of non-empty buckets, each
+    split where the bucket density dips (see VALLEY_RATIO); means from bucket midpoints, the
+    biggest cluster's from the _sum (the only place its observations' mean is written)."""
+    counts = np.asarray(h.bucket_counts, dtype=float)
+    if h.count <= 0:
+        return ()
+    lower, upper = h.lower_bounds, h.upper_bounds
+    with np.errstate(divide="ignore", invalid="ignore"):
+        density = np.where(np.isfinite(upper), counts / (upper - lower), np.nan)
+    spans = []
+    for a, b in _runs_between_empty_buckets(counts):
+        edges = [a, *_split_at_valleys(density, counts, a, b), b]
+        spans += [(lo, hi, lo == a and bool(spans)) for lo, hi in itertools.pairwise(edges)]
+    mids = np.where(np.isfinite(upper), (np.maximum(lower, 0) + upper) / 2, lower)
+    raw = [
+        (lo, hi, float(counts[lo:hi].sum()), float(np.dot(mids[lo:hi], counts[lo:hi])), behind)
+        for lo, hi, behind in spans
+    ]
+    main = int(np.argmax([r[2] for r in raw]))
+    clusters = []
+    for k, (lo, hi, n, midsum, behind) in enumerate(raw):
+        mean = midsum / n
+        # The sum gives the main cluster's mean only when every other cluster's mean is
+        # bounded: a slower cluster holding +Inf could hide any amount of time.
+        open_ended = any(math.isinf(upper[r[1] - 1]) for j, r in enumerate(raw) if j != main)
+        if k == main and math.isfinite(h.sum) and not open_ended:
+            others = sum(r[3] for j, r in enumerate(raw) if j != main)
+            mean = float(np.clip((h.sum - others) / n, max(lower[lo], 0.0), upper[hi - 1]))
+        clusters.append(Cluster(
+            lower_seconds=float(max(lower[lo], 0.0)), upper_seconds=float(upper[hi - 1]),
+            observations=n, share=n / h.count, mean_seconds=float(mean),
+            behind_empty_bucket=behind,
+        ))  # fmt: skip
+    return tuple(clusters)
 
 
 def fast_mode(h: Histogram, floor_seconds: float) -> float:
@@ -278,6 +388,35 @@ def _gaps(t: Timeline) -> dict:
     )
 
 
+def _cluster_fields(
+    t: Timeline,
+    *,
+    fast: float,
+    floor: float,
+    batch: float,
+    host_seconds_per_step: float,
+    host_seconds_per_sequence: float,
+) -> dict:
+    """The clusters, the step they imply, and that step against a healthy host's cost."""
+    clusters = find_clusters(t.itl_total)
+    main = int(np.argmax([c.observations for c in clusters])) if clusters else 0
+    step = clusters[main].mean_seconds if clusters else math.nan
+    step = step if math.isfinite(step) else fast
+    healthy = host_seconds_per_step + batch * host_seconds_per_sequence
+    slower = sum(c.observations for c in clusters[main + 1 :] if c.lower_seconds < GAP_SECONDS)
+    arrivals = float(np.nansum(t.first_tokens))
+    return dict(
+        clusters=clusters,
+        main_cluster=main,
+        step_seconds=float(step),
+        healthy_host_seconds=float(healthy),
+        host_excess_ratio=(
+            float((step - floor / PLAUSIBLE_MBU_LOW) / healthy) if healthy > 0 else math.nan
+        ),
+        side_per_arrival=slower / arrivals if arrivals > 0 else math.nan,
+    )  # fmt: skip
+
+
 def fingerprint(
     timeline: Timeline,
     deployment: Deployment,
@@ -286,8 +425,11 @@ def fingerprint(
     batch_size: float | None = None,
     context_tokens: float | None = None,
     prompt_tokens: float | None = None,
+    host_seconds_per_step: float = 0.0,
+    host_seconds_per_sequence: float = 0.0,
 ) -> Fingerprint:
-    """Measure an incident: batch and context from the metrics unless given, then every feature."""
+    """Measure an incident: batch and context from the metrics unless given, then every feature;
+    the host costs are what a healthy host spends per step (the calibration's terms)."""
     t = timeline
     batch, context, prompt, output = _batch_and_context(
         t, batch_size, context_tokens, prompt_tokens
@@ -318,4 +460,9 @@ def fingerprint(
         **slow_fields,
         **_growth(t, fasts, floor_fields["floor_seconds_by_window"]),
         **_gaps(t),
-    )
+        **_cluster_fields(
+            t, fast=floor_fields["fast_mode_seconds"], floor=floor_fields["floor_seconds"],
+            batch=mean_batch, host_seconds_per_step=host_seconds_per_step,
+            host_seconds_per_sequence=host_seconds_per_sequence,
+        ),
+    )  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from itlkit.diagnosis.findings import Fix, bucket_text
+from itlkit.diagnosis.findings import TITLES, Fix, bucket_text, shape_sentence
 from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
 from itlkit.units import format_percent, format_seconds
 
@@ -39,6 +39,43 @@ class Report:
     facts: tuple[tuple[str, str], ...]
     sections: tuple[Section, ...]
     notes: tuple[str, ...]
+    gpu_range: tuple[str, ...] = ()  # when the GPU was not given: does the verdict hang on it?
+
+
+def _name(verdict: str) -> str:
+    return "healthy" if verdict == "healthy" else TITLES[verdict]
+
+
+def gpu_range_lines(d: Diagnosis) -> tuple[str, ...]:
+    """The verdict on each plausible GPU, in words: that it holds, or which GPU flips it and why."""
+    if not d.alternatives:
+        return ()
+    fits = [a for a in d.alternatives if a.weights_fit]
+    lines = []
+    if not d.flips:
+        lines.append(
+            f"the GPU is not on the page; the verdict ({_name(d.verdict_key)}) holds on every "
+            f"plausible GPU: {', '.join(a.gpu for a in fits)}"
+        )
+    else:
+        lines.append(
+            f"the GPU is not on the page and the verdict hangs on it: {_name(d.verdict_key)} on "
+            + (", ".join(a.gpu for a in fits if a.verdict == d.verdict_key) or "none alone")
+            + "; it flips on "
+            + ", ".join(a.gpu for a in d.flips)
+        )
+        for a in d.flips:
+            lines.append(
+                f"on {a.gpu}: {_name(a.verdict)}"
+                + (f" (score {a.score:.2f})" if a.verdict != "healthy" else "")
+                + f", because its floor is {format_seconds(a.floor_seconds)}, so the "
+                f"{format_seconds(a.step_seconds)} step is {a.step_seconds / a.floor_seconds:.1f}x "
+                "the floor there"
+            )
+    unfit = [a.gpu for a in d.alternatives if not a.weights_fit]
+    if unfit:
+        lines.append(f"the weights do not fit on {', '.join(unfit)} at this TP: not considered")
+    return tuple(lines)
 
 
 def build_report(d: Diagnosis) -> Report:
@@ -62,19 +99,25 @@ def build_report(d: Diagnosis) -> Report:
                 f"{format_seconds(q[0.99])} (interpolated in the "
                 f"{bucket_text(fp.itl_quantile_buckets[0.99])} bucket), mean "
                 f"{format_seconds(t.itl_total.mean)} over {t.itl_total.count:,.0f} observations"),
+        ("clusters", shape_sentence(fp)),
     )  # fmt: skip
     sections = tuple(
         Section(f.title, f.score, f.score >= HEALTHY_BELOW, f.evidence, f.confirm, f.fixes)
         for f in d.findings
     )
-    return Report(period, d.verdict, d.healthy, facts, sections, d.notes)
+    return Report(
+        period, d.verdict_with_range, d.healthy, facts, sections, d.notes, gpu_range_lines(d)
+    )
 
 
 def to_text(report: Report) -> str:
     """The report as a short postmortem a team can paste into its document."""
     lines = [f"ITL postmortem: {report.period}"]
     lines += [f"{label:<12} {value}" for label, value in report.facts]
-    lines += ["", f"{'verdict':<12} {report.verdict}", ""]
+    lines += ["", f"{'verdict':<12} {report.verdict}"]
+    lines += [f"{'GPU range':<12} {g}" if i == 0 else f"{'':<12} {g}"
+              for i, g in enumerate(report.gpu_range)]  # fmt: skip
+    lines += [""]
     for rank, s in enumerate(report.sections, 1):
         lines.append(
             f"{rank}. {s.title}: score {s.score:.2f}{'' if s.named else '  (below threshold)'}"
@@ -127,7 +170,12 @@ def to_html(report: Report, *, parts: tuple[str, ...] = HTML_PARTS) -> str:
             f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in report.facts
         )
         + f"</table><p style='color:#666'>{html.escape(report.period)}</p>",
-        "findings": "".join(_section_html(s) for s in report.sections),
+        "findings": (
+            f"<p>{'<br>'.join(html.escape(g) for g in report.gpu_range)}</p>"
+            if report.gpu_range
+            else ""
+        )
+        + "".join(_section_html(s) for s in report.sections),
         "notes": f"<div style='color:#666'>Notes{_items(report.notes)}</div>"
         if report.notes
         else "",
