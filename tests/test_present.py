@@ -1,8 +1,12 @@
 """Present mode: `make present` serves the notebooks with Voila (code hidden, widgets live).
 
-The test starts Voila the way the Makefile does, on a copy of notebooks/, opens notebook 01 as
-an app in headless Chromium, checks that no code shows, that the figure fills its area, and that
-the batch slider still redraws the plot.
+The tests start Voila the way the Makefile does, on a copy of notebooks/, and open notebooks as
+apps in headless Chromium: no code shows, no cell or page error, the figures fill their output
+areas, and the main control still redraws its figure. Notebook 04 is the walk-through a team
+follows: its four section headings show in order.
+
+Their screenshots (test-artifacts/voila-*.png) are taken at a device scale of 0.7, about 900 px
+wide, so they can go into docs/screenshots/ for the README as they are (after pngquant).
 """
 
 from __future__ import annotations
@@ -17,10 +21,23 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _lab import TITLE_CONTAINS, layout_problems, press_and_time
+from _lab import TITLE_CONTAINS, cell_errors, layout_problems, press_and_time
 from conftest import NOTEBOOKS_DIR, REPO_ROOT, free_port, isolated_jupyter_env
 
 pytestmark = pytest.mark.browser
+
+SCREENSHOT_SCALE = 0.7  # 1,280 px pages give ~900 px screenshots, the README's size
+
+# Notebook 04's walk-through, in the order a team follows it (markdown headings).
+SECTIONS = ["1 · The evidence", "2 · The verdict", "3 · What if", "4 · The report"]
+
+# Each heading's text (without JupyterLab's "¶" anchor), its top in px, and whether it shows.
+HEADINGS = """() => [...document.querySelectorAll('.jp-RenderedMarkdown h2')].map((h) => {
+    const box = h.getBoundingClientRect();
+    return [h.textContent.replace('¶', '').trim(), box.top + window.scrollY,
+            box.width > 0 && box.height > 0 && getComputedStyle(h).visibility !== 'hidden'];
+})"""
+STDERR_OUTPUTS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
 
 def present_command() -> list[str]:
@@ -30,6 +47,15 @@ def present_command() -> list[str]:
     words = line.split()
     assert words[0] == "$(BIN)/voila", words
     return words[1:]
+
+
+def present_page(browser, page_errors):
+    """A 1,280 px page (screenshots at SCREENSHOT_SCALE) that records uncaught page errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000},
+                                  device_scale_factor=SCREENSHOT_SCALE)  # fmt: skip
+    page = context.new_page()
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    return context, page
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +104,7 @@ def test_make_present_is_voila_with_code_hidden():
 
 def test_notebook_01_presents_and_its_slider_redraws(voila_url, browser, page_errors,
                                                       artifacts_dir):  # fmt: skip
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    context, page = present_page(browser, page_errors)
     try:
         page.goto(f"{voila_url}/voila/render/01_decode_floor.ipynb", timeout=120_000)
         page.wait_for_function(TITLE_CONTAINS, arg="batch 64 ", timeout=120_000)
@@ -95,4 +119,74 @@ def test_notebook_01_presents_and_its_slider_redraws(voila_url, browser, page_er
     finally:
         page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
         page.screenshot(path=artifacts_dir / "voila-01_decode_floor.png")
+        context.close()
+
+
+def test_notebook_04_presents_as_a_walk_through(voila_url, browser, page_errors, artifacts_dir):
+    context, page = present_page(browser, page_errors)
+    try:
+        page.goto(f"{voila_url}/voila/render/04_postmortem.ipynb", timeout=120_000)
+        page.wait_for_function(TITLE_CONTAINS, arg="what-if (budget 512,", timeout=120_000)
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .gtitle')"
+                               ".length >= 2", timeout=60_000)  # fmt: skip
+        page.get_by_text("4 · The report").first.wait_for(timeout=60_000)
+        page.wait_for_function(  # the last cell, the export, has run
+            "() => [...document.querySelectorAll('.jp-OutputArea-output')]"
+            ".some((o) => /^\\s*\\d+\\s*$/.test(o.textContent))",
+            timeout=60_000,
+        )
+        assert page.locator(".jp-InputArea-editor:visible, .cm-editor:visible").count() == 0
+        assert "PostmortemExplorer(" not in page.content()  # the code is not even in the page
+
+        headings = page.evaluate(HEADINGS)
+        found = [(text, top, shown) for text, top, shown in headings
+                 if any(text.startswith(section) for section in SECTIONS)]  # fmt: skip
+        assert [text for text, _, _ in found] == SECTIONS, headings
+        assert all(shown for _, _, shown in found), found
+        tops = [top for _, top, _ in found]
+        assert tops == sorted(tops) and len(set(tops)) == len(tops), found
+
+        assert layout_problems(page) == []
+        assert cell_errors(page) == []
+        assert page.locator(STDERR_OUTPUTS).all_text_contents() == []
+
+        milliseconds = press_and_time(page, ".itlkit-whatif-budget .noUi-handle", "ArrowRight",
+                                      figure=1, timeout_ms=60_000)  # fmt: skip
+        assert milliseconds > 0  # the title changed: "recomputing…" first, then the numbers
+        page.wait_for_function(TITLE_CONTAINS, arg="what-if (budget 576,", timeout=60_000)
+        page.wait_for_timeout(1_000)  # the slider's echo reaches the kernel after the redraw
+        assert layout_problems(page) == []
+        assert cell_errors(page) == []
+        assert page.locator(STDERR_OUTPUTS).all_text_contents() == []
+        assert page_errors == []
+    finally:
+        plots = page.locator(".js-plotly-plot")
+        for index, name in [(1, "voila-04_postmortem-whatif.png"), (0, "voila-04_postmortem.png")]:
+            if plots.count() > index:
+                plots.nth(index).scroll_into_view_if_needed()
+                page.wait_for_timeout(300)
+            page.screenshot(path=artifacts_dir / name)
+        context.close()
+
+
+@pytest.mark.parametrize("notebook", ["02_chunked_prefill.ipynb", "03_reading_the_histogram.ipynb"])
+def test_notebook_presents_without_errors(voila_url, browser, page_errors, artifacts_dir,
+                                          notebook):  # fmt: skip
+    context, page = present_page(browser, page_errors)
+    try:
+        page.goto(f"{voila_url}/voila/render/{notebook}", timeout=120_000)
+        page.wait_for_function("() => document.querySelector('.js-plotly-plot .gtitle')",
+                               timeout=120_000)  # fmt: skip
+        page.wait_for_timeout(500)
+        assert page.locator(".jp-InputArea-editor:visible, .cm-editor:visible").count() == 0
+        assert layout_problems(page) == []
+        assert cell_errors(page) == []
+        assert page.locator(STDERR_OUTPUTS).all_text_contents() == []
+        assert page_errors == []
+    finally:
+        plots = page.locator(".js-plotly-plot")
+        if plots.count():
+            plots.first.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+        page.screenshot(path=artifacts_dir / f"voila-{notebook.removesuffix('.ipynb')}.png")
         context.close()
