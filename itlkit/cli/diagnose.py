@@ -68,6 +68,9 @@ def run(args) -> int:
     frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
     gpu_stated = args.gpu is not None
     assumptions = fill_deployment_from_metrics(args, _served_names(frame))
+    gpus = PLAUSIBLE_GPUS
+    if not gpu_stated and args.paths:
+        gpus = _gpus_from_kv_cache(args, assumptions) or gpus
     deployment = deployment_from_args(args)
     if args.prometheus:
         from itlkit.diagnosis.evidence import timeline_from_prometheus
@@ -84,7 +87,7 @@ def run(args) -> int:
     if gpu_stated:
         result = diagnose(timeline, deployment, **settings)
     else:  # the page does not name its GPU: say whether the verdict hangs on it
-        result = diagnose_across_gpus(timeline, deployment, PLAUSIBLE_GPUS, **settings)
+        result = diagnose_across_gpus(timeline, deployment, gpus, **settings)
     if args.json:
         doc = {**result.to_json(), "assumptions": assumptions}
         print(json.dumps(doc, indent=2, default=_json_default))
@@ -185,6 +188,41 @@ def fill_deployment_from_metrics(args, served_names: list[str]) -> list[str]:
             else "TP 1 (the metrics do not state it; pass --tp)"
         )  # fmt: skip
     return said
+
+
+def _gpus_from_kv_cache(args, assumptions: list[str]) -> tuple[str, ...]:
+    """The GPUs the page's `vllm:cache_config_info` (its KV cache size) allows; the first
+    becomes --gpu and the GPU assumption says why. () when the page cannot tell."""
+    from itlkit.metrics.page_info import cache_config_of_files
+    from itlkit.physics.gpu_from_kv import gpus_matching, kv_evidence
+
+    if any(a.startswith("model ") and "pass --model" in a for a in assumptions):
+        return ()  # the KV size says nothing about the GPU without the model's KV bytes
+    config = cache_config_of_files(args.paths) or {}
+    try:
+        blocks, size = int(config["num_gpu_blocks"]), int(config["block_size"])
+        share = float(config["gpu_memory_utilization"])
+    except (KeyError, ValueError):
+        return ()
+    if not (blocks > 0 and size > 0 and 0 < share <= 1):
+        return ()
+    deployment = deployment_from_args(args)
+    evidence = kv_evidence(deployment, num_gpu_blocks=blocks, block_size=size,
+                           gpu_memory_utilization=share)  # fmt: skip
+    matches = gpus_matching(deployment, evidence)
+    where = (
+        f"the KV cache ({blocks:,} blocks x {size} tokens = "
+        f"{evidence.kv_bytes_per_gpu / 1e9:.1f} GB per GPU beside "
+        f"{evidence.weight_bytes_per_gpu / 1e9:.1f} GB of weights in {share:.0%} of memory) "
+        f"implies {evidence.low_hbm_bytes / 1e9:.0f}-{evidence.high_hbm_bytes / 1e9:.0f} GB per GPU"
+    )
+    index = next(i for i, a in enumerate(assumptions) if a.startswith("GPU "))
+    if not matches:
+        assumptions[index] += f"; {where}, which no catalog GPU has"
+        return ()
+    args.gpu = matches[0]
+    assumptions[index] = f"GPU one of {', '.join(matches)}: {where} (pass --gpu)"
+    return matches
 
 
 def tp_from_name(served_name: str) -> int | None:
