@@ -19,12 +19,17 @@ import numpy as np
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig
 
-# Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long.
+# Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long
+# (or when their step times are tabulated, see `DecodeTimes`).
 FAST_PATH_MIN_STEPS = 2
-FAST_PATH_ARRAY_STEPS = 24
+FAST_PATH_ARRAY_STEPS = 10
 FAST_PATH_MAX_STEPS = 4096
 FAST_PATH_BOUND_STEPS = 64  # longer stretches first bound their length by the limit
-PENDING_ROWS = 4096  # scheduled steps' records gathered before one numpy write
+PENDING_STEPS = 4096  # steps' records gathered before one numpy write
+# A decode count met in this many stretches gets its step times tabulated over KV totals.
+TABLE_AFTER_STRETCHES = 16
+TABLE_PAD_TOKENS = 4096  # a table grows by this many KV totals beyond the range asked for
+TABLE_MAX_TOKENS = 1 << 20  # KV totals in all tables together (8 bytes each)
 
 # StepLog.counts rows, in this order.
 COUNT_FIELDS = ("decode", "prefill", "running", "waiting", "preemptions", "itl", "kv", "first",
@@ -59,63 +64,77 @@ class _Request:
 class StepLog:
     """Per-step records in growing numpy arrays (int32 counts: half the memory of int64).
 
-    A scheduled step's row waits in `pending` (a Python tuple is far cheaper to make than a
-    numpy write) until the next stretch or the end writes the rows as one block.
-    """
+    Records wait as tuples (far cheaper to make than numpy writes) until `PENDING_STEPS` steps
+    have gathered, then are written as one block: a tuple per scheduled step or per stretch of
+    decode steps, whose counts differ only in KV (one more token per decode each step) and in
+    the queue, which grows with arrivals: a record's `waiting` is the queue length less the
+    arrivals so far, and the write adds the arrivals by each step's start."""
 
-    __slots__ = ("counts", "pending", "seconds", "size")
+    __slots__ = ("capacity", "counts", "pending", "ready", "records", "seconds", "size", "written")
 
-    def __init__(self, capacity: int = 65536):
-        self.size = 0
+    def __init__(self, ready_seconds: np.ndarray, capacity: int = 65536):
+        self.size = 0  # steps recorded
+        self.written = 0  # steps whose counts are in the buffers
+        self.capacity = capacity  # steps the buffers hold
         self.seconds = np.empty((2, capacity))  # start, duration
         self.counts = np.empty((len(COUNT_FIELDS), capacity), dtype=np.int32)
-        self.pending: list[tuple] = []  # (start, duration, *counts) of steps not yet written
+        self.ready = ready_seconds  # sorted arrival (or KV arrival) times
+        self.pending: list[tuple] = []  # (step, start, duration) of scheduled steps
+        self.records: list[tuple] = []  # (steps, KV step, KV after the last, *counts)
 
-    def reserve(self, steps: int) -> int:
-        """Make room for `steps` more steps; returns the first one's index."""
-        start = self.size
-        self.size = start + steps
-        self._fit()
-        return start
-
-    def _fit(self) -> None:
-        """Grow the buffers (by half) until they hold every step counted so far."""
-        have = self.seconds.shape[1]
-        if self.size > have:
-            capacity = max(have * 3 // 2, self.size)
-            for name in ("seconds", "counts"):
-                old = getattr(self, name)
-                new = np.empty((old.shape[0], capacity), dtype=old.dtype)
-                new[:, :have] = old  # with the slots of pending rows, written at the flush
-                setattr(self, name, new)
-
-    def add(self, row: tuple) -> None:
-        """A scheduled step: (start, duration, *counts), written later with others."""
-        self.pending.append((self.size, *row))
+    def add(self, start: float, duration: float, counts: tuple) -> None:
+        """A scheduled step; `counts` in `COUNT_FIELDS` order."""
+        self.pending.append((self.size, start, duration))
+        self.records.append((1, 0, counts[_KV], *counts))
         self.size += 1
-        if len(self.pending) >= PENDING_ROWS:
+        if self.size - self.written >= PENDING_STEPS:
+            self.flush()
+
+    def add_stretch(self, starts, durations, counts: tuple, kv_last: int) -> None:
+        """Decode steps, the first's counts `counts`; each holds `decodes` more KV than the one
+        before, but the last, which holds `kv_last` (it may retire requests)."""
+        s, k = self.size, len(starts)
+        self.size = s + k
+        if self.size > self.capacity:
+            self._fit()
+        self.seconds[0, s : s + k] = starts
+        self.seconds[1, s : s + k] = durations
+        self.records.append((k, counts[0], kv_last, *counts))
+        if self.size - self.written >= PENDING_STEPS:
             self.flush()
 
     def flush(self) -> None:
-        """Write the pending rows (exact: every count and index is far below 2**53)."""
-        rows = self.pending
-        if rows:
-            self._fit()
-            block = np.array(rows).T
-            at = block[0].astype(np.intp)
-            self.seconds[:, at] = block[1:3]
-            self.counts[:, at] = block[3:]
-            rows.clear()
+        """Write the pending records (exact: every count and index is far below 2**53)."""
+        a, b = self.written, self.size
+        if a == b:
+            return
+        self._fit()
+        if self.pending:
+            block = np.array(self.pending).T
+            self.seconds[:, block[0].astype(np.intp)] = block[1:]
+        block = np.array(self.records, dtype=np.int64)
+        steps = block[:, 0]
+        ends = np.cumsum(steps)
+        counts = np.repeat(block[:, 3:].T, steps, axis=1)
+        local = np.arange(b - a) - np.repeat(ends - steps, steps)  # step within its record
+        counts[_KV] += np.repeat(block[:, 1], steps) * local
+        counts[_KV, ends - 1] = block[:, 2]
+        counts[_WAITING] += np.searchsorted(self.ready, self.seconds[0, a:b], side="right")
+        self.counts[:, a:b] = counts
+        self.written = b
+        self.pending.clear()
+        self.records.clear()
 
-    def add_stretch(self, starts, durations, counts: tuple, kv, waiting) -> None:
-        """Steps that differ only in start, duration, KV held and queue length."""
-        s = self.reserve(len(starts))
-        e = self.size
-        self.seconds[0, s:e] = starts
-        self.seconds[1, s:e] = durations
-        self.counts[:, s:e] = np.array(counts, dtype=np.int32)[:, None]
-        self.counts[_KV, s:e] = kv
-        self.counts[_WAITING, s:e] = waiting
+    def _fit(self) -> None:
+        """Grow the buffers (by half) until they hold every step counted so far."""
+        have = self.capacity
+        if self.size > have:
+            self.capacity = capacity = max(have * 3 // 2, self.size)
+            for name in ("seconds", "counts"):
+                old = getattr(self, name)
+                new = np.empty((old.shape[0], capacity), dtype=old.dtype)
+                new[:, :have] = old  # with the slots of pending steps, written at the flush
+                setattr(self, name, new)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Each record as a 1-D array (views of the buffers: no copy)."""
@@ -126,16 +145,67 @@ class StepLog:
         return out
 
 
+class DecodeTimes:
+    """Step times of pure decode steps: from the step function, or a table per decode count.
+
+    Short stretches pay one step-function call each, so a decode count met in many of them
+    gets its times for every KV total over a range (one call, elementwise as every stretch
+    array assumes); later stretches slice the table at a stride of the decode count."""
+
+    __slots__ = ("misses", "step_function", "tables", "tokens")
+
+    def __init__(self, step_function):
+        self.step_function = step_function
+        self.tables: dict[int, tuple[int, np.ndarray]] = {}  # decodes -> (first KV, times)
+        self.misses: dict[int, int] = {}  # decodes -> stretches the tables did not serve
+        self.tokens = 0  # KV totals tabulated
+
+    def times(self, decodes: int, kv_tokens: np.ndarray) -> np.ndarray:
+        """Seconds of decode steps over `kv_tokens` (a scalar result broadcasts)."""
+        seconds = self.step_function(decode_tokens=decodes, prefill_tokens=0, kv_tokens=kv_tokens)
+        if not (isinstance(seconds, np.ndarray) and seconds.shape == kv_tokens.shape):
+            seconds = np.broadcast_to(np.asarray(seconds, dtype=float), kv_tokens.shape)
+        return seconds
+
+    def lookup(self, decodes: int, kv_tokens: int, steps: int) -> np.ndarray | None:
+        """Times of `steps` steps from `kv_tokens` on, from the table; None where it has none."""
+        last = kv_tokens + decodes * (steps - 1)
+        base, table = self.tables.get(decodes, (kv_tokens, None))
+        if table is None or kv_tokens < base or last >= base + table.size:
+            if not self._grow(decodes, kv_tokens, last):
+                return None
+            base, table = self.tables[decodes]
+        return table[kv_tokens - base : last - base + 1 : decodes]
+
+    def _grow(self, decodes: int, first: int, last: int) -> bool:
+        """Tabulate (or widen the table) to hold first..last, once the count is met enough."""
+        self.misses[decodes] = misses = self.misses.get(decodes, 0) + 1
+        base, table = self.tables.get(decodes, (first, np.empty(0)))
+        end = base + table.size
+        low = base if first >= base else max(first - TABLE_PAD_TOKENS, 0)
+        high = end if last < end else last + 1 + TABLE_PAD_TOKENS
+        added = high - low - table.size
+        if misses < TABLE_AFTER_STRETCHES or self.tokens + added > TABLE_MAX_TOKENS:
+            return False
+        parts = [self.times(decodes, np.arange(a, b)) for a, b in ((low, base), (end, high))]
+        if not all(part.min(initial=math.inf) > 0 for part in parts):
+            self.misses[decodes] = -math.inf  # a time not > 0: stretches check their own
+            return False
+        self.tables[decodes] = (low, np.concatenate((parts[0], table, parts[1])))
+        self.tokens += added
+        return True
+
+
 @dataclass(slots=True, eq=False)
 class _Batch:
     """What the step being scheduled carries."""
 
-    budget: int
+    completions: list  # requests whose prefill completes (a new list each step: cheap to make)
+    budget: int = 0
     preempted: int = 0
     prefill: int = 0
     new_tokens: int = 0  # disaggregated admissions: one decode token each, no prefill
     new_kv: int = 0
-    completions: list = field(default_factory=list)
 
 
 @dataclass(slots=True, eq=False)
@@ -176,6 +246,7 @@ class Engine:
         jitter: np.ndarray | None = None,
     ):
         self.step_function = step_function
+        self.decode_times = DecodeTimes(step_function)
         # Step s lasts its formula's time x jitter[s % len(jitter)] (a calibrated spread).
         self.jitter = None if jitter is None else np.asarray(jitter, dtype=float)
         self.jitter_list = None if jitter is None else self.jitter.tolist()
@@ -186,13 +257,9 @@ class Engine:
         self.chunked = bool(config.enable_chunked_prefill)
         self.end_limit = end_seconds
         remote = bool(config.disaggregated)
-        self.requests = [
-            _Request(i, p, o, c, c, p, remote)
-            for i, (p, o, c) in enumerate(
-                zip(workload.prompt_tokens.tolist(), workload.output_tokens.tolist(),
-                    workload.cached_prompt_tokens.tolist(), strict=True)
-            )
-        ]  # fmt: skip
+        prompt, cached = workload.prompt_tokens.tolist(), workload.cached_prompt_tokens.tolist()
+        columns = (prompt, workload.output_tokens.tolist(), cached, cached, prompt)
+        self.requests = list(map(_Request, range(len(prompt)), *columns, [remote] * len(prompt)))
         self.ready_array = np.asarray(ready_seconds, dtype=float)
         self.ready_seconds = self.ready_array.tolist()
         self.ready_order = [self.requests[i] for i in np.asarray(ready_order).tolist()]
@@ -201,24 +268,20 @@ class Engine:
         self.running: list[_Request] = []
         self.partial: list[_Request] = []  # running, part-way through a prefill, oldest first
         self.finishes: dict[int, list[tuple[_Request, int]]] = {}
-        self.finish_steps: list[
-            int
-        ] = []  # heap of the keys of `finishes` (stale ones popped lazily)
+        self.finish_steps: list[int] = []  # heap of `finishes`' keys (stale ones popped lazily)
         self.used = 0  # KV tokens held by running requests
         self.decoders = 0
         self.decode_kv = 0  # summed context of the decoding requests
         self.t = 0.0
         self.s = 0
-        self.log = StepLog()
+        self.log = StepLog(self.ready_array)
         self.segments = Segments()
 
     # ---- the loop ------------------------------------------------------------------------
     def step(self) -> bool:
         """Advance by one scheduled step or one stretch of decode steps; False when done."""
-        if (
-            self.next_ready < len(self.ready_seconds)
-            and self.ready_seconds[self.next_ready] <= self.t
-        ):
+        i = self.next_ready
+        if i < len(self.ready_seconds) and self.ready_seconds[i] <= self.t:
             self.enqueue_ready()
         if not self.running and not self.waiting:
             if self.next_ready >= len(self.ready_seconds):
@@ -229,18 +292,19 @@ class Engine:
             return False
         if self.decode_stretch():
             return True
-        batch = _Batch(budget=0)
+        batch = _Batch([])
         self.preempt_newest(batch)
         self.continue_partials(batch)
         if not batch.preempted:  # never admit in a step that preempted
             self.admit_waiting(batch)
-        row = self.run(batch)
-        end = row[0] + row[1]
+        start = self.t
+        duration, counts = self.run(batch)
+        end = start + duration
         generation = self.decoders
         self.decode_kv += self.decoders
         self.retire(end)
         first, prompt, generation = self.emit(batch.completions, end, generation)
-        self.log.add((*row, self.used, first, prompt, generation))
+        self.log.add(start, duration, (*counts, self.used, first, prompt, generation))
         self.t = end
         self.s += 1
         return True
@@ -355,8 +419,8 @@ class Engine:
         self.waiting.appendleft(r)
 
     # ---- running a step ------------------------------------------------------------------
-    def run(self, batch: _Batch) -> tuple:
-        """Time the scheduled step; returns its record's start: (start, duration, *counts)."""
+    def run(self, batch: _Batch) -> tuple[float, tuple]:
+        """Time the scheduled step; returns its duration and its record's first counts."""
         decode = self.decoders + batch.new_tokens
         duration = float(
             self.step_function(
@@ -369,8 +433,9 @@ class Engine:
             raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
         if self.jitter_list is not None:
             duration *= self.jitter_list[self.s % len(self.jitter_list)]
-        return (self.t, duration, decode, batch.prefill, len(self.running), len(self.waiting),
-                batch.preempted, self.decoders)  # fmt: skip
+        queue = len(self.waiting) - self.next_ready  # the log adds the arrivals so far
+        return duration, (decode, batch.prefill, len(self.running), queue,
+                          batch.preempted, self.decoders)  # fmt: skip
 
     def retire(self, end: float) -> None:
         """Requests whose last token is this step's leave and free their KV."""
@@ -448,8 +513,9 @@ class Engine:
             # many start before limit.
             first = self._decode_seconds(self.decode_kv) * self.jitter_min
             steps = min(steps, int((limit - self.t) / first) + 1)
-        if steps >= FAST_PATH_ARRAY_STEPS:
-            starts, durations, end = self._stretch_arrays(steps, limit)
+        seconds = self.decode_times.lookup(d, self.decode_kv, steps)
+        if seconds is not None or steps >= FAST_PATH_ARRAY_STEPS:
+            starts, durations, end = self._stretch_arrays(steps, limit, seconds)
         else:
             starts, durations, end = self._stretch_loop(steps, limit)
         self._record_stretch(starts, durations, end, finish)
@@ -457,25 +523,21 @@ class Engine:
 
     def _record_stretch(self, starts, durations, end: float, finish) -> None:
         d, k = self.decoders, len(starts)
-        waiting, i = len(self.waiting), self.next_ready
-        if i < len(self.ready_seconds) and self.ready_seconds[i] <= starts[-1]:  # arrivals
-            waiting += np.searchsorted(self.ready_array, starts, side="right") - i
-        counts = (d, 0, len(self.running), 0, 0, d, 0, 0, 0, d)
-        kv = self.used + d * np.arange(1, k + 1)
+        running, kv_first = len(self.running), self.used + d
         self.used += k * d
         self.decode_kv += k * d
         self.s += k - 1
         if self.s == finish:
             self.retire(end)
-            kv[-1] = self.used
-        self.log.add_stretch(starts, durations, counts, kv, waiting)
+        queue = len(self.waiting) - self.next_ready  # the log adds the arrivals so far
+        counts = (d, 0, running, queue, 0, d, kv_first, 0, 0, d)
+        self.log.add_stretch(starts, durations, counts, self.used)
         self.s += 1
         self.t = end
 
     def _decode_seconds(self, kv_tokens) -> float:
-        seconds = float(
-            self.step_function(decode_tokens=self.decoders, prefill_tokens=0, kv_tokens=kv_tokens)
-        )
+        step = self.step_function
+        seconds = float(step(decode_tokens=self.decoders, prefill_tokens=0, kv_tokens=kv_tokens))
         if not seconds > 0:
             raise ConfigError(f"step function returned {seconds} s for a step; must be > 0")
         return seconds
@@ -497,21 +559,24 @@ class Engine:
             if len(starts) >= steps or t >= limit:
                 return starts, durations, t
 
-    def _stretch_arrays(self, steps: int, limit: float):
-        d = self.decoders
-        kv = self.decode_kv + d * np.arange(steps)
-        seconds = self.step_function(decode_tokens=d, prefill_tokens=0, kv_tokens=kv)
-        if not (isinstance(seconds, np.ndarray) and seconds.shape == (steps,)):
-            seconds = np.broadcast_to(np.asarray(seconds, dtype=float), (steps,))
+    def _stretch_arrays(self, steps: int, limit: float, seconds: np.ndarray | None):
+        check = seconds is None or not self.jitter_min > 0  # tabulated times are all > 0
+        if seconds is None:
+            d = self.decoders
+            seconds = self.decode_times.times(d, np.arange(steps) * d + self.decode_kv)
         if self.jitter is not None:
-            seconds = seconds * self.jitter[(self.s + np.arange(steps)) % self.jitter.size]
-        # Sequential sums, so each start equals the previous start + duration exactly.
-        clock = np.cumsum(np.concatenate(([self.t], seconds)))
-        if not seconds.min() > 0:
+            a, size = self.s % self.jitter.size, self.jitter.size
+            at = slice(a, a + steps) if a + steps <= size else (a + np.arange(steps)) % size
+            seconds = seconds * self.jitter[at]
+        if check and not seconds.min() > 0:
             raise ConfigError("step function returned a step of <= 0 s; must be > 0")
+        clock = np.empty(steps + 1)
+        clock[0], clock[1:] = self.t, seconds
+        # Sequential sums, so each start equals the previous start + duration exactly.
+        np.add.accumulate(clock, out=clock)
         k = steps
         if not clock[-2] < limit:  # steps starting at or after it wait for the arrival (or end)
-            k = int(np.searchsorted(clock[:-1], limit, side="left"))
+            k = int(clock[:-1].searchsorted(limit, side="left"))
         return clock[:k], seconds[:k], float(clock[k])
 
     # ---- the end ---------------------------------------------------------------------------
