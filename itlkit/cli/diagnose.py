@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 from itlkit.cli._args import (
     DEFAULT_DEPLOYMENT,
@@ -65,6 +66,12 @@ def run(args) -> int:
         raise ValueError("give scrape PATHs or --prometheus URL (with --start and --end), not both")
     if args.all:
         return _run_fleet(args)
+    if not args.prometheus and len(args.paths) == 1 and args.paths[0].endswith(".json"):
+        from itlkit.metrics.bench import read_bench_result
+
+        result = read_bench_result(args.paths[0])
+        if result.samples is None:
+            return _run_bench_summary(args, result)
     frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
     gpu_stated = args.gpu is not None
     assumptions = fill_deployment_from_metrics(args, _served_names(frame))
@@ -94,6 +101,35 @@ def run(args) -> int:
     else:
         print("\n".join(f"assumed: {a}" for a in assumptions) + ("\n" if assumptions else ""))
         print(to_text(build_report(result)))
+    return 0
+
+
+def _run_bench_summary(args, result) -> int:
+    """A summary-only bench file: host overhead is all a summary can show (said so)."""
+    from itlkit.diagnosis.bench_summary import diagnose_summary
+
+    gpu_stated = args.gpu is not None
+    assumptions = fill_deployment_from_metrics(args, [result.model_id] if result.model_id else [])
+    if any(a.startswith("model ") and "pass --model" in a for a in assumptions):
+        raise ValueError(
+            f"{result.source}: a bench summary can only be judged against its model's floor, "
+            f"and model_id {result.model_id!r} is not in the catalog: pass --model NAME or a "
+            "config.json"
+        )
+    doc = json.loads(Path(args.paths[0]).read_text(encoding="utf-8"))
+    summary = diagnose_summary(result, doc, deployment_from_args(args), gpu_stated=gpu_stated)
+    if args.json:
+        print(json.dumps({**summary.to_json(), "assumptions": assumptions}, indent=2,
+                         default=_json_default))  # fmt: skip
+        return 0
+    print("\n".join(f"assumed: {a}" for a in assumptions) + ("\n" if assumptions else ""))
+    print(f"bench summary  {summary.source}: {summary.deployment}, concurrency "
+          f"{summary.batch_size}, context ~{summary.context_tokens:.0f} tokens")  # fmt: skip
+    for r in summary.readings:
+        print(f"  on {r.gpu}: floor {r.floor_seconds * 1e3:.2f} ms, host excess "
+              f"{r.host_excess_ratio:.1f}x a healthy host, host overhead {r.host_score:.2f}",
+              )  # fmt: skip
+    print(f"verdict        {summary.verdict()}")
     return 0
 
 

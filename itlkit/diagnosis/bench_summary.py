@@ -1,0 +1,136 @@
+"""A `vllm bench serve` summary (no per-request samples) judged as far as a summary allows.
+
+A summary keeps the ITL's median and p99 but no histogram over time, so arrivals, growth and
+preemptions cannot be seen in it: those causes are not scored, and say so. What it can show is
+host overhead: the median gap (one step, at the run's concurrency) against the slowest GPU time
+the deployment could take (floor / PLAUSIBLE_MBU_LOW) and a healthy host's cost (the bundled
+calibration), through the same host rule of `scoring.RULES` a page gets. The GPU is not in the
+file: the score is the lowest over the plausible GPUs the weights fit on, as for a page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from itlkit.diagnosis.fingerprint import PLAUSIBLE_MBU_LOW, SLOW_FACTOR
+from itlkit.diagnosis.scoring import (
+    CAUSES,
+    HEALTHY_BELOW,
+    PLAUSIBLE_GPUS,
+    cause_score,
+    healthy_host_calibration,
+)
+from itlkit.errors import ConfigError
+from itlkit.metrics.bench import BenchResult
+from itlkit.physics.hardware import get_gpu
+from itlkit.physics.roofline import Deployment, capacity, decode_step
+
+NOT_SCORED = "a bench summary holds no histogram over time: this cause cannot be seen in it"
+
+
+@dataclass(frozen=True)
+class SummaryFeatures:
+    """The fingerprint features a summary gives (the host rule's); the rest are unknown."""
+
+    host_excess_ratio: float
+    batch_size: float
+    main_cluster_share: float = math.nan
+
+    def __getattr__(self, name: str) -> float:
+        return math.nan  # every feature a summary cannot measure
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    gpu: str
+    floor_seconds: float
+    host_excess_ratio: float
+    host_score: float
+
+
+@dataclass(frozen=True)
+class SummaryDiagnosis:
+    source: str
+    deployment: str
+    batch_size: int
+    context_tokens: float
+    step_seconds: float  # the median ITL
+    p99_seconds: float
+    healthy_host_seconds: float
+    readings: tuple[GpuReading, ...]
+
+    @property
+    def host_score(self) -> float:
+        return min(r.host_score for r in self.readings)
+
+    @property
+    def healthy(self) -> bool:
+        return self.host_score < HEALTHY_BELOW
+
+    def verdict(self) -> str:
+        low = min(self.readings, key=lambda r: r.host_score)
+        if not self.healthy:
+            return (f"host overhead between GPU kernels (score {self.host_score:.2f}, on every "
+                    f"plausible GPU): the median gap {self.step_seconds * 1e3:.2f} ms is "
+                    f"{low.host_excess_ratio:.1f}x a healthy host's "
+                    f"{self.healthy_host_seconds * 1e3:.2f} ms beyond the slowest GPU time "
+                    f"({low.gpu}: floor {low.floor_seconds * 1e3:.2f} ms / "
+                    f"{PLAUSIBLE_MBU_LOW})")  # fmt: skip
+        return (f"no cause stands out in what a summary shows (host overhead "
+                f"{self.host_score:.2f} at most; interference, growth and preemption cannot be "
+                "seen in a summary)")  # fmt: skip
+
+    def to_json(self) -> dict:
+        causes = [{"cause": "host_overhead", "score": self.host_score}] + [
+            {"cause": c, "score": 0.0, "evidence": [NOT_SCORED]}
+            for c in CAUSES if c != "host_overhead"
+        ]  # fmt: skip
+        return {
+            "source": self.source, "kind": "bench summary", "deployment": self.deployment,
+            "healthy": self.healthy, "verdict": self.verdict(), "causes": causes,
+            "batch_size": self.batch_size, "context_tokens": self.context_tokens,
+            "step_seconds": self.step_seconds, "itl_p99_seconds": self.p99_seconds,
+            "healthy_host_seconds": self.healthy_host_seconds,
+            "gpu_range": [dataclasses.asdict(r) for r in self.readings],
+        }  # fmt: skip
+
+
+def _lengths(doc: dict, completed: int) -> tuple[int, float]:
+    """(concurrency, mean context) of the run: max_concurrency, prompt + half the output."""
+    batch = doc.get("max_concurrency") or doc.get("max_concurrent_requests") or 1
+    tokens_in = doc.get("total_input_tokens") or 0
+    tokens_out = doc.get("total_output_tokens") or 0
+    context = (tokens_in + tokens_out / 2) / completed if completed > 0 else 1.0
+    return int(batch), max(float(context), 1.0)
+
+
+def diagnose_summary(result: BenchResult, doc: dict, deployment: Deployment, *,
+                     gpu_stated: bool, gpus=PLAUSIBLE_GPUS) -> SummaryDiagnosis:  # fmt: skip
+    """Host overhead from a summary's median ITL, over the stated GPU or the plausible ones."""
+    itl = result.summaries.get("itl")
+    if itl is None or not math.isfinite(itl.median_seconds) or itl.median_seconds <= 0:
+        raise ConfigError(f"{result.source}: the summary has no median ITL (median_itl_ms)")
+    batch, context = _lengths(doc, result.completed)
+    host = healthy_host_calibration()
+    healthy = host.host_seconds_per_step + batch * host.host_seconds_per_sequence
+    step = itl.median_seconds
+    readings = []
+    for name in (deployment.gpu.slug,) if gpu_stated else gpus:
+        dep = dataclasses.replace(deployment, gpu=get_gpu(name))
+        if not capacity(dep, context_tokens=context).weights_fit:
+            continue
+        floor = float(decode_step(dep, batch_size=batch, context_tokens=context).floor_seconds)
+        ratio = (step - floor / PLAUSIBLE_MBU_LOW) / healthy
+        share = (
+            1.0 if itl.percentiles_seconds.get(0.99, math.inf) < SLOW_FACTOR * step else math.nan
+        )
+        score = cause_score("host_overhead", SummaryFeatures(ratio, batch, share))
+        readings.append(GpuReading(name, floor, ratio, score))
+    if not readings:
+        raise ConfigError(f"{result.source}: the weights of {deployment.model.slug} fit on none "
+                          "of the plausible GPUs; pass --gpu")  # fmt: skip
+    return SummaryDiagnosis(result.source, deployment.label, batch, context, step,
+                            itl.percentiles_seconds.get(0.99, math.nan), healthy,
+                            tuple(readings))  # fmt: skip
