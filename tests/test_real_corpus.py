@@ -347,3 +347,19 @@ def test_the_kubeai_page_kv_cache_points_to_a_24_gb_card(capsys):
     expected = {name for name, gpu in GPUS.items() if 18.2e9 <= gpu.hbm_bytes <= 25.5e9}
     assert {g["gpu"] for g in doc["gpu_range"]["gpus"]} == expected
     assert {"l4", "a10", "rtx-3090", "rtx-4090"} <= expected and "h100-sxm" not in expected
+
+
+def test_the_francetravail_page_says_the_evidence_is_not_enough(capsys):
+    # Above the 0.2 s bound: 3,073,096 - 3,033,162 = 39,934 of 3,073,096 gaps = 1.30%, far
+    # beyond the 10-25 ms main cluster; one scrape cannot tie them to arrivals or preemptions,
+    # so the honest answer names them and says why no cause can be named (the argued verdict,
+    # prefill interference, stays a strict xfail above)
+    slug = "francetravail-llama3-8b-v0.4"
+    _, out, _ = _run_cli(["diagnose", "--json", str(_page(slug))], capsys)
+    doc = json.loads(out)
+    assert doc["healthy"]
+    share = 39934 / 3073096
+    assert (
+        f"The evidence is not enough to name what makes the {share:.1%} of gaps" in doc["verdict"]
+    )
+    assert "one scrape has no time axis" in doc["verdict"]

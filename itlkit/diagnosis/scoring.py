@@ -45,6 +45,7 @@ __all__ = [
 ]  # fmt: skip
 
 CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
+UNEXPLAINED_SHARE = 0.01  # a slower cluster this big is reported when no cause explains it
 HEALTHY_BELOW = 0.5  # a cause is named at this score; under MIN_OBSERVATIONS / 2 none can be
 MIN_OBSERVATIONS = 500  # below this, scores shrink in proportion
 GATE = None  # a rule without a weight multiplies the cause's score by its credit
@@ -207,12 +208,36 @@ class Diagnosis:
             return (
                 f"No cause stands out (every score < {HEALTHY_BELOW}): ITL p50 "
                 f"{format_seconds(p50)} is {p50 / floor:.1f}x the {format_seconds(floor)} floor."
+                + self.unexplained_clusters_text
             )
         first, *others = self.named
         text = f"Most likely: {first.title} (score {first.score:.2f})"
         if others:
             text += "; also " + ", ".join(f"{f.title} ({f.score:.2f})" for f in others)
         return text + "."
+
+    @property
+    def unexplained_clusters_text(self) -> str:
+        """What is left unexplained when no cause is named: the slower clusters that hold at
+        least UNEXPLAINED_SHARE of the gaps, and why the evidence cannot name their cause."""
+        fp = self.fingerprint
+        main = fp.clusters[fp.main_cluster] if fp.clusters else None
+        slower = [c for i, c in enumerate(fp.clusters)
+                  if i > fp.main_cluster and c.share >= UNEXPLAINED_SHARE]  # fmt: skip
+        if main is None or not slower:
+            return ""
+        share = sum(c.share for c in slower)
+        factor = slower[0].mean_seconds / main.mean_seconds if main.mean_seconds > 0 else math.nan
+        why = (
+            "one scrape has no time axis, so they cannot be tied to arriving prompts (prefill "
+            "chunks) or to preemptions" if len(self.timeline) < 2 else
+            "they follow neither arriving prompts, the running batch nor preemptions"
+        )  # fmt: skip
+        return (
+            f" The evidence is not enough to name what makes the {share:.1%} of gaps in "
+            f"{len(slower)} slower cluster{'s' if len(slower) > 1 else ''} (from "
+            f"{factor:.1f}x the main one): {why}."
+        )
 
     @property
     def verdict_with_range(self) -> str:
