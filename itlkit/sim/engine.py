@@ -79,13 +79,13 @@ class StepLog:
         self.seconds = np.empty((2, capacity))  # start, duration
         self.counts = np.empty((len(COUNT_FIELDS), capacity), dtype=np.int32)
         self.ready = ready_seconds  # sorted arrival (or KV arrival) times
-        self.pending: list[tuple] = []  # (step, start, duration) of scheduled steps
-        self.records: list[tuple] = []  # (steps, KV step, KV after the last, *counts)
+        self.pending: list[float] = []  # step, start, duration of each scheduled step
+        self.records: list[int] = []  # steps, KV step, KV after the last, *counts of each
 
     def add(self, start: float, duration: float, counts: tuple) -> None:
         """A scheduled step; `counts` in `COUNT_FIELDS` order."""
-        self.pending.append((self.size, start, duration))
-        self.records.append((1, 0, counts[_KV], *counts))
+        self.pending += (self.size, start, duration)
+        self.records += (1, 0, counts[_KV], *counts)
         self.size += 1
         if self.size - self.written >= PENDING_STEPS:
             self.flush()
@@ -99,20 +99,19 @@ class StepLog:
             self._fit()
         self.seconds[0, s : s + k] = starts
         self.seconds[1, s : s + k] = durations
-        self.records.append((k, counts[0], kv_last, *counts))
+        self.records += (k, counts[0], kv_last, *counts)
         if self.size - self.written >= PENDING_STEPS:
             self.flush()
 
     def flush(self) -> None:
         """Write the pending records (exact: every count and index is far below 2**53)."""
         a, b = self.written, self.size
-        if a == b:
-            return
         self._fit()
         if self.pending:
-            block = np.array(self.pending).T
+            block = np.fromiter(self.pending, float, len(self.pending)).reshape(-1, 3).T
             self.seconds[:, block[0].astype(np.intp)] = block[1:]
-        block = np.array(self.records, dtype=np.int64)
+        records = np.fromiter(self.records, np.int64, len(self.records))
+        block = records.reshape(-1, 3 + len(COUNT_FIELDS))
         steps = block[:, 0]
         ends = np.cumsum(steps)
         counts = np.repeat(block[:, 3:].T, steps, axis=1)
@@ -332,7 +331,7 @@ class Engine:
         for r in list(self.partial):
             if batch.budget <= 0:
                 break
-            if r not in self.partial:  # preempted by an older request's chunk in this step
+            if batch.preempted and r not in self.partial:  # by an older one's chunk in this step
                 continue
             chunk = min(r.target - r.computed, batch.budget)
             while self.used + chunk > self.capacity:
@@ -345,7 +344,7 @@ class Engine:
                 self._preempt(victim, batch)
                 if victim is r:
                     break
-            if r not in self.partial:
+            if batch.preempted and r not in self.partial:
                 continue
             self._prefill(r, chunk, batch)
             if r.computed == r.target:
