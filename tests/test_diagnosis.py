@@ -1,6 +1,7 @@
 """The diagnosis against the golden scenarios (data/scenarios) and against thin or bad input."""
 
 import dataclasses
+import itertools
 import json
 import shutil
 import subprocess
@@ -16,7 +17,13 @@ from itlkit.errors import EvidenceError, SourceError
 from itlkit.metrics.histogram import Histogram
 from itlkit.metrics.readers import read_paths, read_scrape_folder
 from itlkit.physics.roofline import Deployment
-from itlkit.sim.scenarios import SCENARIOS, write_scenario
+from itlkit.sim.scenarios import (
+    NOISE_LEVELS,
+    SCENARIOS,
+    at_level,
+    scenario_subfolder,
+    write_scenario,
+)
 
 SCENARIO_DIR = scenario_folder()
 
@@ -47,11 +54,23 @@ def _diagnose(timelines, name, **kwargs):
 
 
 def test_every_scenario_is_bundled_with_its_true_causes():
-    assert {p.name for p in SCENARIO_DIR.iterdir() if p.is_dir()} == set(SCENARIOS)
-    for name in SCENARIOS:
-        meta = _meta(name)
+    # the clean level at the top, each other noise level in a folder of its own
+    levels = {lv.folder for lv in NOISE_LEVELS.values() if lv.folder}
+    assert {p.name for p in SCENARIO_DIR.iterdir() if p.is_dir()} == set(SCENARIOS) | levels
+    for level, name in itertools.product(NOISE_LEVELS, SCENARIOS):
+        meta = json.loads(
+            (SCENARIO_DIR / scenario_subfolder(name, level) / "scenario.json").read_text()
+        )
         assert meta["synthetic"] is True
+        assert meta["noise"] == level
+        assert tuple(meta["causes"]) == SCENARIOS[name].causes
         assert set(meta["causes"]) <= set(CAUSES)
+        assert meta["injection"]
+        if NOISE_LEVELS[level].calibrated:
+            assert meta["calibration"]["efficiency"] == meta["efficiency"]
+            assert meta["step_jitter"] > 0
+        else:
+            assert meta["calibration"] is None and meta["step_jitter"] == 0
 
 
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if len(SCENARIOS[n].causes) == 1])
@@ -223,9 +242,11 @@ def test_wrong_deployment_is_flagged_not_trusted(timelines):
 
 
 # ---- the generator and the CLI -----------------------------------------------------------------
-def test_bundled_scenario_files_match_the_generator(tmp_path):
-    folder = write_scenario(SCENARIOS["healthy"], tmp_path)
-    bundled = sorted((SCENARIO_DIR / "healthy").glob("metrics-*.prom"))
+@pytest.mark.parametrize(("level", "name"), [("clean", "healthy"), ("noisy", "host_overhead")])
+def test_bundled_scenario_files_match_the_generator(tmp_path, level, name):
+    # deterministic, the jittered levels too (the jitter's seed is the scenario's)
+    folder = write_scenario(at_level(SCENARIOS[name], level), tmp_path)
+    bundled = sorted((SCENARIO_DIR / scenario_subfolder(name, level)).glob("metrics-*.prom"))
     fresh = sorted(folder.glob("metrics-*.prom"))
     assert [p.name for p in fresh] == [p.name for p in bundled]
     assert all(a.read_text() == b.read_text() for a, b in zip(fresh, bundled, strict=True))
@@ -252,6 +273,16 @@ def test_cli_json_ranks_causes():
     assert out["floor_seconds"] > 0
     assert out["itl"]["p50_seconds"] <= out["itl"]["p99_seconds"]
     assert all(isinstance(e, str) for c in out["causes"] for e in c["evidence"])
+
+
+def test_cli_names_host_overhead_in_the_noisy_incident_on_its_gpu():
+    folder = SCENARIO_DIR / scenario_subfolder("host_overhead", "noisy")
+    meta = json.loads((folder / "scenario.json").read_text())
+    result = _cli(str(folder), "--gpu", meta["gpu"], "--json")
+    assert result.returncode == 0, result.stderr
+    scores = {c["cause"]: c["score"] for c in json.loads(result.stdout)["causes"]}
+    assert scores.pop("host_overhead") >= 0.7
+    assert max(scores.values()) <= 0.3
 
 
 def test_cli_postmortem_text():

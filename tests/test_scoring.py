@@ -18,7 +18,7 @@ from itlkit.diagnosis.scoring import CAUSES, HEALTHY_BELOW, MIN_OBSERVATIONS, RU
 from itlkit.metrics.histogram import Histogram
 from itlkit.metrics.readers import read_scrape_folder
 from itlkit.physics.roofline import Deployment
-from itlkit.sim.scenarios import SCENARIOS
+from itlkit.sim.scenarios import NOISE_LEVELS, SCENARIOS, scenario_subfolder
 
 SCENARIO_DIR = scenario_folder()
 FLOOR_MS = 15.05  # the worked example's decode floor (tests/test_roofline.py)
@@ -44,15 +44,91 @@ def _scores(result) -> dict[str, float]:
 
 
 # ---- the bundled scenarios: the injected cause high, every other low --------------------------
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_injected_causes_score_high_and_the_others_low(timelines, name):
-    injected = set(_meta(name)["causes"])  # what the simulator was told to do
-    scores = _scores(_diagnose(timelines[name], name))
+# Each incident at each noise level (clean, calibrated, noisy: itlkit.sim.scenarios.NOISE_LEVELS).
+# The expected causes are scenario.json's, written by the generator from what it injected.
+LEVEL_CASES = [(level, name) for level in NOISE_LEVELS for name in sorted(SCENARIOS)]
+
+# Argued exceptions (data/scenarios/README.md, "What the noise blurs"): prefill interference
+# under the calibrated step model. Llama 3.1 8B's calibrated decode step on an H100 is 8-12 ms
+# (6.3 ms floor / 0.786 + 0.6 ms host at ~9 running), right on vLLM's 10 ms bucket bound, so
+# each window's fast mode spreads over (0, 10] and (10, 25] ms; the per-window slow-mode test
+# needs a bucket gap between the fast mode and the middle of the slow share and rejects every
+# window (without jitter it still accepts only 1 of 15). The chunk steps are in the page (a
+# separate cluster at ~14x the floor behind an empty bucket): the scoring does not use it yet.
+BLURRED = {
+    (level, name): "the calibrated 8-12 ms decode step straddles vLLM's 10 ms ITL bucket bound: "
+    "no window resolves a slow mode, so prefill_interference scores 0"
+    for level in ("calibrated", "noisy")
+    for name in ("prefill_interference", "mixed")
+}
+
+
+def _level_meta(level: str, name: str) -> dict:
+    return json.loads(
+        (SCENARIO_DIR / scenario_subfolder(name, level) / "scenario.json").read_text()
+    )
+
+
+@pytest.fixture(scope="module")
+def level_results():
+    results = {}
+    for level, name in LEVEL_CASES:
+        meta = _level_meta(level, name)
+        timeline = timeline_from_frame(
+            read_scrape_folder(SCENARIO_DIR / scenario_subfolder(name, level))
+        )
+        deployment = Deployment.create(model=meta["model"], gpu=meta["gpu"])
+        results[level, name] = diagnose(
+            timeline, deployment, max_num_batched_tokens=meta["max_num_batched_tokens"]
+        )
+    return results
+
+
+@pytest.mark.parametrize(
+    ("level", "name"),
+    [
+        pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=BLURRED[case]))
+        if case in BLURRED
+        else case
+        for case in LEVEL_CASES
+    ],
+)
+def test_injected_causes_score_high_and_the_others_low(level_results, level, name):
+    meta = _level_meta(level, name)
+    assert meta["noise"] == level
+    injected = set(meta["causes"])  # what the simulator was told to do
+    scores = _scores(level_results[level, name])
     for cause in CAUSES:
         if cause in injected:
             assert scores[cause] >= 0.7, (cause, scores)
         else:
             assert scores[cause] <= 0.3, (cause, scores)
+
+
+@pytest.mark.parametrize(("level", "name"), sorted(BLURRED))
+def test_blurred_interference_names_nothing_wrong_and_keeps_its_cluster(level_results, level, name):
+    """What holds where the interference margin does not (BLURRED): no wrong cause above 0.3,
+    growth (the mixed incident's other cause) still >= 0.7, and the chunk steps are still in
+    the page: ITL p99 >= 5x the fast mode (a 2,048-token chunk step is ~10x a decode step by
+    the step model), and in prefill_interference a separate slow cluster (>= 3% of the
+    observations at >= 5x the main cluster's mean); in mixed half the prompts are cached and
+    the chunks thin out into the tail of one cluster."""
+    result = level_results[level, name]
+    scores = _scores(result)
+    injected = set(_level_meta(level, name)["causes"])
+    assert "prefill_interference" in injected
+    for cause in CAUSES:
+        if cause not in injected:
+            assert scores[cause] <= 0.3, (cause, scores)
+    for cause in injected - {"prefill_interference"}:
+        assert scores[cause] >= 0.7, (cause, scores)
+    fp = result.fingerprint
+    assert fp.itl_quantiles_seconds[0.99] >= 5 * fp.fast_mode_seconds
+    if name == "prefill_interference":
+        main = fp.clusters[fp.main_cluster]
+        slow = [c for c in fp.clusters if c.mean_seconds >= 5 * main.mean_seconds]
+        assert sum(c.share for c in slow) >= 0.03, fp.clusters
+    assert fp.correlated_windows <= 1  # the cause of the blur: no window resolves a slow mode
 
 
 def test_preemption_recompute_is_not_read_as_prefill_interference(timelines):
