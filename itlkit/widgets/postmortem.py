@@ -1,4 +1,5 @@
-"""Notebook 04's guided postmortem: load metrics, read the verdict, replay what-ifs, export."""
+"""Notebook 04's guided postmortem: load metrics (or scan a Prometheus fleet and pick an instance),
+read the verdict, replay what-ifs, export."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from itlkit.bundled import scenario_folder
-from itlkit.diagnosis.evidence import timeline_from_frame
+from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, Timeline, timeline_from_frame
+from itlkit.diagnosis.fleet import (
+    TABLE_COLUMNS,
+    FleetEvidence,
+    FleetRow,
+    Member,
+    _cells,  # one home for the cells `itlkit diagnose --all` prints
+    diagnose_fleet,
+    fetch_fleet_evidence,
+    to_table,
+)
 from itlkit.diagnosis.report import build_report, to_html
 from itlkit.diagnosis.scoring import Diagnosis, diagnose
 from itlkit.diagnosis.whatif import (
@@ -47,6 +58,16 @@ _WIDE = {"description_width": _LABEL}
 _FIELD = "550px"
 _SHORT = "390px"  # a number or a short choice
 _WRAP = {"flex_flow": "row wrap", "grid_gap": "4px 24px"}
+EVERY_INSTANCE = "every instance summed (or pick one, worst first)"
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetScan:
+    """One fleet scan: the URL and period it asked, what came back, the ranked verdicts."""
+
+    inputs: tuple[str, str, str]
+    evidence: FleetEvidence
+    rows: tuple[FleetRow, ...]
 
 
 def bundled_scenarios() -> list[str]:
@@ -61,6 +82,7 @@ class PostmortemExplorer:
 
     def __init__(self, *, scenario: str = "mixed", max_num_batched_tokens: int = 2048):
         self._source_controls(scenario, max_num_batched_tokens)
+        self._fleet_controls()
         self._whatif_controls()
         self.diagnosis: Diagnosis | None = None
         self.speed: EngineSpeed | None = None
@@ -74,6 +96,11 @@ class PostmortemExplorer:
             whatif_figure(self.diagnosis, self.baseline, self.prediction)
         )
         self.load.on_click(lambda _: self.reload())
+        self.scan.on_click(lambda _: self.scan_fleet())
+        self.instance.observe(self._on_instance, names="value")
+        for control in (self.url, self.start, self.end):
+            control.observe(self._on_period, names="value")
+        self.source.observe(self._show_fleet_controls, names="value")
         for control in (self.whatif_budget, self.whatif_seqs, self.whatif_fp8, self.whatif_disagg):
             control.observe(self.update_whatif, names="value")
         self.export.on_click(lambda _: self.export_report())
@@ -115,6 +142,21 @@ class PostmortemExplorer:
         self.load = widgets.Button(description="load and diagnose", button_style="primary")
         self.busy = busy_label()
         self.verdict, self.evidence = widgets.HTML(), widgets.HTML()
+
+    def _fleet_controls(self) -> None:
+        """The fleet scan, offered when the metrics come from Prometheus."""
+        self.fleet: FleetScan | None = None
+        self._picking = False  # options set by the scan, not a reader's pick
+        self.scan = widgets.Button(
+            description="scan fleet", icon="search", tooltip="diagnose every instance in the period"
+        )
+        self.fleet_status, self.fleet_table = widgets.HTML(), widgets.HTML()
+        self.instance = widgets.Dropdown(
+            options=[(EVERY_INSTANCE, None)], value=None, description="instance", disabled=True,
+            style=_WIDE, layout=widgets.Layout(width="720px"),
+        )  # fmt: skip
+        self.fleet_box = widgets.VBox([self.fleet_status, self.fleet_table, self.instance])
+        self._show_fleet_controls()
 
     def _whatif_controls(self) -> None:
         """The what-if settings and the export button."""
@@ -162,7 +204,8 @@ class PostmortemExplorer:
         return widgets.VBox([
             widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
             widgets.HBox([sources, deployment], layout=widgets.Layout(**_WRAP)),
-            widgets.HBox([self.load, self.busy]),
+            widgets.HBox([self.load, self.scan, self.busy]),
+            self.fleet_box,
             widgets.HTML("<h3>2. Verdict</h3>"),
             self.verdict,
             widgets.HTML("<h3>3. The histogram over time, against arrivals</h3>"),
@@ -195,7 +238,10 @@ class PostmortemExplorer:
             from itlkit.diagnosis.evidence import timeline_from_prometheus
 
             url, start, end = self._prometheus_inputs()
-            timeline = timeline_from_prometheus(url, start=start, end=end)
+            if self.instance.value is not None:
+                timeline = self._member_timeline(self.instance.value)
+            else:
+                timeline = timeline_from_prometheus(url, start=start, end=end)
         else:
             timeline = timeline_from_frame(self._frame())
         self.diagnosis = diagnose(
@@ -218,6 +264,83 @@ class PostmortemExplorer:
         if needs:
             raise ValueError("Prometheus needs " + ", ".join(needs))
         return url, start, end
+
+    def _member_timeline(self, member: Member) -> Timeline:
+        """The picked instance's windows, cut from the scan's aggregated answers (the single-
+        instance queries take no instance selector)."""
+        timeline = self.fleet.evidence.timelines[member]
+        if timeline is None:
+            raise EvidenceError(f"{member.instance}: its ITL histogram counted nothing in the "
+                                "period (no traffic)")  # fmt: skip
+        return timeline
+
+    # ---- the fleet scan ---------------------------------------------------------------------
+    def scan_fleet(self) -> None:
+        """Diagnose every instance of the Prometheus server over the period, as `itlkit diagnose
+        --prometheus URL --start --end --all` does; show the ranked table and offer each one."""
+        self._set_busy(True)
+        try:
+            try:
+                self.fleet = self._run_fleet_scan()
+            except _PROBLEMS as exc:
+                self._forget_fleet(error_banner("Cannot scan the fleet:", _one_line(exc)))
+                return
+            self._offer_instances()
+        finally:
+            self._set_busy(False)
+
+    def _run_fleet_scan(self) -> FleetScan:
+        """The scan's evidence and verdicts, every instance judged on the deployment above."""
+        inputs = self._prometheus_inputs()
+        url, start, end = inputs
+        deployment = self.picker.deployment(tp=int(self.tp.value))
+        evidence = fetch_fleet_evidence(
+            url, start=start, end=end, window_seconds=DEFAULT_WINDOW_SECONDS
+        )
+        rows = diagnose_fleet(evidence, lambda _: (deployment, ()),
+                              max_num_batched_tokens=int(self.budget.value))  # fmt: skip
+        if not rows:
+            raise EvidenceError(f"{url}: no vLLM metrics in that period")
+        return FleetScan(inputs, evidence, rows)
+
+    def _offer_instances(self) -> None:
+        scan = self.fleet
+        summary = to_table(scan.rows, window_seconds=scan.evidence.window_seconds).splitlines()[-1]
+        self.fleet_status.value = html.escape(
+            f"{summary}; every instance judged as {self.picker.model_name} on {self.gpu.value}, "
+            f"TP {self.tp.value}"
+        )
+        self.fleet_table.value = fleet_table_html(scan.rows)
+        options = [(EVERY_INSTANCE, None), *((_member_label(r), r.member) for r in scan.rows)]
+        self._set_instances(options)
+
+    def _forget_fleet(self, status: str) -> None:
+        """No scan on show (it failed, or it was of another URL or period)."""
+        self.fleet = None
+        self.fleet_status.value, self.fleet_table.value = status, ""
+        self._set_instances([(EVERY_INSTANCE, None)])
+
+    def _set_instances(self, options) -> None:
+        self._picking = True
+        try:
+            self.instance.options, self.instance.value = options, None
+            self.instance.disabled = len(options) == 1
+        finally:
+            self._picking = False
+
+    def _on_instance(self, change) -> None:
+        if not self._picking:
+            self.reload()
+
+    def _on_period(self, change) -> None:
+        if self.fleet is not None and self.fleet.inputs != tuple(
+            w.value.strip() for w in (self.url, self.start, self.end)
+        ):
+            self._forget_fleet("the URL or period changed: scan the fleet again")
+
+    def _show_fleet_controls(self, change=None) -> None:
+        shown = "" if self.source.value == PROMETHEUS else "none"
+        self.scan.layout.display = self.fleet_box.layout.display = shown
 
     def _setting(self) -> Setting:
         base = current_setting(self.diagnosis)
@@ -305,7 +428,9 @@ class PostmortemExplorer:
         if self.source.value == UPLOAD:
             return "your uploaded files"
         if self.source.value == PROMETHEUS:
-            return f"Prometheus at {self.url.value.strip()}"
+            where = f"Prometheus at {self.url.value.strip()}"
+            picked = self.instance.value
+            return where if picked is None else f"{picked.instance} from {where}"
         return str(self.source.value)
 
     def export_report(self, path: str | Path | None = None) -> Path:
@@ -322,6 +447,29 @@ class PostmortemExplorer:
             _write_new_file(target, page)
         self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
         return target
+
+
+def fleet_table_html(rows) -> str:
+    """The ranked fleet as an HTML table, the cells `itlkit diagnose --all` prints."""
+    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{html.escape(c)}</th>"
+                   for c in TABLE_COLUMNS)  # fmt: skip
+    body = "".join(
+        "<tr>" + "".join(f"<td style='padding:2px 8px'>{html.escape(c)}</td>" for c in _cells(r))
+        + "</tr>"
+        for r in rows
+    )  # fmt: skip
+    return (
+        f"<table class='itlkit-fleet'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _member_label(row: FleetRow) -> str:
+    m = row.member
+    return f"{m.instance} · {m.model_name or '-'} · engine {m.engine or '-'}: {row.verdict}"
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def _mark_stale(fig: go.FigureWidget, mark: str) -> None:
