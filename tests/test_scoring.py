@@ -49,17 +49,18 @@ def _scores(result) -> dict[str, float]:
 LEVEL_CASES = [(level, name) for level in NOISE_LEVELS for name in sorted(SCENARIOS)]
 
 # Argued exceptions (data/scenarios/README.md, "What the noise blurs"): prefill interference
-# under the calibrated step model. Llama 3.1 8B's calibrated decode step on an H100 is 8-12 ms
-# (6.3 ms floor / 0.786 + 0.6 ms host at ~9 running), right on vLLM's 10 ms bucket bound, so
-# each window's fast mode spreads over (0, 10] and (10, 25] ms; the per-window slow-mode test
-# needs a bucket gap between the fast mode and the middle of the slow share and rejects every
-# window (without jitter it still accepts only 1 of 15). The chunk steps are in the page (a
-# separate cluster at ~14x the floor behind an empty bucket): the scoring does not use it yet.
+# in the mixed incident under the calibrated step model. Llama 3.1 8B's calibrated decode step
+# on an H100 is 8-12 ms (6.3 ms floor / 0.786 + 0.6 ms host at ~9 running), right on vLLM's
+# 10 ms bucket bound, so the fixed-factor split falls inside the fast mode; the windows' slow
+# modes then come from their separated clusters (fingerprint._cluster_mode), which finds the
+# prefill_interference incident's chunk steps (a cluster at ~14x the floor behind an empty
+# bucket). In mixed, half the prompts are cached: with jitter the thinner chunk steps merge
+# into the fast cluster's tail (0.1-3% per window, most windows one cluster), below the gates.
 BLURRED = {
-    (level, name): "the calibrated 8-12 ms decode step straddles vLLM's 10 ms ITL bucket bound: "
-    "no window resolves a slow mode, so prefill_interference scores 0"
+    (level, "mixed"): "in the mixed incident half the prompts are cached and the calibrated "
+    "jitter merges the thinner chunk steps into the fast cluster's tail: most windows hold one "
+    "cluster, and the rest a 0.1-3% slow share, below the slow-mode gates"
     for level in ("calibrated", "noisy")
-    for name in ("prefill_interference", "mixed")
 }
 
 
@@ -110,9 +111,8 @@ def test_blurred_interference_names_nothing_wrong_and_keeps_its_cluster(level_re
     """What holds where the interference margin does not (BLURRED): no wrong cause above 0.3,
     growth (the mixed incident's other cause) still >= 0.7, and the chunk steps are still in
     the page: ITL p99 >= 5x the fast mode (a 2,048-token chunk step is ~10x a decode step by
-    the step model), and in prefill_interference a separate slow cluster (>= 3% of the
-    observations at >= 5x the main cluster's mean); in mixed half the prompts are cached and
-    the chunks thin out into the tail of one cluster."""
+    the step model); half the prompts are cached and the chunks thin out into the tail of one
+    cluster."""
     result = level_results[level, name]
     scores = _scores(result)
     injected = set(_level_meta(level, name)["causes"])
@@ -124,11 +124,9 @@ def test_blurred_interference_names_nothing_wrong_and_keeps_its_cluster(level_re
         assert scores[cause] >= 0.7, (cause, scores)
     fp = result.fingerprint
     assert fp.itl_quantiles_seconds[0.99] >= 5 * fp.fast_mode_seconds
-    if name == "prefill_interference":
-        main = fp.clusters[fp.main_cluster]
-        slow = [c for c in fp.clusters if c.mean_seconds >= 5 * main.mean_seconds]
-        assert sum(c.share for c in slow) >= 0.03, fp.clusters
-    assert fp.correlated_windows <= 1  # the cause of the blur: no window resolves a slow mode
+    # the cause of the blur: few windows resolve a slow mode, and those only a thin one
+    resolved = fp.slow_share_by_window[np.isfinite(fp.slow_share_by_window)]
+    assert resolved.size == 0 or np.median(resolved) < 0.02, resolved
 
 
 def test_preemption_recompute_is_not_read_as_prefill_interference(timelines):

@@ -245,7 +245,32 @@ def _weighted_median(values, weights) -> float:
 
 # ---- the measurements -------------------------------------------------------------------------
 def _window_mode(h: Histogram, fast: float) -> tuple[float, float]:
-    """A window's slow-mode share (gaps excluded) and its distance from the fast mode."""
+    """A window's slow-mode share (gaps excluded) and its distance from the fast mode: from the
+    split at ~sqrt(SLOW_FACTOR) x the fast mode, else (a fast mode that straddles a bucket bound
+    leaves that split inside it) from the window's separated clusters."""
+    share, factor = _split_mode(h, fast)
+    if math.isnan(share) or (share > 0 and math.isnan(factor)):
+        return _cluster_mode(h, fast)
+    return share, factor
+
+
+def _cluster_mode(h: Histogram, fast: float) -> tuple[float, float]:
+    """The clusters above the window's biggest (below GAP_SECONDS: stalls are not steps) as its
+    slow mode: their share and their observation-weighted mean over the fast mode."""
+    clusters = find_clusters(h)
+    if len(clusters) < 2:
+        return math.nan, math.nan
+    main = int(np.argmax([c.observations for c in clusters]))
+    slower = [c for c in clusters[main + 1 :] if c.lower_seconds < GAP_SECONDS]
+    share = sum(c.share for c in slower)
+    if share == 0:
+        return 0.0, math.nan
+    mean = sum(c.share * c.mean_seconds for c in slower) / share
+    return float(share), float(mean / fast)
+
+
+def _split_mode(h: Histogram, fast: float) -> tuple[float, float]:
+    """The slow mode past the fixed-factor split (NaN where the buckets cannot tell it)."""
     split = split_modes(h, floor_seconds=fast, slow_factor=SLOW_FACTOR)
     if not split.resolved:
         return math.nan, math.nan
