@@ -46,6 +46,7 @@ __all__ = [
 
 CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
 UNEXPLAINED_SHARE = 0.01  # a slower cluster this big is reported when no cause explains it
+UNEXPLAINED_OBSERVATIONS = 10  # or this many behind an empty bucket (not bucket noise)
 HEALTHY_BELOW = 0.5  # a cause is named at this score; under MIN_OBSERVATIONS / 2 none can be
 MIN_OBSERVATIONS = 500  # below this, scores shrink in proportion
 GATE = None  # a rule without a weight multiplies the cause's score by its credit
@@ -219,11 +220,13 @@ class Diagnosis:
     @property
     def unexplained_clusters_text(self) -> str:
         """What is left unexplained when no cause is named: the slower clusters that hold at
-        least UNEXPLAINED_SHARE of the gaps, and why the evidence cannot name their cause."""
+        least UNEXPLAINED_SHARE of the gaps (or UNEXPLAINED_OBSERVATIONS behind an empty
+        bucket), and why the evidence cannot name their cause."""
         fp = self.fingerprint
         main = fp.clusters[fp.main_cluster] if fp.clusters else None
-        slower = [c for i, c in enumerate(fp.clusters)
-                  if i > fp.main_cluster and c.share >= UNEXPLAINED_SHARE]  # fmt: skip
+        slower = [c for i, c in enumerate(fp.clusters) if i > fp.main_cluster and (
+            c.share >= UNEXPLAINED_SHARE
+            or (c.behind_empty_bucket and c.observations >= UNEXPLAINED_OBSERVATIONS))]  # fmt: skip
         if main is None or not slower:
             return ""
         share = sum(c.share for c in slower)
