@@ -215,17 +215,22 @@ def test_calibrate_cli_on_thin_data_is_one_line(tmp_path):
      r"run 'trainval:64': rate_per_second must be a finite number > 0"),
 ])  # fmt: skip
 def test_runs_files_with_unknown_names_say_which_run(tmp_path, edit, message):
+    import re
+
     doc = json.loads(FIXTURE.read_text())
-    doc["runs"] = [run for run in doc["runs"] if run["id"] == "trainval:64"]
-    edit(doc["runs"][0])
+    doc["runs"] = [run for run in doc["runs"] if run["id"] in ("trainval:64", "trainval:17")]
+    edit(next(run for run in doc["runs"] if run["id"] == "trainval:64"))
     path = tmp_path / "runs.json"
     path.write_text(json.dumps(doc))
-    for args in (("simulate", "--runs", str(path)), ("calibrate", str(path))):
-        done = itlkit(*args)
-        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-        import re
-
-        assert re.search(message, done.stderr), done.stderr
+    done = itlkit("calibrate", str(path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert re.search(message, done.stderr), done.stderr
+    # simulate --runs: the bad run gets its error line, the others their own lines
+    done = itlkit("simulate", "--runs", str(path), "--json", "--calibration", "none")
+    assert done.returncode == 0, done.stderr
+    lines = {line["id"]: line for line in map(json.loads, done.stdout.splitlines())}
+    assert re.search(message, lines["trainval:64"]["error"]), lines["trainval:64"]
+    assert "arrival rates are unknown" in lines["trainval:17"]["error"]
 
 
 def test_calibration_files_round_trip_and_bad_ones_are_refused(tmp_path):

@@ -26,15 +26,17 @@ def load_calibration(choice: str | None):
 def simulate_runs(args) -> int:
     """Print one JSON object per run: the prediction, or the run's id and why it cannot run."""
     from itlkit.calibration.predict import predict_run
-    from itlkit.sim.run_workload import UnknownWorkload
-    from itlkit.sim.runs import read_runs
+    from itlkit.errors import ConfigError
+    from itlkit.sim.runs import RunError, read_runs
 
-    runs = read_runs(args.runs)
+    runs = read_runs(args.runs, lenient=True)  # one bad run gets its error line, not the file
     calibration = load_calibration(args.calibration)
     for run in runs:
         try:
+            if isinstance(run, RunError):
+                raise ConfigError(run.message)
             line = predict_run(run, calibration, seed=args.seed).to_json()
-        except UnknownWorkload as exc:
+        except ConfigError as exc:  # unknown rates, a model that does not fit, ...
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
         print(json.dumps(line), flush=True)

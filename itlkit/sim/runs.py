@@ -221,8 +221,18 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
     )  # fmt: skip
 
 
-def parse_runs(doc, *, source: str = "<runs>") -> tuple[Run, ...]:
-    """The runs of a parsed `itlkit-runs/1` document."""
+@dataclass(frozen=True)
+class RunError:
+    """A run of the file that cannot be read (`read_runs(..., lenient=True)`): its id and why."""
+
+    id: str
+    message: str
+
+
+def parse_runs(doc, *, source: str = "<runs>", lenient: bool = False) -> tuple:
+    """The runs of a parsed `itlkit-runs/1` document. With `lenient`, a run that cannot be read
+    (an unknown model or GPU, a bad field) becomes a `RunError` in its place instead of failing
+    the file; the file itself must still be well-formed."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ConfigError(f"{source}: not a runs file (format must be {FORMAT!r}, got {found!r})")
@@ -230,7 +240,7 @@ def parse_runs(doc, *, source: str = "<runs>") -> tuple[Run, ...]:
     if not isinstance(runs, list) or not runs:
         raise ConfigError(f"{source}: 'runs' must be a non-empty list")
     defaults = {**_ENGINE_DEFAULTS, **(doc.get("defaults_for_null") or {})}
-    parsed = tuple(_run(run, source=source, defaults=defaults) for run in runs)
+    parsed = tuple(_run_or_error(run, source, defaults, lenient) for run in runs)
     ids = [run.id for run in parsed]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})
@@ -238,8 +248,17 @@ def parse_runs(doc, *, source: str = "<runs>") -> tuple[Run, ...]:
     return parsed
 
 
-def read_runs(path) -> tuple[Run, ...]:
-    """The runs of a runs file."""
+def _run_or_error(doc, source: str, defaults: dict, lenient: bool):
+    try:
+        return _run(doc, source=source, defaults=defaults)
+    except ConfigError as exc:
+        if not lenient or not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+            raise
+        return RunError(doc["id"], str(exc))
+
+
+def read_runs(path, *, lenient: bool = False) -> tuple:
+    """The runs of a runs file (`lenient`: unreadable runs as `RunError`s, see `parse_runs`)."""
     path = Path(path)
     try:
         if not path.is_file():
@@ -249,4 +268,4 @@ def read_runs(path) -> tuple[Run, ...]:
         raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read ({exc})") from None
-    return parse_runs(doc, source=str(path))
+    return parse_runs(doc, source=str(path), lenient=lenient)
