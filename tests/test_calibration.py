@@ -349,3 +349,33 @@ def test_a_summary_only_bench_file_cannot_calibrate(tmp_path):
     done = itlkit("calibrate", "--bench", str(bench), "-o", str(tmp_path / "c.json"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "--save-detailed" in done.stderr
+
+
+# ---- calibrating on one incident's metrics, and diagnosing with a calibration ----------------
+
+
+def test_one_incident_gives_back_the_engine_speed_it_was_simulated_at(tmp_path):
+    folder = DATA.parent.parent / "itlkit" / "data" / "scenarios" / "healthy"
+    truth = json.loads((folder / "scenario.json").read_text())  # written at generation
+    out = tmp_path / "c.json"
+    done = itlkit("calibrate", "--scrapes", str(folder), "--gpu", truth["gpu"], "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    fitted = read_calibration(out)
+    assert fitted.efficiency == pytest.approx(truth["efficiency"], rel=0.03)
+    assert fitted.host_seconds_per_step == pytest.approx(truth["host_overhead_seconds"], abs=2e-4)
+    assert fitted.fitted_on == ("healthy",) and "allreduce_seconds_per_call" in fitted.undetermined
+    assert "not determined: host_seconds_per_sequence" in done.stdout
+
+
+def test_diagnose_judges_the_host_against_the_calibration_given(tmp_path):
+    folder = DATA.parent.parent / "itlkit" / "data" / "scenarios" / "healthy"
+    path = tmp_path / "c.json"
+    write_calibration(replace(TRUE, host_seconds_per_step=0.002, host_seconds_per_sequence=1e-5,
+                              fitted_on=("mine",), name="mine"), path)  # fmt: skip
+    done = itlkit("diagnose", str(folder), "--gpu", "h100-sxm", "--calibration", str(path),
+                  "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    # a healthy host at the incident's batch: 2 ms + batch x 10 us
+    assert doc["healthy_host_seconds"] == pytest.approx(0.002 + doc["batch_size"] * 1e-5)
+    assert "healthy host: calibration 'mine': fitted on 1 run" in doc["assumptions"]

@@ -28,10 +28,20 @@ def add_parser(subparsers) -> None:
     )
     bench.add_argument("--bench", action="append", default=[], metavar="FILE",
                        help="a detailed `vllm bench serve` result (repeatable)")  # fmt: skip
-    add_deployment_arguments(bench, memory=True)
+    add_deployment_arguments(bench, memory=True, inferred=True)
     bench.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
     bench.add_argument("--max-num-seqs", type=positive_int,
                        help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
+    incident = p.add_argument_group(
+        "one incident's metrics",
+        "scrapes or a Prometheus range of your own server: the engine speed that replays its "
+        "mean ITL (efficiency, or host time per step), the rest from --base",
+    )
+    incident.add_argument("--scrapes", nargs="+", metavar="PATH",
+                          help="/metrics pages or folders of scrapes")  # fmt: skip
+    incident.add_argument("--prometheus", metavar="URL", help="a Prometheus server")
+    incident.add_argument("--start", help="the period's start (with --prometheus)")
+    incident.add_argument("--end", help="the period's end (with --prometheus)")
     p.add_argument("--base", default="bundled", metavar="FILE",
                    help="with fewer than 3 runs only the efficiency (and host time) and the "
                         "TTFT pipeline are refitted, the rest taken from this calibration "
@@ -50,6 +60,8 @@ def run(args) -> int:
     from itlkit.cli._runs import load_calibration
     from itlkit.physics.calibration import write_calibration
 
+    if args.scrapes or args.prometheus:
+        return _run_incident(args)
     runs = _runs(args)
     progress = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
     base = None if args.base == "none" else load_calibration(args.base)
@@ -64,6 +76,48 @@ def run(args) -> int:
     return 0
 
 
+def _run_incident(args) -> int:
+    """Calibrate on one incident's metrics through the what-if replay."""
+    from itlkit.calibration.incident import calibration_from_incident
+    from itlkit.cli._runs import load_calibration
+    from itlkit.cli.diagnose import fill_deployment_from_metrics, served_model_names
+    from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
+    from itlkit.diagnosis.scoring import diagnose
+    from itlkit.errors import ConfigError
+    from itlkit.metrics.readers import read_paths
+    from itlkit.physics.calibration import write_calibration
+
+    if args.runs or args.bench:
+        raise ConfigError("calibrate on runs/bench files or on one incident's metrics, not both")
+    if args.prometheus:
+        if not (args.start and args.end):
+            raise ConfigError("--prometheus needs --start and --end")
+        timeline, names = timeline_from_prometheus(args.prometheus, start=args.start,
+                                                   end=args.end), []  # fmt: skip
+        source = f"{args.prometheus} {args.start}..{args.end}"
+    else:
+        frame = read_paths(args.scrapes)
+        timeline, names = timeline_from_frame(frame), served_model_names(frame)
+        source = " + ".join(Path(p).name for p in args.scrapes)
+    assumptions = fill_deployment_from_metrics(args, names)
+    diagnosis = diagnose(timeline, deployment_from_args(args))
+    base = None if args.base == "none" else load_calibration(args.base)
+    calibration = calibration_from_incident(diagnosis, source=source, base=base, seed=args.seed)
+    write_calibration(calibration, args.output)
+    if args.json:
+        print(json.dumps({**calibration.to_json(), "assumptions": assumptions}, indent=2))
+        return 0
+    for line in assumptions:
+        print(f"assumed: {line}")
+    error = calibration.residuals[source]["itl_mean_seconds"]
+    print(f"calibrated on {source}: efficiency {calibration.efficiency:.3f}, host per step "
+          f"{calibration.host_seconds_per_step * 1e3:.3f} ms (the replay's mean ITL is "
+          f"{error:+.1%} off the observed); written to {args.output}")  # fmt: skip
+    for key, why in calibration.undetermined.items():
+        print(f"  not determined: {key}: {why}")
+    return 0
+
+
 def _runs(args) -> list:
     """The runs file's runs and one run per bench file."""
     from itlkit.calibration.bench_runs import run_from_bench
@@ -74,6 +128,12 @@ def _runs(args) -> list:
         raise ConfigError("give a runs file (RUNS.json) or --bench FILE (or both)")
     runs = list(read_runs(args.runs)) if args.runs else []
     if args.bench:
+        from itlkit.cli.diagnose import fill_deployment_from_metrics
+        from itlkit.metrics.bench import read_bench_result
+
+        served = read_bench_result(args.bench[0]).model_id
+        for line in fill_deployment_from_metrics(args, [served] if served else []):
+            print(f"assumed: {line}")
         deployment = deployment_from_args(args)
         seqs = args.max_num_seqs or min(1024, args.max_num_batched_tokens)
         runs += [run_from_bench(path, deployment=deployment, seed=args.seed,

@@ -35,6 +35,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="scrape files or folders")
     p.add_argument("--prometheus", metavar="URL", help="a Prometheus server's base URL")
     p.add_argument("--model-name", help="only this model_name label (pages serving several)")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="the healthy host cost to judge steps against: CALIBRATION.json "
+                        "from `itlkit calibrate` (default: the bundled one, vLLM 0.15.1 on "
+                        "H100)")  # fmt: skip
     p.add_argument("--start", help="with --prometheus: start time (RFC 3339 or unix seconds)")
     p.add_argument("--end", help="with --prometheus: end time (RFC 3339 or unix seconds)")
     add_deployment_arguments(p, inferred=True)
@@ -74,7 +78,7 @@ def run(args) -> int:
             return _run_bench_summary(args, result)
     frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
     gpu_stated = args.gpu is not None
-    assumptions = fill_deployment_from_metrics(args, _served_names(frame))
+    assumptions = fill_deployment_from_metrics(args, served_model_names(frame))
     gpus = PLAUSIBLE_GPUS
     if not gpu_stated and args.paths:
         gpus = _gpus_from_kv_cache(args, assumptions) or gpus
@@ -91,6 +95,11 @@ def run(args) -> int:
         timeline = timeline_from_frame(frame, window_seconds=args.window)
     settings = dict(batch_size=args.batch, context_tokens=args.context,
                     max_num_batched_tokens=args.max_num_batched_tokens)  # fmt: skip
+    if args.calibration:
+        from itlkit.cli._runs import load_calibration
+
+        settings["calibration"] = load_calibration(args.calibration)
+        assumptions.append(f"healthy host: {settings['calibration'].describe()}")
     if gpu_stated:
         result = diagnose(timeline, deployment, **settings)
     else:  # the page does not name its GPU: say whether the verdict hangs on it
@@ -173,7 +182,9 @@ def _run_fleet(args) -> int:
 
 def _chosen_model(frame, model_name: str | None):
     """The rows of one served model: the one asked for, or the only one; several is an error."""
-    names = _served_names(frame) or sorted({str(n) for n in frame["model_name"].unique()} - {""})
+    names = served_model_names(frame) or sorted(
+        {str(n) for n in frame["model_name"].unique()} - {""}
+    )
     if model_name is not None:
         if model_name not in names:
             raise ValueError(f"no model_name {model_name!r} in the metrics (they hold: "
@@ -187,7 +198,7 @@ def _chosen_model(frame, model_name: str | None):
     return frame[frame["model_name"].isin([*names, ""])]
 
 
-def _served_names(frame) -> list[str]:
+def served_model_names(frame) -> list[str]:
     if frame is None:
         return []
     itl = frame[frame["metric"] == "itl"]

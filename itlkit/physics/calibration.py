@@ -90,7 +90,8 @@ class Calibration:
         """One line: which calibration is in force."""
         if not self.is_calibrated:
             return f"calibration: {self.name}"
-        return f"calibration {self.name!r}: fitted on {len(self.fitted_on)} runs"
+        n = len(self.fitted_on)
+        return f"calibration {self.name!r}: fitted on {n} run{'' if n == 1 else 's'}"
 
     def with_values(self, **values) -> Calibration:
         return replace(self, **values)
