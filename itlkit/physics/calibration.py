@@ -130,6 +130,7 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
     if extra:
         raise ConfigError(f"{source}: unknown keys {', '.join(extra)}")
     values = {k: v for k, v in doc.items() if k in known}
+    _check_metadata(values, source)
     if "fitted_on" in values:
         values["fitted_on"] = tuple(values["fitted_on"])
     if not isinstance(values.get("allreduce_seconds_per_call", {}), dict):
@@ -138,6 +139,26 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
         return Calibration(**values)
     except (TypeError, ConfigError) as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def _check_metadata(values: dict, source: str) -> None:
+    """The descriptive fields must have the shapes `itlkit calibrate` writes."""
+
+    def number(v) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    shapes = {
+        "name": lambda v: isinstance(v, str),
+        "fitted_on": lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v),
+        "uncertainty": lambda v: isinstance(v, dict) and all(number(x) for x in v.values()),
+        "undetermined": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+        "residuals": lambda v: isinstance(v, dict) and all(
+            isinstance(row, dict) and all(number(x) for x in row.values()) for row in v.values()),
+        "leave_one_out": lambda v: isinstance(v, dict) and all(number(x) for x in v.values()),
+    }  # fmt: skip
+    for key, ok in shapes.items():
+        if key in values and not ok(values[key]):
+            raise ConfigError(f"{source}: {key} has the wrong shape (got {values[key]!r:.60})")
 
 
 def read_calibration(path) -> Calibration:

@@ -239,13 +239,30 @@ def parse_runs(doc, *, source: str = "<runs>", lenient: bool = False) -> tuple:
     runs = doc.get("runs")
     if not isinstance(runs, list) or not runs:
         raise ConfigError(f"{source}: 'runs' must be a non-empty list")
-    defaults = {**_ENGINE_DEFAULTS, **(doc.get("defaults_for_null") or {})}
+    defaults = _defaults(doc.get("defaults_for_null"), source)
     parsed = tuple(_run_or_error(run, source, defaults, lenient) for run in runs)
     ids = [run.id for run in parsed]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})
         raise ConfigError(f"{source}: run ids must be unique ({', '.join(twice)} repeat)")
     return parsed
+
+
+def _defaults(doc, source: str) -> dict:
+    """`defaults_for_null`: the engine values to assume where a run's field is null."""
+    if doc is None:
+        return dict(_ENGINE_DEFAULTS)
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: defaults_for_null must be an object")
+    out = {**_ENGINE_DEFAULTS, **doc}
+    for key in ("max_num_seqs", "max_model_len"):
+        value = out[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{source}: defaults_for_null.{key} must be an integer >= 1")
+    share = out["gpu_memory_utilization"]
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise ConfigError(f"{source}: defaults_for_null.gpu_memory_utilization must be in (0, 1]")
+    return out
 
 
 def _run_or_error(doc, source: str, defaults: dict, lenient: bool):
