@@ -147,15 +147,20 @@ def _check_metadata(values: dict, source: str) -> None:
     def number(v) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool)
 
+    def text(v) -> bool:
+        return isinstance(v, str)
+
+    def mapping(of):
+        return lambda v: isinstance(v, dict) and all(of(x) for x in v.values())
+
     shapes = {
-        "name": lambda v: isinstance(v, str),
-        "fitted_on": lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v),
-        "uncertainty": lambda v: isinstance(v, dict) and all(number(x) for x in v.values()),
-        "undetermined": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
-        "residuals": lambda v: isinstance(v, dict) and all(
-            isinstance(row, dict) and all(number(x) for x in row.values()) for row in v.values()),
-        "leave_one_out": lambda v: isinstance(v, dict) and all(number(x) for x in v.values()),
-    }  # fmt: skip
+        "name": text,
+        "fitted_on": lambda v: isinstance(v, list | tuple) and all(map(text, v)),
+        "uncertainty": mapping(number),
+        "undetermined": mapping(text),
+        "residuals": mapping(mapping(number)),
+        "leave_one_out": mapping(number),
+    }
     for key, ok in shapes.items():
         if key in values and not ok(values[key]):
             raise ConfigError(f"{source}: {key} has the wrong shape (got {values[key]!r:.60})")
