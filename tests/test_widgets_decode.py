@@ -4,6 +4,8 @@ import pytest
 from _reference import CHUNK_2048_MS, ms_text
 
 from itlkit.physics.roofline import Deployment, decode_step, mixed_step
+from itlkit.plots.decode import trace_data
+from itlkit.widgets._figure import changes, plain
 from itlkit.widgets.decode import DecodeExplorer
 
 
@@ -152,3 +154,28 @@ def test_chunk_zero_is_no_chunk(explorer):
     finally:
         explorer.chunk.value = 2048
     assert list(_bar(explorer.figure, "this step's GEMMs").text) == ["decode", "with chunk"]
+
+
+def test_changes_are_what_the_figure_lacks():
+    held = {"x": [1, 2], "line": {"color": "red", "dash": "dot"}, "uid": "a"}
+    assert list(changes(held, {"x": [1, 2], "line": {"color": "red", "dash": "dot"}})) == []
+    wanted = {"x": [1, 3], "line": {"color": "blue"}, "name": "n"}
+    # a nested property left out is removed (as update(overwrite=True) would); a top-level
+    # one (the uid) is kept
+    assert sorted(changes(held, wanted), key=str) == sorted(
+        [("x", [1, 3]), ("line.color", "blue"), ("line.dash", None), ("name", "n")], key=str
+    )
+    assert list(changes({}, {"annotations": []})) == []  # no annotations either way
+
+
+def test_a_batch_move_hands_plotly_only_the_traces_it_changes():
+    """Issue 12: plotly validated every curve on every key press (12 ms of a 14 ms redraw)."""
+    ex = DecodeExplorer()
+    before = [plain(values) for values in trace_data(ex._view)]
+    ex.batch.value = 128
+    after = [plain(values) for values in trace_data(ex._view)]
+    moved = {t.name for t, b, a in zip(ex.figure.data, before, after, strict=True) if b != a}
+    assert {"this batch", "this step's GEMMs", "KV read"} <= moved
+    assert not moved & {"attainable FLOP/s", "bandwidth floor", "decode step", "memory limit"}
+    for trace, values in zip(ex.figure.data, after, strict=True):
+        assert list(changes(trace._props, values)) == []  # the figure holds the new data

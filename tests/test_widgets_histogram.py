@@ -12,7 +12,7 @@ import pytest
 
 from itlkit.metrics.histogram import from_samples, summarize
 from itlkit.physics.roofline import Deployment, decode_step
-from itlkit.plots.histogram import bucket_bars, histogram_figure
+from itlkit.plots.histogram import bucket_bars, histogram_figure, histogram_spec
 from itlkit.widgets.histogram import HistogramExplorer
 
 LES = ["0.01", "0.025", "0.05", "0.075", "0.1", "+Inf"]
@@ -254,3 +254,36 @@ def test_an_uploaded_page_is_judged_against_its_own_model(examples):
     ex.example.value = "series"  # model_name "m" is in no catalog: the model chosen stays
     assert ex.model.value == "llama-3.1-8b"
     assert "model_name 'm' is not in the catalog" in _words(ex.figure.layout.title.text)
+
+
+def test_the_sliders_read_the_source_once_and_send_only_what_changed(examples, monkeypatch):
+    """Issue 12: each key press re-read the scrapes (3 × 20 ms) and rebuilt both figures."""
+    import itlkit.widgets.histogram as module
+    from itlkit.widgets._figure import changes, plain
+
+    reads = []
+    real = module.histogram_series
+    monkeypatch.setattr(module, "histogram_series", lambda *a: reads.append(a[1]) or real(*a))
+    ex = HistogramExplorer(examples=examples)
+    assert reads == ["itl"]  # one page: no series, so its TTFT rate is not needed
+    reads.clear()
+    ex.example.value = "series"
+    assert sorted(reads) == ["itl", "ttft"]
+    ex.batch.value = 12
+    ex.slow_factor.value = 3.0
+    assert sorted(reads) == ["itl", "ttft"]
+    ex.example.value = "one page"
+    assert sorted(reads) == ["itl", "itl", "ttft"]
+    hist, series = ex._figures()
+    for figure, spec in ((ex.figure, hist), (ex.series_figure, series)):
+        assert list(changes(figure.layout._props, plain(spec["layout"]))) == []
+        for trace, values in zip(figure.data, plain(spec["data"]), strict=True):
+            assert list(changes(trace._props, values)) == []
+
+
+def test_the_figures_are_their_specs():
+    h = from_samples([0.016] * 90 + [0.079] * 10, upper_bounds=[0.01, 0.025, 0.05, 0.075, 0.1, INF])
+    spec = histogram_spec(summarize(h), floor_seconds=0.015, slow_factor=5, title="t")
+    fig = histogram_figure(summarize(h), floor_seconds=0.015, slow_factor=5, title="t")
+    assert [t.name for t in fig.data] == [t["name"] for t in spec["data"]]
+    assert fig.layout.title.text == "t" and fig.layout.height == spec["layout"]["height"]

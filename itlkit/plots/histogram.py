@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from itlkit.metrics.histogram import Histogram, ModeTimeline, Summary
-from itlkit.plots._style import responsive, title_margin_px
+from itlkit.plots._style import title_margin_px
 from itlkit.units import format_percent, format_seconds
 
 OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn
@@ -86,6 +85,10 @@ def _outline(bars: BucketBars, mask: np.ndarray) -> tuple[list, list]:
     return xs, ys
 
 
+# plotly.js's default ("hide past div") measures every tick label on every redraw to hide those
+# past the figure's edge; the margins keep them inside, and the redraw is 10-15 ms faster
+TICK_LABELS = dict(ticklabeloverflow="allow")
+
 # Label sizes on the narrowest plot the figure is laid out for (about 600 px of output area)
 LABEL_CHAR_PX = 6.5  # 11 px type
 LABEL_PLOT_PX = 500
@@ -131,9 +134,10 @@ def label_rows(marks: list[Mark], x_range: list[float]) -> list[tuple[str, int]]
     return list(zip(texts, rows, strict=True))
 
 
-def _vline(mark: Mark, top: float, label: str, row: int) -> go.Scatter:
+def _vline(mark: Mark, top: float, label: str, row: int) -> dict:
     height = top * (1 + LABEL_STEP * row)
-    return go.Scatter(
+    return dict(
+        type="scatter",
         name=mark.name,
         x=[mark.x, mark.x],
         y=[0, height],
@@ -189,19 +193,16 @@ def _marks(summary: Summary, *, floor_seconds, slow_factor, floor_label) -> list
     return marks
 
 
-def histogram_figure(
+def histogram_spec(
     summary: Summary,
     *,
     floor_seconds: float | None = None,
     slow_factor: float | None = None,
     floor_label: str = "",
     title: str = "",
-) -> go.Figure:
-    """The bucket histogram with its mean, quantiles (and their buckets) and an optional floor.
-
-    Trace order is fixed (tests and widgets rely on it): 0 buckets, 1 open-ended buckets,
-    2 bucket hover points, 3 mean, 4.. one per quantile, then floor and slow mode.
-    """
+) -> dict:
+    """`histogram_figure` as plain data ({"data": traces, "layout": ...}), without plotly's
+    validation: what a widget diffs against the figure it shows."""
     bars = bucket_bars(summary.histogram)
     top = 100 * float(bars.share_per_decade.max()) * 1.08 if bars.share.sum() > 0 else 1.0
     closed_x, closed_y = _outline(bars, ~bars.open_ended)
@@ -211,11 +212,12 @@ def histogram_figure(
         " (drawn 1 decade wide: the bucket is open-ended)" if o else "" for o in bars.open_ended
     ]
     traces = [
-        go.Scatter(name="buckets", x=closed_x, y=closed_y, fill="toself", mode="lines",
-                   line=dict(color=COLORS["bucket"]), hoverinfo="skip"),
-        go.Scatter(name="open-ended buckets", x=open_x, y=open_y, fill="toself", mode="lines",
-                   line=dict(color=COLORS["open"], dash="dot"), hoverinfo="skip"),
-        go.Scatter(
+        dict(type="scatter", name="buckets", x=closed_x, y=closed_y, fill="toself",
+             mode="lines", line=dict(color=COLORS["bucket"]), hoverinfo="skip"),
+        dict(type="scatter", name="open-ended buckets", x=open_x, y=open_y, fill="toself",
+             mode="lines", line=dict(color=COLORS["open"], dash="dot"), hoverinfo="skip"),
+        dict(
+            type="scatter",
             name="bucket",
             x=centers,
             y=100 * bars.share_per_decade,
@@ -234,17 +236,48 @@ def histogram_figure(
     x_range = _x_range(bars, [m.x for m in marks])
     labels = label_rows(marks, x_range)
     traces += [_vline(m, top, text, row) for m, (text, row) in zip(marks, labels, strict=True)]
-    fig = go.Figure(traces)
     top_px = title_margin_px(title) if title else 30
-    fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)) if title else None,
-        xaxis=dict(type="log", title="latency (s, log scale)", range=x_range),
-        yaxis=dict(title="observations (% per decade of latency)", rangemode="tozero"),
+    layout = dict(
+        xaxis=dict(
+            type="log", title=dict(text="latency (s, log scale)"), range=x_range, **TICK_LABELS
+        ),
+        yaxis=dict(
+            title=dict(text="observations (% per decade of latency)"),
+            rangemode="tozero",
+            **TICK_LABELS,
+        ),
         # below the axis title, whatever the title's height: the plot keeps its own height
         legend=dict(orientation="h", yanchor="top", y=-LEGEND_GAP_PX / PLOT_PX),
         margin=dict(l=70, r=20, t=top_px, b=BOTTOM_PX),
+        autosize=True,  # as plots._style.responsive: the output area's width
+        height=top_px + PLOT_PX + BOTTOM_PX,
     )
-    return responsive(fig, height=top_px + PLOT_PX + BOTTOM_PX)
+    if title:
+        layout["title"] = dict(text=title, x=0.01, xanchor="left", font=dict(size=13))
+    return dict(data=traces, layout=layout)
+
+
+def histogram_figure(
+    summary: Summary,
+    *,
+    floor_seconds: float | None = None,
+    slow_factor: float | None = None,
+    floor_label: str = "",
+    title: str = "",
+) -> go.Figure:
+    """The bucket histogram with its mean, quantiles (and their buckets) and an optional floor.
+
+    Trace order is fixed (tests and widgets rely on it): 0 buckets, 1 open-ended buckets,
+    2 bucket hover points, 3 mean, 4.. one per quantile, then floor and slow mode.
+    """
+    spec = histogram_spec(
+        summary,
+        floor_seconds=floor_seconds,
+        slow_factor=slow_factor,
+        floor_label=floor_label,
+        title=title,
+    )
+    return go.Figure(spec)
 
 
 def summary_lines(summary: Summary) -> list[str]:
@@ -270,6 +303,60 @@ def summary_lines(summary: Summary) -> list[str]:
     return lines
 
 
+# plotly's make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08), written out:
+# building it costs more than the rest of a redraw
+SERIES_AXES = dict(
+    xaxis=dict(anchor="y", domain=[0.0, 1.0], matches="x2", showticklabels=False),
+    yaxis=dict(anchor="x", domain=[0.54, 1.0]),
+    xaxis2=dict(anchor="y2", domain=[0.0, 1.0]),
+    yaxis2=dict(anchor="x2", domain=[0.0, 0.46]),
+)
+
+
+def series_spec(
+    timeline: ModeTimeline,
+    *,
+    ttft_times_seconds,
+    ttft_count_per_second,
+    start_seconds: float,
+    message: str = "",
+) -> dict:
+    """`series_figure` as plain data ({"data": traces, "layout": ...}); a `message` is shown
+    in the middle (a placeholder for a source without a series)."""
+    minutes = (np.asarray(timeline.midpoints_seconds) - start_seconds) / 60
+    slow = dict(type="scatter", name="slow-mode share", x=minutes,
+                y=100 * np.asarray(timeline.slow_share), mode="lines+markers",
+                line=dict(color=COLORS["slow"]), xaxis="x", yaxis="y",
+                hovertemplate="%{y:.1f} % of ITLs in the slow mode<extra></extra>")  # fmt: skip
+    ttft = dict(
+        type="scatter",
+        name="TTFT count rate",
+        x=(np.asarray(ttft_times_seconds) - start_seconds) / 60,
+        y=np.asarray(ttft_count_per_second),
+        mode="lines+markers",
+        line=dict(color=COLORS["bucket"]),
+        xaxis="x2",
+        yaxis="y2",
+        hovertemplate="%{y:.2f} first tokens/s<extra></extra>",
+    )
+    axes = {name: dict(axis, **TICK_LABELS) for name, axis in SERIES_AXES.items()}
+    axes["yaxis"] |= dict(title=dict(text="slow-mode share (% of ITLs)"), rangemode="tozero")
+    axes["yaxis2"] |= dict(title=dict(text="TTFT count rate (1/s)"), rangemode="tozero")
+    axes["xaxis2"] |= dict(title=dict(text="time since the first scrape (min)"))
+    layout = dict(
+        **axes,
+        margin=dict(l=70, r=20, t=30, b=40),
+        showlegend=False,
+        autosize=True,  # as plots._style.responsive: the output area's width
+        height=420,
+    )
+    if message:
+        layout["annotations"] = [
+            dict(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+        ]
+    return dict(data=[slow, ttft], layout=layout)
+
+
 def series_figure(
     timeline: ModeTimeline, *, ttft_times_seconds, ttft_count_per_second, start_seconds: float
 ) -> go.Figure:
@@ -277,40 +364,27 @@ def series_figure(
 
     Trace 0 is the slow share (%), trace 1 the TTFT count rate; x is minutes from `start_seconds`.
     """
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    minutes = (np.asarray(timeline.midpoints_seconds) - start_seconds) / 60
-    fig.add_trace(
-        go.Scatter(name="slow-mode share", x=minutes, y=100 * np.asarray(timeline.slow_share),
-                   mode="lines+markers", line=dict(color=COLORS["slow"]),
-                   hovertemplate="%{y:.1f} % of ITLs in the slow mode<extra></extra>"),
-        row=1, col=1,
-    )  # fmt: skip
-    fig.add_trace(
-        go.Scatter(
-            name="TTFT count rate",
-            x=(np.asarray(ttft_times_seconds) - start_seconds) / 60,
-            y=np.asarray(ttft_count_per_second),
-            mode="lines+markers",
-            line=dict(color=COLORS["bucket"]),
-            hovertemplate="%{y:.2f} first tokens/s<extra></extra>",
-        ),
-        row=2,
-        col=1,
+    spec = series_spec(
+        timeline,
+        ttft_times_seconds=ttft_times_seconds,
+        ttft_count_per_second=ttft_count_per_second,
+        start_seconds=start_seconds,
     )
-    fig.update_yaxes(title_text="slow-mode share (% of ITLs)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="TTFT count rate (1/s)", rangemode="tozero", row=2, col=1)
-    fig.update_xaxes(title_text="time since the first scrape (min)", row=2, col=1)
-    fig.update_layout(margin=dict(l=70, r=20, t=30, b=40), showlegend=False)
-    return responsive(fig, height=420)
+    return go.Figure(spec)
+
+
+def empty_series_spec(message: str) -> dict:
+    """A placeholder where a series figure would be (one scrape has no intervals)."""
+    nothing = np.zeros(0)
+    return series_spec(
+        ModeTimeline(nothing, nothing, nothing, None),
+        ttft_times_seconds=nothing,
+        ttft_count_per_second=nothing,
+        start_seconds=0.0,
+        message=message,
+    )
 
 
 def empty_series_figure(message: str) -> go.Figure:
     """A placeholder where a series figure would be (one scrape has no intervals)."""
-    fig = series_figure(
-        ModeTimeline(np.zeros(0), np.zeros(0), np.zeros(0), None),
-        ttft_times_seconds=np.zeros(0),
-        ttft_count_per_second=np.zeros(0),
-        start_seconds=0.0,
-    )
-    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    return fig
+    return go.Figure(empty_series_spec(message))

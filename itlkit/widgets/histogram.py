@@ -25,14 +25,14 @@ from itlkit.physics.model_names import ModelGuess, guess_model
 from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots._style import title_margin_px, wrap
 from itlkit.plots.histogram import (
-    empty_series_figure,
-    histogram_figure,
-    series_figure,
+    empty_series_spec,
+    histogram_spec,
+    series_spec,
     summary_lines,
 )
 from itlkit.units import format_seconds
 from itlkit.widgets._deployment import deployment_picker
-from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain, update_figure
 
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")
@@ -90,11 +90,11 @@ class HistogramExplorer:
         self._frame = read_paths([self.examples[self.example.value]])
         self._source = self.example.value
         self._take_model_from_metrics()
-        hist_fig, series_fig = self._figures()
+        hist, series = self._figures()
         # the last good title and height, under a failure's mark
-        self._title, self._height = hist_fig.layout.title.text, hist_fig.layout.height
-        self.figure = figure_widget(hist_fig)
-        self.series_figure = figure_widget(series_fig)
+        self._title, self._height = hist["layout"]["title"]["text"], hist["layout"]["height"]
+        self.figure = figure_widget(go.Figure(hist))
+        self.series_figure = figure_widget(go.Figure(series))
         self.example.observe(self._on_example, names="value")
         self.upload.observe(self._on_upload, names="value")
         for control in (self.metric, self.model, self.gpu, self.batch, self.context,
@@ -135,11 +135,34 @@ class HistogramExplorer:
         step = decode_step(dep, batch_size=self.batch.value, context_tokens=self.context.value)
         return float(step.floor_seconds)
 
+    @property
+    def _frame(self):
+        return self._loaded_frame
+
+    @_frame.setter
+    def _frame(self, frame) -> None:
+        self._loaded_frame = frame
+        self._read: dict[str, HistogramSeries | SourceError] = {}  # metric -> its series
+
+    def _histogram_series(self, metric: str) -> HistogramSeries:
+        """`metric`'s snapshots from the current source, read once per source: the sliders
+        move the floor, not the data (re-reading cost 3 × 20 ms per redraw)."""
+        if metric not in self._read:
+            try:
+                self._read[metric] = histogram_series(self._frame, metric)
+            except SourceError as exc:
+                self._read[metric] = exc
+        found = self._read[metric]
+        if isinstance(found, SourceError):
+            raise found
+        return found
+
     def series(self) -> HistogramSeries:
         """The chosen histogram's snapshots from the current source."""
-        return histogram_series(self._frame, self.metric.value)
+        return self._histogram_series(self.metric.value)
 
-    def _figures(self) -> tuple[go.Figure, go.Figure]:
+    def _figures(self) -> tuple[dict, dict]:
+        """Both figures as plain data (plots.histogram's specs) for the current controls."""
         series = self.series()
         floor = self.floor_seconds()
         k = float(self.slow_factor.value)
@@ -165,7 +188,7 @@ class HistogramExplorer:
                 "(the metrics do not name it)",
                 small=True,
             )
-            hist_fig = histogram_figure(
+            hist = histogram_spec(
                 summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
             )
         else:  # one decode step bounds the gap between two tokens, not this latency
@@ -174,22 +197,22 @@ class HistogramExplorer:
                 f"no floor drawn: the decode floor bounds ITLs only, not {self.metric.value}",
                 small=True,
             )
-            hist_fig = histogram_figure(summary, title=title)
+            hist = histogram_spec(summary, title=title)
         self.status.value = "<br>".join(html.escape(line) for line in summary_lines(summary))
-        return hist_fig, self._series_figure(floor, k)
+        return hist, self._series_spec(floor, k)
 
-    def _series_figure(self, floor: float, k: float) -> go.Figure:
+    def _series_spec(self, floor: float, k: float) -> dict:
         """The ITLs' slow-mode share over time beside the TTFT count rate, whichever histogram
         the upper figure shows."""
         try:
-            itl = histogram_series(self._frame, "itl")
+            itl = self._histogram_series("itl")
         except SourceError:
-            return empty_series_figure("no ITL histogram in this source")
+            return empty_series_spec("no ITL histogram in this source")
         if len(itl) < 2 or not np.isfinite(itl.timestamps_seconds).all():
-            return empty_series_figure("a series needs two or more timestamped scrapes")
+            return empty_series_spec("a series needs two or more timestamped scrapes")
         timeline = slow_share_over_time(itl, floor_seconds=floor, slow_factor=k)
         ttft_times, ttft_rate = self._ttft_rate()
-        return series_figure(
+        return series_spec(
             timeline,
             ttft_times_seconds=ttft_times,
             ttft_count_per_second=ttft_rate,
@@ -227,7 +250,7 @@ class HistogramExplorer:
 
     def _ttft_rate(self) -> tuple[np.ndarray, np.ndarray]:
         try:
-            ttft = histogram_series(self._frame, "ttft")
+            ttft = self._histogram_series("ttft")
         except SourceError:
             return np.zeros(0), np.zeros(0)
         t = ttft.timestamps_seconds
@@ -237,18 +260,18 @@ class HistogramExplorer:
 
     def _show(self) -> None:
         try:
-            hist_fig, series_fig = self._figures()
+            hist, series = self._figures()
         except _ERRORS as exc:
             self._fail(str(exc), what="this setting could not be drawn")
             return
         self.error.value = ""
-        self._title, self._height = hist_fig.layout.title.text, hist_fig.layout.height
-        for target, source in ((self.figure, hist_fig), (self.series_figure, series_fig)):
-            if len(target.data) != len(source.data):  # the floor's lines come and go
+        self._title, self._height = hist["layout"]["title"]["text"], hist["layout"]["height"]
+        for target, spec in ((self.figure, hist), (self.series_figure, series)):
+            if len(target.data) != len(spec["data"]):  # the floor's lines come and go
                 target.data = ()
-                target.add_traces([plain(trace.to_plotly_json()) for trace in source.data])
+                target.add_traces(plain(spec["data"]))
             with target.batch_update():
-                _copy(target, source)
+                update_figure(target, spec)
 
     def _fail(self, message: str, *, what: str) -> None:
         """Say what failed under the controls and mark the figure left in sight as stale."""
@@ -298,13 +321,3 @@ class HistogramExplorer:
         self.example.value = None
         self._take_model_from_metrics()
         self._show()
-
-
-def _copy(target: go.FigureWidget, source: go.Figure) -> None:
-    """Make `target` show `source` (same traces in the same order), inside a batch_update."""
-    for old, new in zip(target.data, source.data, strict=True):
-        fields = plain(new.to_plotly_json())
-        fields.pop("type", None)
-        old.update(fields, overwrite=True)
-    target.layout.update(source.layout.to_plotly_json(), overwrite=True)
-    target.layout.annotations = source.layout.annotations  # update() would keep stale ones
