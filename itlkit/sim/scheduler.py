@@ -100,8 +100,11 @@ def roofline_step_function(
     if not (host >= 0 and math.isfinite(host)):
         raise ConfigError(f"host overhead must be a finite number >= 0 seconds, got {host}")
     attention = c.attention_flops_per_token_pair > 0
+    scalar = None if c.moe is not None else _scalar_seconds(c)
 
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
+        if scalar is not None and type(kv_tokens) is int and type(decode_tokens) is int:
+            return scalar(decode_tokens, prefill_tokens, kv_tokens)  # a scheduled step
         tokens = decode_tokens + prefill_tokens
         flops = c.attention_flops(chunk_tokens=prefill_tokens) if attention else 0.0
         sequences = decode_tokens + (prefill_tokens > 0)  # the prefilling one, as one (or none)
@@ -115,6 +118,31 @@ def roofline_step_function(
         return float(c.seconds(tokens, kv_tokens, flops, max, sequences))
 
     return step
+
+
+def _scalar_seconds(c):
+    """`c.seconds` for one scheduled step of a dense model, on Python numbers: the same
+    operations in the same order (so the same floats), without the method calls."""
+    weight, fpt, fps = c.weight_read_seconds, c.matmul_flops_per_token, c.flops_per_second
+    kvpt, hbm, pair = c.kv_bytes_per_token, c.hbm_bytes_per_second, c.attention_flops_per_token_pair
+    arpt, link, arlat = (
+        c.allreduce_bytes_per_token,
+        c.link_bytes_per_second,
+        c.allreduce_seconds_per_step,
+    )
+    efficiency, host, per_seq = c.efficiency, c.host_overhead_seconds, c.host_seconds_per_sequence
+
+    def seconds(decode: int, prefill: int, kv: int) -> float:
+        tokens = decode + prefill
+        if tokens <= 0:
+            return host
+        flops = pair * prefill * (0 + prefill / 2.0) if pair > 0 else 0.0
+        matmul = fpt * tokens / fps
+        gpu = (max(weight, matmul) + kvpt * kv / hbm + flops / fps
+               + (arpt * tokens / link + arlat))  # fmt: skip
+        return gpu / efficiency + (host + per_seq * (decode + (prefill > 0)))
+
+    return seconds
 
 
 def step_jitter_factors(sigma: float, *, seed=0, size: int = 1 << 16) -> np.ndarray | None:
