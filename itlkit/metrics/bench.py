@@ -166,6 +166,8 @@ def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
     total = _number(doc, "num_prompts", source)
     if math.isnan(failed):
         failed = total - completed if not math.isnan(total) else 0.0
+    if math.isnan(failed):  # num_prompts given, completed not: the failures are unknown
+        failed = 0.0
     return BenchResult(
         source=source,
         model_id=str(doc.get("model_id") or ""),
