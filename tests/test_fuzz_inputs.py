@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from itlkit.bundled import bundled_path
@@ -117,6 +117,7 @@ BENCH_KEYS = ["ttfts", "itls", "errors", "completed", "mean_itl_ms", "median_ttf
 
 @FUZZ
 @given(doc=st.dictionaries(st.sampled_from(BENCH_KEYS), json_values, max_size=6))
+@example(doc={"errors": None, "mean_itl_ms": 0.0, "num_prompts": 0.0})  # once a NaN failure count
 def test_bench_files_of_any_shape_read_right_or_fail_cleanly(doc):
     try:
         result = parse_bench_result(json.dumps(doc), source="fuzz.json")
