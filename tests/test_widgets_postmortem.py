@@ -229,3 +229,50 @@ def test_a_recomputing_line_shows_while_04_recomputes_and_no_title_goes_stale():
     ex.reload()
     assert all(len(trace.x) > 0 for trace in ex.whatif_figure.data)
     assert "observed" in ex.whatif_figure.layout.title.text
+
+
+def test_a_slider_move_replays_only_the_new_setting(monkeypatch):
+    """Issue 12: each move replayed the unchanged baseline too, and a setting already replayed
+    was simulated again (two replays of 150-200 ms per key press)."""
+    import numpy as np
+
+    from itlkit.diagnosis import whatif
+    from itlkit.widgets import postmortem
+
+    ex = PostmortemExplorer(scenario="mixed")
+    replayed = []
+
+    def counting_predict(diagnosis, setting, **kwargs):
+        replayed.append(setting.max_num_batched_tokens)
+        return whatif.predict(diagnosis, setting, **kwargs)
+
+    monkeypatch.setattr(postmortem, "predict", counting_predict)
+    ex.whatif_budget.value = 1024
+    ex.whatif_budget.value = 512  # shown before: no replay
+    ex.whatif_budget.value = 1024
+    assert replayed == [1024]
+    fresh = whatif.predict(ex.diagnosis, ex._setting(), speed=ex.speed)
+    assert np.array_equal(ex.prediction.itl.bucket_counts, fresh.itl.bucket_counts)
+    assert np.array_equal(ex.prediction.ttft.bucket_counts, fresh.ttft.bucket_counts)
+    assert ex.prediction.preemptions == fresh.preemptions
+    ex.source.value = "healthy"  # another incident: its own replays
+    ex.reload()
+    assert replayed == [1024, ex.diagnosis.max_num_batched_tokens, 1024]
+
+
+def test_the_whatif_figure_updated_in_place_is_the_one_built_afresh():
+    """The redraw sends only what changed; what the figure then holds is what the builder
+    draws for the same setting (no stale curve, range or title)."""
+    import plotly.graph_objects as go
+
+    from itlkit.plots.postmortem import whatif_figure, whatif_spec
+    from itlkit.widgets._figure import plain
+
+    ex = PostmortemExplorer(scenario="mixed")
+    for budget in (64, 4096):
+        ex.whatif_budget.value = budget
+        shown = go.Figure(ex.whatif_figure).to_plotly_json()
+        built = whatif_figure(ex.diagnosis, ex.baseline, ex.prediction).to_plotly_json()
+        assert shown["layout"] == built["layout"]
+        held = [{k: v for k, v in trace.items() if k != "uid"} for trace in shown["data"]]
+        assert held == plain(whatif_spec(ex.diagnosis, ex.baseline, ex.prediction)["data"])

@@ -17,6 +17,7 @@ from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import Prediction
 from itlkit.metrics.histogram import Histogram
 from itlkit.plots._style import responsive, title_margin_px, wrap
+from itlkit.plots.histogram import TICK_LABELS
 from itlkit.units import MILLISECOND, format_seconds
 
 
@@ -214,6 +215,68 @@ def whatif_title(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> 
     ])  # fmt: skip
 
 
+# plotly's make_subplots(rows=1, cols=2, subplot_titles=("ITL per bucket", "TTFT per bucket")),
+# written out: building it costs more than the rest of a what-if redraw (about 50 ms); tick
+# labels as plots.histogram's (not measured for overflow on every redraw)
+WHATIF_AXES = dict(
+    xaxis=dict(anchor="y", domain=[0.0, 0.45], **TICK_LABELS),
+    yaxis=dict(anchor="x", domain=[0.0, 1.0], **TICK_LABELS),
+    xaxis2=dict(anchor="y2", domain=[0.55, 1.0], **TICK_LABELS),
+    yaxis2=dict(anchor="x2", domain=[0.0, 1.0], **TICK_LABELS),
+)
+WHATIF_PANEL_TITLES = [
+    dict(text=text, x=x, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+         showarrow=False, font=dict(size=16))
+    for text, x in (("ITL per bucket", 0.225), ("TTFT per bucket", 0.775))
+]  # fmt: skip
+
+
+def whatif_spec(
+    d: Diagnosis,
+    baseline: Prediction,
+    prediction: Prediction,
+    *,
+    width: int | None = None,
+    height: int = 430,
+) -> dict:
+    """`whatif_figure` as plain data ({"data": traces, "layout": ...}), without plotly's
+    validation: what the widget diffs against the figure it shows."""
+    styles = [
+        dict(name="observed", line=dict(color="black", width=3)),
+        dict(name="replay (current settings)", line=dict(color="#4C72B0", dash="dash")),
+        dict(name="what-if", line=dict(color="#C44E52")),
+    ]
+    data = whatif_data(d, baseline, prediction)
+    traces = [dict(type="scatter", **values, mode="lines", **styles[i], xaxis="x", yaxis="y")
+              for i, values in enumerate(data[:3])]  # fmt: skip
+    traces += [dict(type="scatter", **values, mode="lines", **styles[i], showlegend=False,
+                    xaxis="x2", yaxis="y2") for i, values in enumerate(data[3:6])]  # fmt: skip
+    traces.append(dict(type="scatter", **data[6], mode="lines", name="bandwidth floor",
+                       line=dict(color="gray", dash="dot"), xaxis="x", yaxis="y"))  # fmt: skip
+    title = whatif_title(d, baseline, prediction)
+    itl_p99s, ttft_p99s = _p99s(d, baseline, prediction)
+    itl_range = _occupied_range([d.timeline.itl_total, baseline.itl, prediction.itl], itl_p99s)
+    ttft = [h for h in (d.timeline.ttft_total, baseline.ttft, prediction.ttft) if h is not None]
+    axes = {name: dict(axis) for name, axis in WHATIF_AXES.items()}
+    axes["xaxis"] |= dict(type="log", title=dict(text="inter-token latency (ms)"),
+                          range=itl_range)  # fmt: skip
+    axes["xaxis2"] |= dict(type="log", title=dict(text="time to first token (ms)"),
+                           range=_occupied_range(ttft, ttft_p99s))  # fmt: skip
+    axes["yaxis"] |= dict(title=dict(text="share of observations (%)"))
+    layout = dict(
+        **axes,
+        annotations=[dict(a, font=dict(a["font"])) for a in WHATIF_PANEL_TITLES],
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)),
+        margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=50),
+        legend=dict(orientation="h", y=-0.2, yanchor="top"),
+        autosize=width is None,  # as plots._style.responsive
+        height=height,
+    )
+    if width is not None:
+        layout["width"] = width
+    return dict(data=traces, layout=layout)
+
+
 def whatif_figure(
     d: Diagnosis,
     baseline: Prediction,
@@ -222,48 +285,11 @@ def whatif_figure(
     width: int | None = None,
     height: int = 430,
 ) -> go.Figure:
-    """Observed vs replayed vs what-if: ITL and TTFT bucket shares on log time axes."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("ITL per bucket", "TTFT per bucket"))
-    styles = [
-        dict(name="observed", line=dict(color="black", width=3)),
-        dict(name="replay (current settings)", line=dict(color="#4C72B0", dash="dash")),
-        dict(name="what-if", line=dict(color="#C44E52")),
-    ]
-    data = whatif_data(d, baseline, prediction)
-    for i, values in enumerate(data[:3]):
-        fig.add_trace(go.Scatter(**values, mode="lines", **styles[i]), row=1, col=1)
-    for i, values in enumerate(data[3:6]):
-        style = dict(styles[i], showlegend=False)
-        fig.add_trace(go.Scatter(**values, mode="lines", **style), row=1, col=2)
-    fig.add_trace(
-        go.Scatter(
-            **data[6], mode="lines", name="bandwidth floor", line=dict(color="gray", dash="dot")
-        ),
-        row=1,
-        col=1,
-    )
-    title = whatif_title(d, baseline, prediction)
-    fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)),
-        margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=50),
-        legend=dict(orientation="h", y=-0.2, yanchor="top"),
-    )
-    responsive(fig, height=height, width=width)
-    itl_p99s, ttft_p99s = _p99s(d, baseline, prediction)
-    itl_range = _occupied_range([d.timeline.itl_total, baseline.itl, prediction.itl], itl_p99s)
-    ttft = [h for h in (d.timeline.ttft_total, baseline.ttft, prediction.ttft) if h is not None]
-    fig.update_xaxes(
-        type="log", title_text="inter-token latency (ms)", range=itl_range, row=1, col=1
-    )
-    fig.update_xaxes(
-        type="log",
-        title_text="time to first token (ms)",
-        range=_occupied_range(ttft, ttft_p99s),
-        row=1,
-        col=2,
-    )
-    fig.update_yaxes(title_text="share of observations (%)", row=1, col=1)
-    return fig
+    """Observed vs replayed vs what-if: ITL and TTFT bucket shares on log time axes.
+
+    Traces: 0-2 ITL observed, replayed, what-if; 3-5 the same for TTFT; 6 the bandwidth floor.
+    """
+    return go.Figure(whatif_spec(d, baseline, prediction, width=width, height=height))
 
 
 def postmortem_html(

@@ -40,11 +40,10 @@ from itlkit.plots.postmortem import (
     postmortem_html,
     timeline_data,
     timeline_figure,
-    whatif_data,
-    whatif_figure,
+    whatif_spec,
 )
 from itlkit.widgets._deployment import deployment_picker
-from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_figure, update_traces
 from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner, labelled
 
 SCENARIO_DIR = scenario_folder()
@@ -59,6 +58,7 @@ _FIELD = "550px"
 _SHORT = "390px"  # a number or a short choice
 _WRAP = {"flex_flow": "row wrap", "grid_gap": "4px 24px"}
 EVERY_INSTANCE = "every instance summed (or pick one, worst first)"
+_KEPT_PREDICTIONS = 256  # replays kept per incident: a few kB each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,12 +88,15 @@ class PostmortemExplorer:
         self.speed: EngineSpeed | None = None
         self.baseline: Prediction | None = None
         self.prediction: Prediction | None = None
+        # the loaded incident's replays by setting: the baseline does not move with the sliders,
+        # and a slider moved back returns to a setting already replayed (same numbers: one seed)
+        self._predictions: dict[Setting, Prediction] = {}
         self._run_diagnosis()
         self._shown = self._source_name()
         self.timeline_figure = figure_widget(timeline_figure(self.diagnosis))
         self._run_whatif()
         self.whatif_figure = figure_widget(
-            whatif_figure(self.diagnosis, self.baseline, self.prediction)
+            go.Figure(whatif_spec(self.diagnosis, self.baseline, self.prediction))
         )
         self.load.on_click(lambda _: self.reload())
         self.scan.on_click(lambda _: self.scan_fleet())
@@ -248,6 +251,7 @@ class PostmortemExplorer:
             timeline, deployment, max_num_batched_tokens=int(self.budget.value)
         )
         self.speed = None  # the replay is calibrated again for new metrics
+        self._predictions = {}
         report = build_report(self.diagnosis)
         self.verdict.value = to_html(report, parts=("verdict", "facts", "notes"))
         self.evidence.value = to_html(report, parts=("findings",))
@@ -358,8 +362,17 @@ class PostmortemExplorer:
             return
         if self.speed is None:
             self.speed = calibrate(self.diagnosis)
-        self.baseline = predict(self.diagnosis, current_setting(self.diagnosis), speed=self.speed)
-        self.prediction = predict(self.diagnosis, self._setting(), speed=self.speed)
+        self.baseline = self._predict(current_setting(self.diagnosis))
+        self.prediction = self._predict(self._setting())
+
+    def _predict(self, setting: Setting) -> Prediction:
+        """The loaded incident replayed under `setting`, simulated once per incident (each
+        replay of a slider move costs 100-400 ms)."""
+        if setting not in self._predictions:
+            if len(self._predictions) >= _KEPT_PREDICTIONS:  # the oldest goes
+                del self._predictions[next(iter(self._predictions))]
+            self._predictions[setting] = predict(self.diagnosis, setting, speed=self.speed)
+        return self._predictions[setting]
 
     def reload(self) -> None:
         """Load the chosen metrics, diagnose and redraw everything (errors shown, not raised)."""
@@ -383,15 +396,28 @@ class PostmortemExplorer:
             self._set_busy(False)
 
     def update_whatif(self, change=None) -> None:
-        """Re-simulate with the what-if controls and redraw the overlay."""
+        """Re-simulate with the what-if controls and redraw the overlay; a setting replayed
+        before is redrawn at once, without the signs of a wait (each costs the page a redraw)."""
+        if self._replayed():
+            self._redraw_whatif(announce=False)
+            return
         self._set_busy(True)
         try:
             self._redraw_whatif()
         finally:
             self._set_busy(False)
 
-    def _redraw_whatif(self) -> None:
-        if self.diagnosis.timeline.has_time_axis:  # no old numbers under the new setting's name
+    def _replayed(self) -> bool:
+        """Whether the what-if controls' setting and the baseline are replayed already."""
+        try:
+            wanted = {self._setting(), current_setting(self.diagnosis)}
+        except _PROBLEMS:
+            return False
+        return self.speed is not None and wanted <= self._predictions.keys()
+
+    def _redraw_whatif(self, *, announce: bool = True) -> None:
+        # no old numbers under the new setting's name
+        if announce and self.diagnosis.timeline.has_time_axis:
             try:
                 label = self._setting().label
             except _PROBLEMS:
@@ -407,11 +433,9 @@ class PostmortemExplorer:
                 "what-if needs a scrape series (a time axis); one scrape cannot be replayed"
             )
             return
-        data = whatif_data(self.diagnosis, self.baseline, self.prediction)
-        fresh = whatif_figure(self.diagnosis, self.baseline, self.prediction)  # title and ranges
-        with self.whatif_figure.batch_update():
-            update_traces(self.whatif_figure, ({"x": v["x"], "y": v["y"]} for v in data))
-            self.whatif_figure.layout.update(fresh.layout.to_plotly_json(), overwrite=True)
+        spec = whatif_spec(self.diagnosis, self.baseline, self.prediction)
+        with self.whatif_figure.batch_update():  # the curves, title and ranges that changed
+            update_figure(self.whatif_figure, spec)
 
     def _clear_whatif(self, title: str) -> None:
         """No curves (they belonged to another setting or incident), and `title` saying why."""
