@@ -125,7 +125,7 @@ def wait_for_figures(page, figures: int, *, timeout_ms: int) -> None:
 
 # ipykernel's own warning when the page messages a comm the kernel has already closed (a
 # widget view outliving its model across a re-render): no widget callback ran, nothing failed.
-# Seen once in a clean-clone run on notebook 01 (two full local browser runs had none); not an error.
+# Seen once in a clean-clone run on notebook 01 (two full local runs had none).
 _BENIGN = re.compile(r"^stderr: No such comm: [0-9a-f-]+\s*$")
 
 
