@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from itlkit.errors import ConfigError
+from itlkit.json_files import read_json_file
 from itlkit.physics.hardware import Hardware
 
 FORMAT = "itlkit-calibration/1"
@@ -170,15 +171,7 @@ def read_calibration(path) -> Calibration:
     """A `CALIBRATION.json` written by `itlkit calibrate` ('none': the uncalibrated model)."""
     if str(path) == "none":
         return UNCALIBRATED
-    path = Path(path)
-    try:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such calibration file")
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read ({exc})") from None
+    doc = read_json_file(path, kind="calibration")
     return calibration_from_json(doc, source=str(path))
 
 

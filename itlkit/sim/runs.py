@@ -11,12 +11,11 @@ run.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from itlkit.errors import ConfigError, UnknownNameError
+from itlkit.json_files import read_json_file
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model
@@ -276,13 +275,5 @@ def _run_or_error(doc, source: str, defaults: dict, lenient: bool):
 
 def read_runs(path, *, lenient: bool = False) -> tuple:
     """The runs of a runs file (`lenient`: unreadable runs as `RunError`s, see `parse_runs`)."""
-    path = Path(path)
-    try:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such runs file")
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read ({exc})") from None
+    doc = read_json_file(path, kind="runs")
     return parse_runs(doc, source=str(path), lenient=lenient)
