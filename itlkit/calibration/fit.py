@@ -27,11 +27,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from itlkit.calibration.predict import RunPrediction, predict, run_deployment, simulate_run
+from itlkit.calibration.predict import (
+    RunPrediction,
+    predict,
+    predict_run,
+    run_deployment,
+    simulate_run,
+)
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import BOUNDS, Calibration
 from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, step_coefficients
-from itlkit.sim.results import SimulationResult
+from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.sim.runs import Run
 
 STEP_TERMS = ("efficiency", "allreduce_seconds_per_call", "host_seconds_per_step",
@@ -339,8 +345,6 @@ def fit_jitter(runs, calibration: Calibration, *, seed: int = 0) -> float | None
 
 def token_quantiles(run: Run, calibration: Calibration, levels, *, seed: int = 0) -> dict:
     """Per-token ITL quantiles of a simulated run at these levels."""
-    from itlkit.sim.results import weighted_quantile
-
     values, weights = simulate_run(run, calibration, seed=seed).itl_weighted()
     return {q: float(weighted_quantile(values, weights, q)) for q in levels}
 
@@ -409,12 +413,14 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     if sigma is None:
         undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
     cal = replace(cal, step_jitter=sigma or 0.0)
-    predictions = {run.id: _predict(run, cal, seed) for run in usable}
+    predictions = {run.id: predict_run(run, cal, seed=seed) for run in usable}
     rows = {run.id: residuals(run, predictions[run.id]) for run in usable}
     loo = {}
     if leave_one_out:
         folds = {
-            run.id: residuals(run, _predict(run, _fold(usable, feats, i, cal, prior_weight), seed))
+            run.id: residuals(
+                run, predict_run(run, _fold(usable, feats, i, cal, prior_weight), seed=seed)
+            )
             for i, run in enumerate(usable)
         }
         loo = median_abs(folds)
@@ -423,12 +429,6 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
     )  # fmt: skip
     return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
-
-
-def _predict(run, calibration, seed):
-    from itlkit.calibration.predict import predict_run
-
-    return predict_run(run, calibration, seed=seed)
 
 
 def _scope_notes(runs) -> dict[str, str]:
