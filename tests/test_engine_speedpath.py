@@ -10,7 +10,7 @@ import pytest
 
 from itlkit.errors import ConfigError
 from itlkit.physics.roofline import Deployment
-from itlkit.sim import engine
+from itlkit.sim import decode_times, engine, step_log
 from itlkit.sim.results import SimulationResult
 from itlkit.sim.scheduler import (
     SchedulerConfig,
@@ -65,9 +65,9 @@ def test_speed_paths_match_step_by_step(llama_h100, monkeypatch, name):
         )
 
     fast = run()
-    monkeypatch.setattr(engine, "TABLE_AFTER_STRETCHES", 10**9)  # every stretch calls
+    monkeypatch.setattr(decode_times, "TABLE_AFTER_STRETCHES", 10**9)  # every stretch calls
     untabulated = run()
-    monkeypatch.setattr(engine, "PENDING_STEPS", 7)  # many small record writes
+    monkeypatch.setattr(step_log, "PENDING_STEPS", 7)  # many small record writes
     monkeypatch.setattr(engine, "FAST_PATH_MIN_STEPS", 10**9)  # no stretches at all
     slow = run()
     assert fast.steps > 1000 and slow.steps == fast.steps
@@ -77,28 +77,28 @@ def test_speed_paths_match_step_by_step(llama_h100, monkeypatch, name):
 
 def test_decode_times_tabulates_a_recurring_decode_count(llama_h100):
     step = roofline_step_function(llama_h100)
-    times = engine.DecodeTimes(step)
+    times = decode_times.DecodeTimes(step)
     kv = 300_000
-    for _ in range(engine.TABLE_AFTER_STRETCHES - 1):
+    for _ in range(decode_times.TABLE_AFTER_STRETCHES - 1):
         assert times.lookup(64, kv, 30) is None
     table = times.lookup(64, kv, 30)
     direct = step(decode_tokens=64, prefill_tokens=0, kv_tokens=kv + 64 * np.arange(30))
     assert np.array_equal(table, direct)
-    assert times.tokens == 64 * 29 + 1 + engine.TABLE_PAD_TOKENS  # padded past the end
+    assert times.tokens == 64 * 29 + 1 + decode_times.TABLE_PAD_TOKENS  # padded past the end
     # A stretch past the table's end widens it; the old entries stay.
     wide = times.lookup(64, kv + 5_000, 200)
     assert np.array_equal(
         wide, step(decode_tokens=64, prefill_tokens=0, kv_tokens=kv + 5_000 + 64 * np.arange(200))
     )
-    assert times.tokens <= engine.TABLE_MAX_TOKENS
+    assert times.tokens <= decode_times.TABLE_MAX_TOKENS
 
 
 def test_decode_times_never_tabulates_a_time_not_above_zero():
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
         return 1e-3 - 1e-9 * np.asarray(kv_tokens)  # <= 0 s from 1e6 KV tokens on
 
-    times = engine.DecodeTimes(step)
-    for _ in range(2 * engine.TABLE_AFTER_STRETCHES):
+    times = decode_times.DecodeTimes(step)
+    for _ in range(2 * decode_times.TABLE_AFTER_STRETCHES):
         assert times.lookup(8, 999_000, 10) is None
     assert times.tables == {}
 

@@ -225,12 +225,11 @@ def _check_memory(args, dep) -> None:
 
 
 def _check_something_finished(result) -> None:
-    summary = result.summary()
-    if summary.requests_finished == 0:
+    if not result.finished.any():
         why = (
             "the workload is empty" if result.workload.num_requests == 0
             else f"none of its {result.workload.num_requests:,} requests could finish in "
-            f"{summary.simulated_seconds:g} s (a prompt longer than the KV cache, or too short "
+            f"{result.end_seconds:g} s (a prompt longer than the KV cache, or too short "
             "a --duration)"
         )  # fmt: skip
         raise ConfigError(f"no request finished: {why}")

@@ -284,7 +284,9 @@ def quantile(q: float, upper_bounds, cumulative_counts) -> float:
 
 def bucket_layout(upper_bounds) -> np.ndarray:
     """Sorted, distinct upper bounds ending in +Inf (one is appended when missing)."""
-    bounds = np.unique(np.asarray(upper_bounds, dtype=float))
+    bounds = np.sort(np.asarray(upper_bounds, dtype=float).ravel())
+    # Distinct by hand: np.unique imports numpy.ma (about 14 ms of a CLI call).
+    bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))]
     if bounds[-1] != math.inf:
         bounds = np.append(bounds, math.inf)
     return bounds

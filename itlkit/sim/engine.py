@@ -3,8 +3,8 @@
 `Engine.step()` reads as the scheduler's docstring: enqueue what arrived, then either run a
 stretch of pure decode steps at once, or preempt the newest while KV is short, continue partial
 prompts, admit waiting requests, run the step, retire finished requests and emit first tokens.
-Per-request state lives in `_Request` slots objects; per-step records in `StepLog`'s growing
-numpy arrays.
+Per-request state lives in `_Request` slots objects; per-step records in a `StepLog`
+(`itlkit.sim.step_log`); decode step times come through `DecodeTimes` (`itlkit.sim.decode_times`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import numpy as np
 
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig
+from itlkit.sim.decode_times import DecodeTimes
+from itlkit.sim.step_log import StepLog
 
 # Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long
 # (or when their step times are tabulated, see `DecodeTimes`).
@@ -25,16 +27,6 @@ FAST_PATH_MIN_STEPS = 2
 FAST_PATH_ARRAY_STEPS = 10
 FAST_PATH_MAX_STEPS = 4096
 FAST_PATH_BOUND_STEPS = 64  # longer stretches first bound their length by the limit
-PENDING_STEPS = 4096  # steps' records gathered before one numpy write
-# A decode count met in this many stretches gets its step times tabulated over KV totals.
-TABLE_AFTER_STRETCHES = 16
-TABLE_PAD_TOKENS = 4096  # a table grows by this many KV totals beyond the range asked for
-TABLE_MAX_TOKENS = 1 << 20  # KV totals in all tables together (8 bytes each)
-
-# StepLog.counts rows, in this order.
-COUNT_FIELDS = ("decode", "prefill", "running", "waiting", "preemptions", "itl", "kv", "first",
-                "prompt", "generation")  # fmt: skip
-_KV, _WAITING = COUNT_FIELDS.index("kv"), COUNT_FIELDS.index("waiting")
 
 
 @dataclass(slots=True, eq=False)
@@ -59,140 +51,6 @@ class _Request:
     first_token: float = math.nan
     finish: float = math.nan
     last_token: float = math.nan
-
-
-class StepLog:
-    """Per-step records in growing numpy arrays (int32 counts: half the memory of int64).
-
-    Records wait as tuples (far cheaper to make than numpy writes) until `PENDING_STEPS` steps
-    have gathered, then are written as one block: a tuple per scheduled step or per stretch of
-    decode steps, whose counts differ only in KV (one more token per decode each step) and in
-    the queue, which grows with arrivals: a record's `waiting` is the queue length less the
-    arrivals so far, and the write adds the arrivals by each step's start."""
-
-    __slots__ = ("capacity", "counts", "pending", "ready", "records", "seconds", "size", "written")
-
-    def __init__(self, ready_seconds: np.ndarray, capacity: int = 65536):
-        self.size = 0  # steps recorded
-        self.written = 0  # steps whose counts are in the buffers
-        self.capacity = capacity  # steps the buffers hold
-        self.seconds = np.empty((2, capacity))  # start, duration
-        self.counts = np.empty((len(COUNT_FIELDS), capacity), dtype=np.int32)
-        self.ready = ready_seconds  # sorted arrival (or KV arrival) times
-        self.pending: list[float] = []  # step, start, duration of each scheduled step
-        self.records: list[int] = []  # steps, KV step, KV after the last, *counts of each
-
-    def add(self, start: float, duration: float, counts: tuple) -> None:
-        """A scheduled step; `counts` in `COUNT_FIELDS` order."""
-        self.pending += (self.size, start, duration)
-        self.records += (1, 0, counts[_KV], *counts)
-        self.size += 1
-        if self.size - self.written >= PENDING_STEPS:
-            self.flush()
-
-    def add_stretch(self, starts, durations, counts: tuple, kv_last: int) -> None:
-        """Decode steps, the first's counts `counts`; each holds `decodes` more KV than the one
-        before, but the last, which holds `kv_last` (it may retire requests)."""
-        s, k = self.size, len(starts)
-        self.size = s + k
-        if self.size > self.capacity:
-            self._fit()
-        self.seconds[0, s : s + k] = starts
-        self.seconds[1, s : s + k] = durations
-        self.records += (k, counts[0], kv_last, *counts)
-        if self.size - self.written >= PENDING_STEPS:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write the pending records (exact: every count and index is far below 2**53)."""
-        a, b = self.written, self.size
-        self._fit()
-        if self.pending:
-            block = np.fromiter(self.pending, float, len(self.pending)).reshape(-1, 3).T
-            self.seconds[:, block[0].astype(np.intp)] = block[1:]
-        records = np.fromiter(self.records, np.int64, len(self.records))
-        block = records.reshape(-1, 3 + len(COUNT_FIELDS))
-        steps = block[:, 0]
-        ends = np.cumsum(steps)
-        counts = np.repeat(block[:, 3:].T, steps, axis=1)
-        local = np.arange(b - a) - np.repeat(ends - steps, steps)  # step within its record
-        counts[_KV] += np.repeat(block[:, 1], steps) * local
-        counts[_KV, ends - 1] = block[:, 2]
-        counts[_WAITING] += np.searchsorted(self.ready, self.seconds[0, a:b], side="right")
-        self.counts[:, a:b] = counts
-        self.written = b
-        self.pending.clear()
-        self.records.clear()
-
-    def _fit(self) -> None:
-        """Grow the buffers (by half) until they hold every step counted so far."""
-        have = self.capacity
-        if self.size > have:
-            self.capacity = capacity = max(have * 3 // 2, self.size)
-            for name in ("seconds", "counts"):
-                old = getattr(self, name)
-                new = np.empty((old.shape[0], capacity), dtype=old.dtype)
-                new[:, :have] = old  # with the slots of pending steps, written at the flush
-                setattr(self, name, new)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Each record as a 1-D array (views of the buffers: no copy)."""
-        self.flush()
-        n = self.size
-        out = {"start": self.seconds[0, :n], "duration": self.seconds[1, :n]}
-        out.update({name: self.counts[i, :n] for i, name in enumerate(COUNT_FIELDS)})
-        return out
-
-
-class DecodeTimes:
-    """Step times of pure decode steps: from the step function, or a table per decode count.
-
-    Short stretches pay one step-function call each, so a decode count met in many of them
-    gets its times for every KV total over a range (one call, elementwise as every stretch
-    array assumes); later stretches slice the table at a stride of the decode count."""
-
-    __slots__ = ("misses", "step_function", "tables", "tokens")
-
-    def __init__(self, step_function):
-        self.step_function = step_function
-        self.tables: dict[int, tuple[int, np.ndarray]] = {}  # decodes -> (first KV, times)
-        self.misses: dict[int, int] = {}  # decodes -> stretches the tables did not serve
-        self.tokens = 0  # KV totals tabulated
-
-    def times(self, decodes: int, kv_tokens: np.ndarray) -> np.ndarray:
-        """Seconds of decode steps over `kv_tokens` (a scalar result broadcasts)."""
-        seconds = self.step_function(decode_tokens=decodes, prefill_tokens=0, kv_tokens=kv_tokens)
-        if not (isinstance(seconds, np.ndarray) and seconds.shape == kv_tokens.shape):
-            seconds = np.broadcast_to(np.asarray(seconds, dtype=float), kv_tokens.shape)
-        return seconds
-
-    def lookup(self, decodes: int, kv_tokens: int, steps: int) -> np.ndarray | None:
-        """Times of `steps` steps from `kv_tokens` on, from the table; None where it has none."""
-        last = kv_tokens + decodes * (steps - 1)
-        base, table = self.tables.get(decodes, (kv_tokens, None))
-        if table is None or kv_tokens < base or last >= base + table.size:
-            if not self._grow(decodes, kv_tokens, last):
-                return None
-            base, table = self.tables[decodes]
-        return table[kv_tokens - base : last - base + 1 : decodes]
-
-    def _grow(self, decodes: int, first: int, last: int) -> bool:
-        """Tabulate (or widen the table) to hold first..last, once the count is met enough."""
-        self.misses[decodes] = misses = self.misses.get(decodes, 0) + 1
-        base, table = self.tables.get(decodes, (first, np.empty(0)))
-        end = base + table.size
-        low = base if first >= base else max(first - TABLE_PAD_TOKENS, 0)
-        high = end if last < end else last + 1 + TABLE_PAD_TOKENS
-        added = high - low - table.size
-        if misses < TABLE_AFTER_STRETCHES or self.tokens + added > TABLE_MAX_TOKENS:
-            return False
-        parts = [self.times(decodes, np.arange(a, b)) for a, b in ((low, base), (end, high))]
-        if not all(part.min(initial=math.inf) > 0 for part in parts):
-            self.misses[decodes] = -math.inf  # a time not > 0: stretches check their own
-            return False
-        self.tables[decodes] = (low, np.concatenate((parts[0], table, parts[1])))
-        self.tokens += added
-        return True
 
 
 @dataclass(slots=True, eq=False)
@@ -245,6 +103,11 @@ class Engine:
         jitter: np.ndarray | None = None,
     ):
         self.step_function = step_function
+        # Scheduled steps' times, positional (decode, prefill, KV tokens): the step function's
+        # own fast path where it has one (`roofline_step_function` on Python ints).
+        self.scheduled_seconds = getattr(step_function, "scheduled_seconds", None) or (
+            lambda d, p, kv: step_function(decode_tokens=d, prefill_tokens=p, kv_tokens=kv)
+        )
         self.decode_times = DecodeTimes(step_function)
         # Step s lasts its formula's time x jitter[s % len(jitter)] (a calibrated spread).
         self.jitter = None if jitter is None else np.asarray(jitter, dtype=float)
@@ -289,21 +152,23 @@ class Engine:
             return True
         if self.t >= self.end_limit:
             return False
-        if self.decode_stretch():
+        if self.decoders == len(self.running) and self.decode_stretch():
             return True
         batch = _Batch([])
         self.preempt_newest(batch)
-        self.continue_partials(batch)
-        if not batch.preempted:  # never admit in a step that preempted
+        if self.partial:
+            self.continue_partials(batch)
+        if self.waiting and not batch.preempted:  # never admit in a step that preempted
             self.admit_waiting(batch)
         start = self.t
         duration, counts = self.run(batch)
         end = start + duration
         generation = self.decoders
         self.decode_kv += self.decoders
-        self.retire(end)
+        if self.s in self.finishes:
+            self.retire(end)
         first, prompt, generation = self.emit(batch.completions, end, generation)
-        self.log.add(start, duration, (*counts, self.used, first, prompt, generation))
+        self.log.add(start, duration, counts, (self.used, first, prompt, generation))
         self.t = end
         self.s += 1
         return True
@@ -421,13 +286,8 @@ class Engine:
     def run(self, batch: _Batch) -> tuple[float, tuple]:
         """Time the scheduled step; returns its duration and its record's first counts."""
         decode = self.decoders + batch.new_tokens
-        duration = float(
-            self.step_function(
-                decode_tokens=decode,
-                prefill_tokens=batch.prefill,
-                kv_tokens=self.decode_kv + batch.new_kv,
-            )
-        )
+        kv = self.decode_kv + batch.new_kv
+        duration = float(self.scheduled_seconds(decode, batch.prefill, kv))
         if not duration > 0:
             raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
         if self.jitter_list is not None:

@@ -164,10 +164,11 @@ class SimulationResult:
         itl_values, itl_weights = self.itl_weighted()
         ttft, e2e = self.ttft_seconds, self.e2e_seconds
         count = int(itl_weights.sum())
+        itl_p50, itl_p99 = weighted_quantile(itl_values, itl_weights, [0.5, 0.99]).tolist()
         return Summary(
             itl_mean_seconds=float(np.dot(itl_values, itl_weights) / count) if count else math.nan,
-            itl_p50_seconds=weighted_quantile(itl_values, itl_weights, 0.5),
-            itl_p99_seconds=weighted_quantile(itl_values, itl_weights, 0.99),
+            itl_p50_seconds=itl_p50,
+            itl_p99_seconds=itl_p99,
             itl_observations=count,
             ttft_mean_seconds=float(ttft.mean()) if ttft.size else math.nan,
             ttft_p50_seconds=_sample_quantile(ttft, 0.5),

@@ -117,6 +117,8 @@ def roofline_step_function(
             return c.seconds(tokens, kv_tokens, flops, max, sequences)
         return float(c.seconds(tokens, kv_tokens, flops, max, sequences))
 
+    if scalar is not None:
+        step.scheduled_seconds = scalar  # the engine's positional call for scheduled steps
     return step
 
 
