@@ -16,8 +16,8 @@ from dataclasses import replace
 import pytest
 from _prometheus_server import backfilled_prometheus, merge_openmetrics
 
-import itlkit.diagnosis.fleet as fleet
 from itlkit.diagnosis.fleet import FLEET_QUERIES, NO_TRAFFIC, diagnose_fleet, fetch_fleet_evidence
+from itlkit.metrics import prometheus_api
 from itlkit.metrics.prometheus_api import _get_json
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.export import render_openmetrics
@@ -138,7 +138,7 @@ def test_queries_are_aggregated_not_one_per_instance(fleet_server, monkeypatch):
         asked.append(request_url)
         return _get_json(request_url, base_url, timeout_seconds=timeout_seconds)
 
-    monkeypatch.setattr(fleet, "_get_json", counting)
+    monkeypatch.setattr(prometheus_api, "_get_json", counting)
     evidence = fetch_fleet_evidence(url, start=start, end=start + DURATION_SECONDS)
     assert len(evidence.timelines) == len(injected) == 21
     assert len(asked) == len(FLEET_QUERIES) < len(injected)

@@ -15,7 +15,6 @@ Members whose ITL histogram counted nothing in the period are listed as "no traf
 from __future__ import annotations
 
 import math
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,7 +24,7 @@ from itlkit.diagnosis.evidence import Timeline, parse_time_seconds
 from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis, diagnose
 from itlkit.errors import EvidenceError
 from itlkit.metrics.histogram import Histogram, sum_histograms
-from itlkit.metrics.prometheus_api import _get_json, _matrix  # one home for the HTTP + checks
+from itlkit.metrics.prometheus_api import range_result
 from itlkit.metrics.vllm_metrics import metric
 from itlkit.physics.roofline import Deployment
 from itlkit.units import format_percent, format_seconds
@@ -161,12 +160,10 @@ def fleet_window_seconds(period_seconds: float, window_seconds: float) -> float:
 
 # ---- answers to arrays ------------------------------------------------------------------------
 def _range_query(base_url: str, promql: str, span: dict) -> list:
-    params = urllib.parse.urlencode(
-        {"query": promql, "start": f"{span['start']:.3f}", "end": f"{span['end']:.3f}",
-         "step": f"{span['step']:g}"}
+    return range_result(
+        base_url, promql, start_seconds=span["start"], end_seconds=span["end"],
+        step_seconds=span["step"], timeout_seconds=span["timeout"],
     )  # fmt: skip
-    url = f"{base_url.rstrip('/')}/api/v1/query_range?{params}"
-    return _matrix(_get_json(url, base_url, timeout_seconds=span["timeout"]), base_url)
 
 
 def _grid(result: list, span: dict, steps: int) -> dict[tuple[Member, str | None], np.ndarray]:

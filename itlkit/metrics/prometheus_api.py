@@ -145,6 +145,27 @@ def _series_rows(series: object, base_url: str) -> list[dict]:
     return rows
 
 
+def range_result(
+    base_url: str,
+    promql: str,
+    *,
+    start_seconds: float,
+    end_seconds: float,
+    step_seconds: float,
+    timeout_seconds: float = 30.0,
+) -> list:
+    """Run `/api/v1/query_range`; the answer's `data.result` list of series, its shape checked.
+
+    `timeout_seconds` bounds the whole request; answers over `MAX_ANSWER_BYTES` are refused.
+    """
+    params = urllib.parse.urlencode(
+        {"query": promql, "start": f"{start_seconds:.3f}", "end": f"{end_seconds:.3f}",
+         "step": f"{step_seconds:g}"}
+    )  # fmt: skip
+    url = f"{base_url.rstrip('/')}/api/v1/query_range?{params}"
+    return _matrix(_get_json(url, base_url, timeout_seconds=timeout_seconds), base_url)
+
+
 def query_range(
     base_url: str,
     promql: str,
@@ -154,17 +175,12 @@ def query_range(
     step_seconds: float,
     timeout_seconds: float = 30.0,
 ) -> pd.DataFrame:
-    """Run `/api/v1/query_range`; one row per (series, time): labels, timestamp_seconds, value.
-
-    `timeout_seconds` bounds the whole request; answers over `MAX_ANSWER_BYTES` are refused.
-    """
-    params = urllib.parse.urlencode(
-        {"query": promql, "start": f"{start_seconds:.3f}", "end": f"{end_seconds:.3f}",
-         "step": f"{step_seconds:g}"}
+    """`range_result` as one row per (series, time): labels, timestamp_seconds, value."""
+    result = range_result(
+        base_url, promql, start_seconds=start_seconds, end_seconds=end_seconds,
+        step_seconds=step_seconds, timeout_seconds=timeout_seconds,
     )  # fmt: skip
-    url = f"{base_url.rstrip('/')}/api/v1/query_range?{params}"
-    doc = _get_json(url, base_url, timeout_seconds=timeout_seconds)
-    rows = [row for s in _matrix(doc, base_url) for row in _series_rows(s, base_url)]
+    rows = [row for series in result for row in _series_rows(series, base_url)]
     return pd.DataFrame(rows, columns=None if rows else ["timestamp_seconds", "value"])
 
 
