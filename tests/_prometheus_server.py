@@ -22,19 +22,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def backfilled_prometheus(
-    root: Path, openmetrics_text: str, *, prometheus: Path, promtool: Path
-) -> Iterator[str]:
-    """Serve the OpenMetrics text from a throwaway TSDB; yields http://127.0.0.1:PORT."""
-    (root / "in.om").write_text(openmetrics_text)
+def _create_blocks(promtool: Path, openmetrics_path: Path, data: Path) -> None:
     built = subprocess.run(
-        [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(root / "in.om"),
-         str(root / "data")],
-        capture_output=True, text=True, timeout=120,
+        [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_path),
+         str(data)],
+        capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     if built.returncode != 0:
-        raise RuntimeError(f"promtool failed: {built.stderr}{built.stdout}")
+        raise RuntimeError(f"promtool failed: {built.stderr[-2000:]}{built.stdout[-2000:]}")
+
+
+@contextlib.contextmanager
+def _serve(root: Path, *, prometheus: Path, ready_seconds: float) -> Iterator[str]:
+    """Prometheus over the blocks in `root/data` on a free port until the block exits."""
     (root / "prometheus.yml").write_text("global: {}\nscrape_configs: []\n")
     port = _free_port()
     with open(root / "prometheus.log", "w") as log:
@@ -46,19 +46,7 @@ def backfilled_prometheus(
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "prometheus did not become ready:\n" + (root / "prometheus.log").read_text()
-                    )
-                time.sleep(0.2)
+            _wait_ready(url, proc, root / "prometheus.log", time.monotonic() + ready_seconds)
             yield url
         finally:
             proc.terminate()
@@ -67,6 +55,30 @@ def backfilled_prometheus(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, deadline: float) -> None:
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("prometheus did not become ready:\n" + log.read_text()[-4000:])
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def backfilled_prometheus(
+    root: Path, openmetrics_text: str, *, prometheus: Path, promtool: Path
+) -> Iterator[str]:
+    """Serve the OpenMetrics text from a throwaway TSDB; yields http://127.0.0.1:PORT."""
+    (root / "in.om").write_text(openmetrics_text)
+    _create_blocks(promtool, root / "in.om", root / "data")
+    with _serve(root, prometheus=prometheus, ready_seconds=60) as url:
+        yield url
 
 
 def merge_openmetrics(texts_by_instance: dict[str, str]) -> str:
@@ -107,40 +119,6 @@ def served_openmetrics_file(
     """`backfilled_prometheus` for an OpenMetrics file too big to hold as one string; the blocks
     in `root/data` are reused when they exist (a benchmark's cache)."""
     if not (root / "data").is_dir() or not any((root / "data").iterdir()):
-        built = subprocess.run(
-            [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_path),
-             str(root / "data")],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        if built.returncode != 0:
-            raise RuntimeError(f"promtool failed: {built.stderr[-2000:]}{built.stdout[-2000:]}")
-    (root / "prometheus.yml").write_text("global: {}\nscrape_configs: []\n")
-    port = _free_port()
-    with open(root / "prometheus.log", "w") as log:
-        proc = subprocess.Popen(
-            [str(prometheus), f"--config.file={root / 'prometheus.yml'}",
-             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--storage.tsdb.retention.time=100y"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("prometheus did not become ready")
-                time.sleep(0.2)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _create_blocks(promtool, openmetrics_path, root / "data")
+    with _serve(root, prometheus=prometheus, ready_seconds=300) as url:
+        yield url
