@@ -269,3 +269,10 @@ def test_values_on_bounds_land_in_that_le_bucket_with_and_without_weights():
     assert weighted.sum == pytest.approx(3 * 0.01 + 3 * 0.025 + 5 * 0.05 + 7 * 0.0500001)
     with pytest.raises(HistogramError, match="weights"):
         from_samples(values, weights=[1, 2], upper_bounds=[0.01, INF])
+
+
+def test_bounds_given_unsorted_twice_or_without_inf_make_one_sorted_layout():
+    """Bounds as a user may pass them: the layout is sorted, each bound once, +Inf last."""
+    h = from_samples([0.2, 0.3, 5.0], upper_bounds=[0.5, 0.1, 0.5, 1.0])
+    assert list(h.upper_bounds) == [0.1, 0.5, 1.0, INF]
+    assert list(h.bucket_counts) == [0, 2, 0, 1]  # 0.2 and 0.3 <= 0.5; 5.0 only in +Inf
