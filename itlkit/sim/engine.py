@@ -24,7 +24,7 @@ from itlkit.sim.step_log import StepLog
 # Stretches of pure decode steps skip the scheduler: a tight loop, or numpy arrays when long
 # (or when their step times are tabulated, see `DecodeTimes`).
 FAST_PATH_MIN_STEPS = 2
-FAST_PATH_ARRAY_STEPS = 10
+FAST_PATH_ARRAY_STEPS = 32  # shorter untabulated stretches: a loop (numpy costs ~15 us a call)
 FAST_PATH_MAX_STEPS = 4096
 FAST_PATH_BOUND_STEPS = 64  # longer stretches first bound their length by the limit
 
@@ -103,8 +103,8 @@ class Engine:
         jitter: np.ndarray | None = None,
     ):
         self.step_function = step_function
-        # Scheduled steps' times, positional (decode, prefill, KV tokens): the step function's
-        # own fast path where it has one (`roofline_step_function` on Python ints).
+        # One step's time, positional (decode, prefill, KV tokens as ints): the step function's
+        # own fast path where it has one (`roofline_step_function`'s `scheduled_seconds`).
         self.scheduled_seconds = getattr(step_function, "scheduled_seconds", None) or (
             lambda d, p, kv: step_function(decode_tokens=d, prefill_tokens=p, kv_tokens=kv)
         )
@@ -394,19 +394,18 @@ class Engine:
         self.s += 1
         self.t = end
 
-    def _decode_seconds(self, kv_tokens) -> float:
-        step = self.step_function
-        seconds = float(step(decode_tokens=self.decoders, prefill_tokens=0, kv_tokens=kv_tokens))
+    def _decode_seconds(self, kv_tokens: int) -> float:
+        seconds = float(self.scheduled_seconds(self.decoders, 0, kv_tokens))
         if not seconds > 0:
             raise ConfigError(f"step function returned {seconds} s for a step; must be > 0")
         return seconds
 
     def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []
-        t, kv, d, step = self.t, self.decode_kv, self.decoders, self.step_function
+        t, kv, d, step = self.t, self.decode_kv, self.decoders, self.scheduled_seconds
         jitter, s = self.jitter_list, self.s
         while True:
-            duration = float(step(decode_tokens=d, prefill_tokens=0, kv_tokens=kv))
+            duration = float(step(d, 0, kv))
             if not duration > 0:
                 raise ConfigError(f"step function returned {duration} s for a step; must be > 0")
             if jitter is not None:
