@@ -18,10 +18,8 @@ import numpy as np
 from itlkit.errors import ConfigError
 from itlkit.metrics.bench import read_bench_result
 from itlkit.physics.roofline import Deployment
-from itlkit.sim.runs import Run, RunWorkload
+from itlkit.sim.runs import ITL_QUANTILE_LEVELS, Run, RunWorkload
 from itlkit.sim.workload import read_vllm_bench_result
-
-QUANTILE_LEVELS = (0.5, 0.9, 0.99, 0.998)
 
 
 def _measured(result, workload, path: Path) -> dict[str, float]:
@@ -64,7 +62,7 @@ def run_from_bench(
     workload = read_vllm_bench_result(path, seed=seed)
     measured = _measured(result, workload, path)
     gaps = result.samples.itl_seconds
-    quantiles = {q: float(np.quantile(gaps, q)) for q in QUANTILE_LEVELS} if gaps.size else {}
+    quantiles = {q: float(np.quantile(gaps, q)) for q in ITL_QUANTILE_LEVELS} if gaps.size else {}
     longest = int((workload.prompt_tokens + workload.output_tokens).max())
     return Run(
         id=path.name,

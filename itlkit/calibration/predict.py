@@ -20,7 +20,7 @@ from itlkit.physics.roofline import Deployment
 from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.sim.run_workload import generated_tokens, prompt_cycle_blocks, run_workload
-from itlkit.sim.runs import Run
+from itlkit.sim.runs import ITL_QUANTILE_LEVELS, Run
 from itlkit.sim.scheduler import (
     kv_capacity_tokens,
     roofline_step_function,
@@ -28,8 +28,6 @@ from itlkit.sim.scheduler import (
     step_jitter_factors,
 )
 from itlkit.units import kv_precision, weight_precision
-
-ITL_LEVELS = (0.5, 0.9, 0.99, 0.998)
 
 
 @dataclass(frozen=True)
@@ -158,7 +156,7 @@ def predict(run: Run, result: SimulationResult, calibration: Calibration) -> Run
     e2e = (result.finish_seconds - arrival + delay)[done]
     tokens = run.workload.output_tokens_mean  # as the client counted them (the harness's ratio)
     values, weights = result.itl_weighted()
-    quantiles = {q: float(weighted_quantile(values, weights, q)) for q in ITL_LEVELS}
+    quantiles = {q: float(weighted_quantile(values, weights, q)) for q in ITL_QUANTILE_LEVELS}
     decode = result.step_decode_tokens.astype(float)
     running = float((decode * decode).sum() / decode.sum()) if decode.sum() else 0.0
     return RunPrediction(

@@ -29,6 +29,9 @@ MEASURED_KEYS = (
 )  # fmt: skip
 _ENGINE_DEFAULTS = {"max_num_seqs": 128, "max_model_len": 4096, "gpu_memory_utilization": 0.9}
 
+# The per-token ITL quantiles a bench run records and a prediction gives, for the jitter fit.
+ITL_QUANTILE_LEVELS = (0.5, 0.9, 0.99, 0.998)
+
 
 @dataclass(frozen=True)
 class Stage:
