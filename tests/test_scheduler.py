@@ -7,6 +7,7 @@ at 4,096 tokens: floor 15.05 ms; with a 2,048-token chunk ~79 ms; with 512, ~29 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -54,6 +55,7 @@ def llama_h100() -> Deployment:
         ("llama-3.1-70b", 4, {"allreduce_latency_seconds": 5e-6}),
         ("llama-3.1-8b", 1, {"prefill_attention": True}),
         ("mixtral-8x7b-v0.1", 2, {}),
+        ("llama-3.1-8b", 2, {"host_overhead_seconds": 6e-4, "host_seconds_per_sequence": 4e-6}),
     ],
 )
 def test_roofline_step_function_equals_step_seconds(model, tp, terms):
@@ -69,6 +71,20 @@ def test_roofline_step_function_equals_step_seconds(model, tp, terms):
     for got, kv in zip(stretch, contexts, strict=True):
         expect = step_seconds(dep, decode_tokens=8, prefill_tokens=0, kv_tokens=int(kv))
         assert got == pytest.approx(expect, rel=1e-12)
+
+
+def test_host_time_counts_every_decode_and_the_prefilling_sequence_once(llama_h100):
+    """Host time = per step + per sequence x (decodes + 1 for a step that carries a chunk)."""
+    per_sequence = 1e-3
+    plain = roofline_step_function(llama_h100)
+    hosted = roofline_step_function(replace(llama_h100, host_seconds_per_sequence=per_sequence))
+    for decode, prefill, sequences in ((3, 100, 4), (3, 0, 3), (0, 512, 1), (64, 2048, 65)):
+        kv = 1000 * decode
+        for args in ({"kv_tokens": kv}, {"kv_tokens": np.array([kv, kv])}):  # one step, a stretch
+            extra = hosted(decode_tokens=decode, prefill_tokens=prefill, **args) - plain(
+                decode_tokens=decode, prefill_tokens=prefill, **args
+            )
+            assert np.allclose(extra, sequences * per_sequence, rtol=1e-9, atol=0)
 
 
 def test_roofline_step_function_reproduces_the_worked_example(llama_h100):
