@@ -72,3 +72,21 @@ def test_json_keys_are_unchanged(result):
     assert set(out) == JSON_KEYS
     assert set(out["itl"]) == ITL_KEYS
     assert set(out["causes"][0]) == {"cause", "title", "score", "evidence", "confirm", "fixes"}
+
+
+def test_a_step_below_the_slowest_gpu_time_leaves_no_host_time_and_no_negative_multiple():
+    """The healthy scenario's step (~12.8 ms at batch 24) is below its slowest plausible GPU
+    time (7.91 ms floor / 0.35 = 22.6 ms): nothing is left for the host, said in words."""
+    folder = SCENARIO_DIR / "healthy"
+    meta = json.loads((folder / "scenario.json").read_text())
+    found = diagnose(
+        timeline_from_frame(read_scrape_folder(folder)),
+        Deployment.create(model=meta["model"], gpu=meta["gpu"]),
+        max_num_batched_tokens=meta["max_num_batched_tokens"],
+    )
+    fp = found.fingerprint
+    assert fp.step_seconds < fp.floor_seconds / 0.35
+    host = next(f for f in found.findings if f.cause == "host_overhead")
+    room = next(e for e in host.evidence if "slowest plausible GPU time" in e)
+    assert "less than" in room and "no time is left over for host overhead" in room
+    assert "-" not in room.split(":")[-1].split("(")[0]  # no "-14.6x the ..." multiple

@@ -251,22 +251,27 @@ def _host_evidence(fp: Fingerprint) -> tuple[str, ...]:
             f"even at {format_percent(TYPICAL_MBU)} MBU"
         )
     if math.isfinite(fp.host_excess_ratio):
-        excess = fp.step_seconds - fp.floor_seconds / PLAUSIBLE_MBU_LOW
-        evidence.append(
-            f"the step (~{format_seconds(fp.step_seconds)}, the main cluster's mean) is "
-            + (f"~{format_seconds(excess)} more" if excess > 0 else
-               f"~{format_seconds(-excess)} less")
-            + f" than the slowest plausible GPU time ({format_seconds(fp.floor_seconds)} floor / "
-            f"{PLAUSIBLE_MBU_LOW:g}): {fp.host_excess_ratio:.1f}x the "
-            f"{format_seconds(fp.healthy_host_seconds)} a healthy host spends per step at batch "
-            f"{fp.batch_size:.0f} (calibration: vLLM 0.15.1 on H100)"
-        )  # fmt: skip
+        evidence.append(_host_room_sentence(fp))
     evidence.append(shape_sentence(fp))
     if fp.batch_size <= 16:
         evidence.append(
             f"small batch ({fp.batch_size:.0f}): a fixed per-step cost weighs most here"
         )
     return tuple(evidence)
+
+
+def _host_room_sentence(fp: Fingerprint) -> str:
+    """The step against the slowest plausible GPU time: what is left for the host, if anything."""
+    excess = fp.step_seconds - fp.floor_seconds / PLAUSIBLE_MBU_LOW
+    step = (f"the step (~{format_seconds(fp.step_seconds)}, the main cluster's mean) is "
+            f"~{format_seconds(abs(excess))} {'more' if excess > 0 else 'less'} than the slowest "
+            f"plausible GPU time ({format_seconds(fp.floor_seconds)} floor / "
+            f"{PLAUSIBLE_MBU_LOW:g})")  # fmt: skip
+    healthy = (f"the {format_seconds(fp.healthy_host_seconds)} a healthy host spends per step "
+               f"at batch {fp.batch_size:.0f} (calibration: vLLM 0.15.1 on H100)")  # fmt: skip
+    if excess <= 0:
+        return f"{step}: no time is left over for host overhead (compare {healthy})"
+    return f"{step}: {fp.host_excess_ratio:.1f}x {healthy}"
 
 
 def _host_fixes(fp: Fingerprint) -> tuple[Fix, ...]:
