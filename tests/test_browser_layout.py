@@ -22,13 +22,15 @@ NOTEBOOKS = {
 }
 
 
-# Text drawn on the plots (marker labels) that overlaps other such text in the same figure.
+# Text drawn on the plots that overlaps other such text in the same figure: marker labels, the
+# figure's title and the subplot titles (annotations).
 OVERLAPPING_TEXT = """() => {
     const problems = [];
+    const texts = '.scatterlayer .textpoint text, .gtitle, .annotation-text';
     document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
-        const boxes = [...plot.querySelectorAll('.scatterlayer .textpoint text')]
+        const boxes = [...plot.querySelectorAll(texts)]
             .filter((t) => t.textContent.trim())
-            .map((t) => [t.textContent, t.getBoundingClientRect()]);
+            .map((t) => [t.textContent.slice(0, 40), t.getBoundingClientRect()]);
         boxes.forEach(([a, p], j) => boxes.slice(j + 1).forEach(([b, q]) => {
             const dx = Math.min(p.right, q.right) - Math.max(p.left, q.left);
             const dy = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
@@ -37,7 +39,6 @@ OVERLAPPING_TEXT = """() => {
     });
     return problems;
 }"""
-CHECK_TEXT = {"03_reading_the_histogram.ipynb", "04_postmortem.ipynb"}
 
 
 @pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
@@ -59,8 +60,7 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
         open_in_lab(page, lab_server, notebook, figures=figures)
         assert page.locator(".jp-FileBrowser").first.is_visible()  # the default layout
         assert layout_problems(page) == []
-        if notebook in CHECK_TEXT:
-            assert page.evaluate(OVERLAPPING_TEXT) == []
+        assert page.evaluate(OVERLAPPING_TEXT) == []
         page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # wider output area
         page.wait_for_timeout(800)
         assert layout_problems(page) == []  # the figures followed
@@ -71,6 +71,7 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
             press_and_time(page, handle, key, figure=redrawn)
             page.wait_for_timeout(1500)  # the browser's echo reaches the kernel after the redraw
             assert layout_problems(page) == []
+            assert page.evaluate(OVERLAPPING_TEXT) == []
         assert cell_errors(page) == []
         assert kernel_errors(page) == []
         assert page_errors == []

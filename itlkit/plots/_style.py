@@ -22,6 +22,15 @@ def title_margin_px(title: str, *, below: int = 40) -> int:
     return below + 18 * (title.count("<br>") + 1)
 
 
+def top_title(text: str, *, size: int = 13) -> dict:
+    """A layout title hung from the figure's top edge: its lines grow down into the top margin
+    (`title_margin_px`), never into the subplot titles below (plotly's default centres the first
+    line in the margin and lets the others run down past it). plotly.js hangs the text about
+    12 px above the pad (measured in Chromium): a 20 px pad leaves it 8 px below the edge."""
+    return dict(text=text, font=dict(size=size), x=0.01, xanchor="left", y=1, yref="container",
+                yanchor="top", pad=dict(t=20))  # fmt: skip
+
+
 def wrap(text: str, *, chars: int = TITLE_LINE_CHARS, small: bool = False) -> str:
     """`text` broken into lines of at most `chars` characters with plotly's `<br>`, at the
     separators ' · ' first, then at spaces; `small` sets every line in `<sub>`."""

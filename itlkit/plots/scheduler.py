@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from itlkit.physics.roofline import Deployment, decode_step
-from itlkit.plots._style import responsive, title_margin_px, wrap
+from itlkit.plots._style import responsive, title_margin_px, top_title, wrap
 from itlkit.sim.scheduler import (
     SchedulerConfig,
     SimulationResult,
@@ -33,8 +33,12 @@ FRONTIER_BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 # this many seconds: the queue grows, and TTFT with it, faster than the engine serves (a stable
 # run ends with next to none waiting; rate 6/s at the defaults leaves ~420 waiting, 70 s worth).
 OVERLOAD_QUEUE_SECONDS = 10.0
-# Frontier points closer than this (relative, both axes) share one label.
-FRONTIER_SAME_POINT = 0.03
+# Frontier labels (about 5 characters, one text line) overlap when their points are closer than
+# this share of the plotted span on both axes (log TTFT across, ITL up): about 40 x 16 px of a
+# 330 x 200 px panel.
+FRONTIER_LABEL_SPAN = (0.12, 0.08)
+# A label whose point is in the rightmost share of the span goes to its left (not off the plot).
+FRONTIER_LEFT_LABELS = 0.2
 FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)
 _FAST, _SLOW, _ARRIVAL = "#4C72B0", "#C44E52", "#55A868"
 
@@ -247,16 +251,25 @@ def figure_title(view: SchedulerView) -> str:
     return verdict + wrap(head) + "<br>" + wrap(setting, chars=110, small=True)
 
 
+def _frontier_spans(points) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The frontier's points as plotted (log10 TTFT, ITL) and each axis' span."""
+    x = np.log10([max(p.ttft_p99_seconds, 1e-9) for p in points]).reshape(-1)
+    y = np.array([p.itl_p99_seconds for p in points], dtype=float).reshape(-1)
+    if not x.size:
+        return x, y, 1.0, 1.0
+    return x, y, max(float(np.ptp(x)), 1e-9), max(float(np.ptp(y)), 1e-12)
+
+
 def _frontier_labels(points) -> list[str]:
-    """One label per group of points that sit on each other ("256-16384"), blanks for the rest,
-    so labels never print on top of each other."""
+    """One label per group of points whose labels would print on each other ("8192-16384",
+    judged on the plotted spans), blanks for the rest."""
+    x, y, x_span, y_span = _frontier_spans(points)
     labels, anchor = [], None
     for i, p in enumerate(points):
-        near = anchor is not None and all(
-            abs(a - b) <= FRONTIER_SAME_POINT * max(abs(a), abs(b), 1e-12)
-            for a, b in ((p.ttft_p99_seconds, points[anchor].ttft_p99_seconds),
-                         (p.itl_p99_seconds, points[anchor].itl_p99_seconds))
-        )  # fmt: skip
+        near = anchor is not None and (
+            abs(x[i] - x[anchor]) <= FRONTIER_LABEL_SPAN[0] * x_span
+            and abs(y[i] - y[anchor]) <= FRONTIER_LABEL_SPAN[1] * y_span
+        )
         if near:
             first = points[anchor].max_num_batched_tokens
             labels[anchor] = f"{first}-{p.max_num_batched_tokens}"
@@ -265,6 +278,13 @@ def _frontier_labels(points) -> list[str]:
             anchor = i
             labels.append(str(p.max_num_batched_tokens))
     return labels
+
+
+def _frontier_text_positions(points) -> list[str]:
+    """Labels right of their points, but left of those near the right edge of the plot."""
+    x, _, x_span, _ = _frontier_spans(points)
+    edge = (x.max() if x.size else 0.0) - FRONTIER_LEFT_LABELS * x_span
+    return ["top left" if value > edge else "top right" for value in x.tolist()]
 
 
 def _steps(histogram, *, first_lower_seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -314,6 +334,7 @@ def trace_data(view: SchedulerView) -> list[dict]:
             "x": [p.ttft_p99_seconds for p in points],
             "y": [p.itl_p99_seconds / ms for p in points],
             "text": _frontier_labels(points),
+            "textposition": _frontier_text_positions(points),
             "customdata": [p.max_num_batched_tokens for p in points],
             # without chunked prefill, or with prefill elsewhere, the budget barely moves the
             # run: the points are noise around one place, and a line through them would zigzag
@@ -343,7 +364,7 @@ _TRACE_STYLES = (
     (2, 1, dict(name="arrival", mode="markers",
                 marker=dict(symbol="triangle-up", size=9, color=_ARRIVAL))),
     (2, 2, dict(name="token budget (tokens/step)", mode="lines+markers+text",
-                textposition="top right", line=dict(color="gray"))),
+                line=dict(color="gray"))),
     (2, 2, dict(name="current setting", mode="markers+text", textposition="bottom left",
                 marker=dict(size=16, color=_SLOW, symbol="star"))),
 )  # fmt: skip
@@ -379,7 +400,7 @@ def scheduler_figure(
     for (row, col, style), data in zip(_TRACE_STYLES, trace_data(view), strict=True):
         fig.add_trace(go.Scatter(**{**style, **data}), row=row, col=col)
     fig.update_layout(
-        title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left"),
+        title=top_title(title),
         margin=dict(l=60, r=20, t=title_margin_px(title), b=50),
         legend=dict(orientation="h", y=-0.1),
     )
