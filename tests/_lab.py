@@ -68,9 +68,21 @@ LAYOUT_PROBLEMS = """() => {
             }
         });
     });
-    document.querySelectorAll('.widget-label, .widget-readout').forEach((label) => {
+    const labels = '.widget-label, .widget-readout, .widget-checkbox label, .widget-checkbox span';
+    document.querySelectorAll(labels).forEach((label) => {
         if (label.offsetParent && label.scrollWidth > label.clientWidth + 1) {
             problems.push(`label cut: "${label.textContent}"`);
+        }
+        // hidden by a box too narrow for its controls (the box clips what overflows it)
+        const b = label.getBoundingClientRect();
+        for (let box = label.parentElement.closest('.widget-box'); box && b.width;
+             box = box.parentElement.closest('.widget-box')) {
+            const o = box.getBoundingClientRect();
+            if (getComputedStyle(box).overflowX !== 'visible' && (b.right > o.right + 1
+                || b.left < o.left - 1)) {
+                problems.push(`label outside its box: "${label.textContent}"`);
+                break;
+            }
         }
     });
     return problems;

@@ -23,10 +23,10 @@ NOTEBOOKS = {
 
 
 # Text drawn on the plots that overlaps other such text in the same figure: marker labels, the
-# figure's title and the subplot titles (annotations).
+# figure's title, the subplot titles (annotations), x tick labels and the legend.
 OVERLAPPING_TEXT = """() => {
     const problems = [];
-    const texts = '.scatterlayer .textpoint text, .gtitle, .annotation-text';
+    const texts = '.scatterlayer .textpoint text, .gtitle, .annotation-text, .xtick text, .legend';
     document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
         const boxes = [...plot.querySelectorAll(texts)]
             .filter((t) => t.textContent.trim())

@@ -151,6 +151,13 @@ def test_chunk_zero_is_no_chunk(explorer):
         assert list(_bar(fig, "KV read").x) == ["decode step", "no prefill chunk"]
         assert list(_bar(fig, "this step's GEMMs").text) == ["decode"]  # one point, one label
         assert "0-token" not in explorer.status.value and "0-token" not in fig.layout.title.text
+        # the bars' level tick labels follow the chunk: one per bar, on the bar's category
+        assert list(fig.layout.xaxis.tickvals) == ["decode step", "no prefill chunk"]
+        assert list(fig.layout.xaxis.ticktext) == ["decode<br>step", "no prefill<br>chunk"]
+        explorer.chunk.value = 512
+        assert list(fig.layout.xaxis.tickvals) == list(_bar(fig, "KV read").x)
+        assert list(fig.layout.xaxis.ticktext) == ["decode<br>step", "+512<br>chunk"]
+        assert fig.layout.xaxis.tickangle == 0
     finally:
         explorer.chunk.value = 2048
     assert list(_bar(explorer.figure, "this step's GEMMs").text) == ["decode", "with chunk"]

@@ -131,6 +131,13 @@ def _gemm_point(step: StepTime) -> tuple[float, float]:
     return intensity, step.matmul_flops / step.gemm_seconds / TERA
 
 
+def bar_ticks(view: DecodeView) -> dict:
+    """The step-terms panel's x axis: each bar named in two short lines, level (rotated names
+    ran under the legend)."""
+    second = f"+{view.chunk_tokens}<br>chunk" if view.chunk_tokens else "no prefill<br>chunk"
+    return {"tickvals": ["decode step", view.chunk_label], "ticktext": ["decode<br>step", second]}
+
+
 def trace_data(view: DecodeView) -> list[dict]:
     """Data of every trace, in figure order; the widget copies these into its FigureWidget."""
     dep = view.deployment
@@ -197,9 +204,12 @@ def decode_figure(view: DecodeView, *, width: int | None = None, height: int = 4
         title=dict(text=figure_title(view), font=dict(size=14), x=0.01, xanchor="left"),
         barmode="stack",
         margin=dict(l=50, r=20, t=95, b=50),
-        legend=dict(orientation="h", y=-0.2),
+        # at the figure's foot, whatever the rows it wraps into (plotly widens the margin for it);
+        # a fraction of the plot's height put it over the axis titles in some widths
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"),
     )
     fig.update_yaxes(title_text="time (ms)", row=1, col=1)
+    fig.update_xaxes(tickangle=0, **bar_ticks(view), row=1, col=1)
     fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP/B)", row=1, col=2)
     fig.update_yaxes(type="log", title_text="throughput (TFLOP/s)", row=1, col=2)
     fig.update_xaxes(type="log", title_text="batch size (sequences)", row=1, col=3)

@@ -25,6 +25,19 @@ def slider(kind, description: str, *, simulated: bool = False, **kwargs):
     return labelled(kind, description, **kwargs)
 
 
+def checkbox(description: str, *, value: bool = False) -> widgets.Checkbox:
+    """A checkbox as wide as its description (the default width cut long ones with "…")."""
+    return widgets.Checkbox(value=value, description=description, indent=False,
+                            layout=widgets.Layout(width="auto"))  # fmt: skip
+
+
+def columns(*boxes) -> widgets.HBox:
+    """Control columns side by side where they fit, one under another where they do not (a
+    narrow output area would otherwise squeeze them and clip their labels and readouts)."""
+    return widgets.HBox(list(boxes), layout=widgets.Layout(flex_flow="row wrap",
+                                                          grid_gap="4px 24px"))  # fmt: skip
+
+
 BUSY_HTML = '<span style="color:#8a6d00">⟳ recomputing…</span>'
 
 

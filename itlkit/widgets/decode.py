@@ -9,7 +9,14 @@ import ipywidgets as widgets
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
-from itlkit.plots.decode import DecodeView, decode_figure, decode_view, figure_title, trace_data
+from itlkit.plots.decode import (
+    DecodeView,
+    bar_ticks,
+    decode_figure,
+    decode_view,
+    figure_title,
+    trace_data,
+)
 from itlkit.units import (
     MICROSECOND,
     MILLISECOND,
@@ -18,7 +25,7 @@ from itlkit.units import (
 )
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
-from itlkit.widgets._style import error_banner, slider
+from itlkit.widgets._style import checkbox, columns, error_banner, slider
 
 
 class DecodeExplorer:
@@ -67,7 +74,7 @@ class DecodeExplorer:
         left = widgets.VBox(controls[:8])
         right = widgets.VBox(controls[8:])
         self.view = widgets.VBox(
-            [widgets.HBox([left, right]), self.status, self.figure, FitFiguresToWidth()]
+            [columns(left, right), self.status, self.figure, FitFiguresToWidth()]
         )
 
     def _build_workload_controls(
@@ -109,12 +116,8 @@ class DecodeExplorer:
         self.allreduce_latency = slider(
             widgets.FloatSlider, "all-reduce latency (µs)", value=0.0, min=0.0, max=50.0, step=1.0
         )
-        self.prefill_attention = widgets.Checkbox(
-            value=False, description="count prefill attention FLOPs", indent=False
-        )
-        self.exclude_embedding = widgets.Checkbox(
-            value=False, description="skip the input-embedding read (row gather)", indent=False
-        )
+        self.prefill_attention = checkbox("count prefill attention FLOPs")
+        self.exclude_embedding = checkbox("skip the input-embedding read (row gather)")
 
     def deployment(self) -> Deployment:
         """The Deployment the controls describe (raises ConfigError/UnknownNameError)."""
@@ -147,6 +150,7 @@ class DecodeExplorer:
         with self.figure.batch_update():
             update_traces(self.figure, trace_data(view))
             self.figure.layout.title.text = figure_title(view)
+            self.figure.layout.xaxis.update(bar_ticks(view))
         self.status.value = status_html(view)
 
 

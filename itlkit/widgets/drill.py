@@ -17,6 +17,7 @@ from itlkit.drill.scenarios import Scenario, draw_scenario, question_text, worke
 from itlkit.plots.drill import answer_figure, figure_title, trace_data
 from itlkit.units import MILLISECOND
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
+from itlkit.widgets._style import checkbox
 
 _WIDE = {"description_width": "190px"}
 _LAYOUT = widgets.Layout(width="560px")
@@ -87,9 +88,7 @@ class InterviewDrill:
         self.p99 = _choice(widgets.RadioButtons, "ITL p99 describes", P99_CHOICES)
         self.signal = _choice(widgets.Dropdown, "signal you would read", SIGNALS)
         self.fix = _choice(widgets.Dropdown, "fix", FIXES)
-        self.ttft_check = widgets.Checkbox(
-            value=False, description="check TTFT p99 against its SLO before shipping", indent=False
-        )
+        self.ttft_check = checkbox("check TTFT p99 against its SLO before shipping")
 
     def _build_follow_ups(self) -> None:
         """Three follow-up questions, each with a reveal button (locked until a check)."""

@@ -44,7 +44,7 @@ from itlkit.plots.postmortem import (
 )
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_figure, update_traces
-from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner, labelled
+from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, error_banner, labelled
 
 SCENARIO_DIR = scenario_folder()
 UPLOAD = "my files (upload below)"
@@ -183,10 +183,8 @@ class PostmortemExplorer:
             style=_WIDE,
             layout=widgets.Layout(width="590px"),
         )
-        self.whatif_fp8 = widgets.Checkbox(value=False, description="FP8 KV cache", indent=False)
-        self.whatif_disagg = widgets.Checkbox(
-            value=False, description="disaggregate prefill", indent=False
-        )
+        self.whatif_fp8 = checkbox("FP8 KV cache")
+        self.whatif_disagg = checkbox("disaggregate prefill")
         self.export = widgets.Button(
             description="export HTML report", icon="download", layout=widgets.Layout(width="200px")
         )

@@ -23,7 +23,7 @@ from itlkit.plots.scheduler import (
 )
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
-from itlkit.widgets._style import BUSY_HTML, busy_label, error_banner, slider
+from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, columns, error_banner, slider
 
 _WIDE = {"description_width": "190px"}
 BUDGETS = FRONTIER_BUDGETS
@@ -84,7 +84,7 @@ class SchedulerExplorer:
         left = widgets.VBox(self.controls[:4])
         right = widgets.VBox(self.controls[4:])
         self.view = widgets.VBox(
-            [widgets.HBox([left, right]), self.busy, self.status, self.figure, FitFiguresToWidth()]
+            [columns(left, right), self.busy, self.status, self.figure, FitFiguresToWidth()]
         )
 
     def _build_controls(
@@ -125,10 +125,8 @@ class SchedulerExplorer:
             options=MAX_NUM_SEQS,
             value=max_num_seqs,
         )
-        self.chunked = widgets.Checkbox(value=True, description="chunked prefill", indent=False)
-        self.disaggregated = widgets.Checkbox(
-            value=False, description="disaggregated prefill (separate instance)", indent=False
-        )
+        self.chunked = checkbox("chunked prefill", value=True)
+        self.disaggregated = checkbox("disaggregated prefill (separate instance)")
         self.step_model = widgets.Dropdown(
             options=STEP_MODELS, value="none", description="step time", style=_WIDE,
             layout=widgets.Layout(width="430px"),
