@@ -251,19 +251,15 @@ def figure_title(view: SchedulerView) -> str:
     return verdict + wrap(head) + "<br>" + wrap(setting, chars=110, small=True)
 
 
-def _frontier_spans(points) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """The frontier's points as plotted (log10 TTFT, ITL) and each axis' span."""
-    x = np.log10([max(p.ttft_p99_seconds, 1e-9) for p in points]).reshape(-1)
-    y = np.array([p.itl_p99_seconds for p in points], dtype=float).reshape(-1)
-    if not x.size:
-        return x, y, 1.0, 1.0
-    return x, y, max(float(np.ptp(x)), 1e-9), max(float(np.ptp(y)), 1e-12)
-
-
-def _frontier_labels(points) -> list[str]:
-    """One label per group of points whose labels would print on each other ("8192-16384",
-    judged on the plotted spans), blanks for the rest."""
-    x, y, x_span, y_span = _frontier_spans(points)
+def _frontier_text(points) -> tuple[list[str], list[str]]:
+    """Each point's label and its place: one label per group of points whose labels would print
+    on each other ("8192-16384", judged on the plotted scales: log10 TTFT across, ITL up),
+    blanks for the rest; right of the point, but left of those near the plot's right edge."""
+    if not points:
+        return [], []
+    x = np.log10([max(p.ttft_p99_seconds, 1e-9) for p in points])
+    y = np.array([p.itl_p99_seconds for p in points], dtype=float)
+    x_span, y_span = max(float(np.ptp(x)), 1e-9), max(float(np.ptp(y)), 1e-12)
     labels, anchor = [], None
     for i, p in enumerate(points):
         near = anchor is not None and (
@@ -277,14 +273,8 @@ def _frontier_labels(points) -> list[str]:
         else:
             anchor = i
             labels.append(str(p.max_num_batched_tokens))
-    return labels
-
-
-def _frontier_text_positions(points) -> list[str]:
-    """Labels right of their points, but left of those near the right edge of the plot."""
-    x, _, x_span, _ = _frontier_spans(points)
-    edge = (x.max() if x.size else 0.0) - FRONTIER_LEFT_LABELS * x_span
-    return ["top left" if value > edge else "top right" for value in x.tolist()]
+    edge = x.max() - FRONTIER_LEFT_LABELS * x_span
+    return labels, ["top left" if value > edge else "top right" for value in x.tolist()]
 
 
 def _steps(histogram, *, first_lower_seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -313,6 +303,7 @@ def trace_data(view: SchedulerView) -> list[dict]:
     arrivals = arrivals[(arrivals >= begin) & (arrivals < end)]
 
     points = view.frontier
+    labels, positions = _frontier_text(points)
     current = [
         p for p in points if p.max_num_batched_tokens == view.config.max_num_batched_tokens
     ]  # fmt: skip
@@ -333,8 +324,8 @@ def trace_data(view: SchedulerView) -> list[dict]:
         {
             "x": [p.ttft_p99_seconds for p in points],
             "y": [p.itl_p99_seconds / ms for p in points],
-            "text": _frontier_labels(points),
-            "textposition": _frontier_text_positions(points),
+            "text": labels,
+            "textposition": positions,
             "customdata": [p.max_num_batched_tokens for p in points],
             # without chunked prefill, or with prefill elsewhere, the budget barely moves the
             # run: the points are noise around one place, and a line through them would zigzag
