@@ -287,9 +287,7 @@ class Engine:
         """Time the scheduled step; returns its duration and its record's first counts."""
         decode = self.decoders + batch.new_tokens
         kv = self.decode_kv + batch.new_kv
-        duration = float(self.scheduled_seconds(decode, batch.prefill, kv))
-        if not duration > 0:
-            raise ConfigError(f"step function returned {duration} s for a step; it must be > 0")
+        duration = self._step_seconds(decode, batch.prefill, kv)
         if self.jitter_list is not None:
             duration *= self.jitter_list[self.s % len(self.jitter_list)]
         queue = len(self.waiting) - self.next_ready  # the log adds the arrivals so far
@@ -370,7 +368,7 @@ class Engine:
         if steps > FAST_PATH_BOUND_STEPS and limit < math.inf:
             # Steps only lengthen as KV grows, so the first (at its shortest jitter) bounds how
             # many start before limit.
-            first = self._decode_seconds(self.decode_kv) * self.jitter_min
+            first = self._step_seconds(self.decoders, 0, self.decode_kv) * self.jitter_min
             steps = min(steps, int((limit - self.t) / first) + 1)
         seconds = self.decode_times.lookup(d, self.decode_kv, steps)
         if seconds is not None or steps >= FAST_PATH_ARRAY_STEPS:
@@ -394,20 +392,19 @@ class Engine:
         self.s += 1
         self.t = end
 
-    def _decode_seconds(self, kv_tokens: int) -> float:
-        seconds = float(self.scheduled_seconds(self.decoders, 0, kv_tokens))
+    def _step_seconds(self, decode: int, prefill: int, kv_tokens: int) -> float:
+        """One step's time from the step function, refused unless > 0."""
+        seconds = float(self.scheduled_seconds(decode, prefill, kv_tokens))
         if not seconds > 0:
-            raise ConfigError(f"step function returned {seconds} s for a step; must be > 0")
+            raise ConfigError(f"step function returned {seconds} s for a step; it must be > 0")
         return seconds
 
     def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []
-        t, kv, d, step = self.t, self.decode_kv, self.decoders, self.scheduled_seconds
+        t, kv, d, step = self.t, self.decode_kv, self.decoders, self._step_seconds
         jitter, s = self.jitter_list, self.s
         while True:
-            duration = float(step(d, 0, kv))
-            if not duration > 0:
-                raise ConfigError(f"step function returned {duration} s for a step; must be > 0")
+            duration = step(d, 0, kv)
             if jitter is not None:
                 duration *= jitter[(s + len(starts)) % len(jitter)]
             starts.append(t)
