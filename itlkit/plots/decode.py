@@ -131,17 +131,22 @@ def _gemm_point(step: StepTime) -> tuple[float, float]:
     return intensity, step.matmul_flops / step.gemm_seconds / TERA
 
 
+def _bar_names(view: DecodeView) -> list[str]:
+    """The step-terms panel's two bars (its categories)."""
+    return ["decode step", view.chunk_label]
+
+
 def bar_ticks(view: DecodeView) -> dict:
     """The step-terms panel's x axis: each bar named in two short lines, level (rotated names
     ran under the legend)."""
     second = f"+{view.chunk_tokens}<br>chunk" if view.chunk_tokens else "no prefill<br>chunk"
-    return {"tickvals": ["decode step", view.chunk_label], "ticktext": ["decode<br>step", second]}
+    return {"tickvals": _bar_names(view), "ticktext": ["decode<br>step", second]}
 
 
 def trace_data(view: DecodeView) -> list[dict]:
     """Data of every trace, in figure order; the widget copies these into its FigureWidget."""
     dep = view.deployment
-    bars_x = ["decode step", view.chunk_label]
+    bars_x = _bar_names(view)
     decode_terms, mixed_terms = _terms_ms(view.decode), _terms_ms(view.mixed)
     data = [{"x": bars_x, "y": [decode_terms[i], mixed_terms[i]]} for i in range(len(TERMS))]
     intensity, attainable = _roofline_curve(dep)

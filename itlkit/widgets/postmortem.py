@@ -44,7 +44,7 @@ from itlkit.plots.postmortem import (
 )
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_figure, update_traces
-from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, error_banner, labelled
+from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, columns, error_banner, labelled
 
 SCENARIO_DIR = scenario_folder()
 UPLOAD = "my files (upload below)"
@@ -56,7 +56,6 @@ _WIDE = {"description_width": _LABEL}
 # in all leaves the value 90 px, and a row squeezes it further)
 _FIELD = "550px"
 _SHORT = "390px"  # a number or a short choice
-_WRAP = {"flex_flow": "row wrap", "grid_gap": "4px 24px"}
 EVERY_INSTANCE = "every instance summed (or pick one, worst first)"
 _KEPT_PREDICTIONS = 256  # replays kept per incident: a few kB each
 
@@ -195,16 +194,13 @@ class PostmortemExplorer:
         """The six steps of the walk, top to bottom."""
         sources = widgets.VBox([self.source, self.upload, self.url, self.start, self.end])
         deployment = widgets.VBox([*self.picker.controls, self.tp, self.budget])
-        whatif = widgets.HBox(
-            [
-                widgets.VBox([self.whatif_budget, self.whatif_seqs]),
-                widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
-            ],
-            layout=widgets.Layout(**_WRAP),
+        whatif = columns(
+            widgets.VBox([self.whatif_budget, self.whatif_seqs]),
+            widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
         )
         return widgets.VBox([
             widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
-            widgets.HBox([sources, deployment], layout=widgets.Layout(**_WRAP)),
+            columns(sources, deployment),
             widgets.HBox([self.load, self.scan, self.busy]),
             self.fleet_box,
             widgets.HTML("<h3>2. Verdict</h3>"),
