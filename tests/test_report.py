@@ -27,15 +27,19 @@ ITL_KEYS = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=["mixed", "healthy"])
-def result(request):
-    folder = SCENARIO_DIR / request.param
+def _diagnosed(scenario: str):
+    folder = SCENARIO_DIR / scenario
     meta = json.loads((folder / "scenario.json").read_text())
     return diagnose(
         timeline_from_frame(read_scrape_folder(folder)),
         Deployment.create(model=meta["model"], gpu=meta["gpu"]),
         max_num_batched_tokens=meta["max_num_batched_tokens"],
     )
+
+
+@pytest.fixture(scope="module", params=["mixed", "healthy"])
+def result(request):
+    return _diagnosed(request.param)
 
 
 def test_text_and_html_carry_the_same_report(result):
@@ -77,13 +81,7 @@ def test_json_keys_are_unchanged(result):
 def test_a_step_below_the_slowest_gpu_time_leaves_no_host_time_and_no_negative_multiple():
     """The healthy scenario's step (~12.8 ms at batch 24) is below its slowest plausible GPU
     time (7.91 ms floor / 0.35 = 22.6 ms): nothing is left for the host, said in words."""
-    folder = SCENARIO_DIR / "healthy"
-    meta = json.loads((folder / "scenario.json").read_text())
-    found = diagnose(
-        timeline_from_frame(read_scrape_folder(folder)),
-        Deployment.create(model=meta["model"], gpu=meta["gpu"]),
-        max_num_batched_tokens=meta["max_num_batched_tokens"],
-    )
+    found = _diagnosed("healthy")
     fp = found.fingerprint
     assert fp.step_seconds < fp.floor_seconds / 0.35
     host = next(f for f in found.findings if f.cause == "host_overhead")
