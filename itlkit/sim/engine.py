@@ -29,6 +29,12 @@ FAST_PATH_MAX_STEPS = 4096
 FAST_PATH_BOUND_STEPS = 64  # longer stretches first bound their length by the limit
 
 
+def _not_positive(seconds: float) -> ConfigError:
+    """The one error for a step function's time that is not > 0 (raised where it is checked,
+    inline: the checks sit on the engine's hottest lines)."""
+    return ConfigError(f"step function returned {seconds} s for a step; it must be > 0")
+
+
 @dataclass(slots=True, eq=False)
 class _Request:
     """One request's scheduling state (token counts; times in seconds)."""
@@ -287,7 +293,9 @@ class Engine:
         """Time the scheduled step; returns its duration and its record's first counts."""
         decode = self.decoders + batch.new_tokens
         kv = self.decode_kv + batch.new_kv
-        duration = self._step_seconds(decode, batch.prefill, kv)
+        duration = float(self.scheduled_seconds(decode, batch.prefill, kv))
+        if not duration > 0:
+            raise _not_positive(duration)
         if self.jitter_list is not None:
             duration *= self.jitter_list[self.s % len(self.jitter_list)]
         queue = len(self.waiting) - self.next_ready  # the log adds the arrivals so far
@@ -368,7 +376,10 @@ class Engine:
         if steps > FAST_PATH_BOUND_STEPS and limit < math.inf:
             # Steps only lengthen as KV grows, so the first (at its shortest jitter) bounds how
             # many start before limit.
-            first = self._step_seconds(self.decoders, 0, self.decode_kv) * self.jitter_min
+            first = float(self.scheduled_seconds(self.decoders, 0, self.decode_kv))
+            if not first > 0:
+                raise _not_positive(first)
+            first *= self.jitter_min
             steps = min(steps, int((limit - self.t) / first) + 1)
         seconds = self.decode_times.lookup(d, self.decode_kv, steps)
         if seconds is not None or steps >= FAST_PATH_ARRAY_STEPS:
@@ -392,19 +403,14 @@ class Engine:
         self.s += 1
         self.t = end
 
-    def _step_seconds(self, decode: int, prefill: int, kv_tokens: int) -> float:
-        """One step's time from the step function, refused unless > 0."""
-        seconds = float(self.scheduled_seconds(decode, prefill, kv_tokens))
-        if not seconds > 0:
-            raise ConfigError(f"step function returned {seconds} s for a step; it must be > 0")
-        return seconds
-
     def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []
-        t, kv, d, step = self.t, self.decode_kv, self.decoders, self._step_seconds
+        t, kv, d, step = self.t, self.decode_kv, self.decoders, self.scheduled_seconds
         jitter, s = self.jitter_list, self.s
         while True:
-            duration = step(d, 0, kv)
+            duration = float(step(d, 0, kv))
+            if not duration > 0:
+                raise _not_positive(duration)
             if jitter is not None:
                 duration *= jitter[(s + len(starts)) % len(jitter)]
             starts.append(t)
