@@ -71,7 +71,8 @@ LAYOUT_PROBLEMS = """() => {
             }
         });
     });
-    const labels = '.widget-label, .widget-readout, .widget-checkbox label, .widget-checkbox span';
+    const labels = '.widget-label, .widget-readout, .widget-checkbox label, .widget-checkbox span, '
+        + '.jupyter-button';
     document.querySelectorAll(labels).forEach((label) => {
         if (label.offsetParent && label.scrollWidth > label.clientWidth + 1) {
             problems.push(`label cut: "${label.textContent}"`);

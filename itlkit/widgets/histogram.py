@@ -33,6 +33,7 @@ from itlkit.plots.histogram import (
 from itlkit.units import format_seconds
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain, update_figure
+from itlkit.widgets._style import columns
 
 _WIDE = {"description_width": "150px"}
 _LAYOUT = widgets.Layout(width="460px")
@@ -62,7 +63,10 @@ class HistogramExplorer:
             options=list(self.examples), description="example", style=_WIDE, layout=_LAYOUT
         )
         self.upload = widgets.FileUpload(
-            accept=".prom,.txt,.metrics,.json", multiple=True, description="or upload scrapes"
+            accept=".prom,.txt,.metrics,.json",
+            multiple=True,
+            description="or upload scrapes",
+            layout=widgets.Layout(width="auto"),  # the default width cuts "…scrapes (0)"
         )
         self.metric = widgets.Dropdown(
             options=SECONDS_HISTOGRAMS, value=metric, description="histogram", style=_WIDE
@@ -100,12 +104,9 @@ class HistogramExplorer:
         for control in (self.metric, self.model, self.gpu, self.batch, self.context,
                         self.slow_factor):  # fmt: skip
             control.observe(self.update, names="value")
-        controls = widgets.HBox(
-            [
-                widgets.VBox([self.example, self.upload, self.metric]),
-                widgets.VBox([self.model, self.gpu, self.batch, self.context, self.slow_factor]),
-            ],
-            layout=widgets.Layout(flex_flow="row wrap"),  # one column where two do not fit
+        controls = columns(
+            widgets.VBox([self.example, self.upload, self.metric]),
+            widgets.VBox([self.model, self.gpu, self.batch, self.context, self.slow_factor]),
         )
         self.view = widgets.VBox(
             [
