@@ -32,6 +32,8 @@ from itlkit.sim.run_workload import (
     fixed_count_arrivals,
     generated_tokens,
     prefix_cache_hits,
+    prompt_set,
+    run_workload,
 )
 from itlkit.sim.runs import Stage, read_runs
 
@@ -88,6 +90,22 @@ def test_prefix_cache_serves_full_blocks_after_first_use_and_thrashes_when_too_s
     # (s0 stays, being used by both), so only the shared block is ever a hit
     thrash = prefix_cache_hits(prompts, order, capacity_blocks=2, block_size=16)
     assert thrash.tolist() == [0, 16, 16, 16]
+
+
+def test_a_runs_system_prompt_hits_are_shared_by_its_group():
+    run = short(CODEGEN, seconds=20.0)
+    prompts = prompt_set(run)
+    w = run_workload(run, capacity_blocks=10**6, seed=0)
+    k = np.arange(w.num_requests)
+    # request k sends prompt k mod 100; prompts come 10 to a system prompt
+    np.testing.assert_array_equal(w.prefix_group, (k % 100) // 10)
+    # of each request's cache hits, those inside the system prompt's full blocks are shared
+    blocks = prompts.shared_tokens // 16 * 16
+    assert blocks > 0
+    np.testing.assert_array_equal(
+        w.shared_prompt_tokens, np.minimum(w.cached_prompt_tokens, blocks)
+    )
+    assert w.shared_prompt_tokens[k >= 100].min() == blocks  # every prompt seen before
 
 
 def test_ignore_eos_runs_generate_the_target_the_client_asked_for():

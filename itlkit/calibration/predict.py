@@ -120,7 +120,8 @@ def simulate_run(
 def _simulate(run, deployment, calibration, *, capacity_blocks: int, seed: int):
     workload = run_workload(run, capacity_blocks=capacity_blocks, seed=seed)
     if not run.prefix_caching:
-        workload = replace(workload, cached_prompt_tokens=np.zeros_like(workload.prompt_tokens))
+        none = np.zeros_like(workload.prompt_tokens)
+        workload = replace(workload, cached_prompt_tokens=none, shared_prompt_tokens=none)
     return _engine(run, deployment, calibration, workload, seed=seed)
 
 

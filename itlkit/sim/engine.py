@@ -46,6 +46,8 @@ class _Request:
     computed: int  # KV tokens held
     target: int  # tokens to prefill before the next token is emitted
     remote_kv: bool  # disaggregated: its KV arrives from the prefill instance
+    shared: int  # of the cached tokens, those its prefix group holds once
+    group: int  # prefix group (-1: none)
     generated: int = 0  # tokens emitted so far (valid while not decoding)
     decoding: bool = False
     seg_step: int = 0  # step of the current segment's first token
@@ -53,6 +55,7 @@ class _Request:
     seg_gen: int = 0  # tokens emitted after that step
     epoch: int = 0  # bumps on preemption; invalidates scheduled finishes
     preemptions: int = 0
+    sharing: bool = False  # its shared tokens are counted in its group's (see Engine.groups)
     first_scheduled: float = math.nan
     first_token: float = math.nan
     finish: float = math.nan
@@ -126,8 +129,10 @@ class Engine:
         self.end_limit = end_seconds
         remote = bool(config.disaggregated)
         prompt, cached = workload.prompt_tokens.tolist(), workload.cached_prompt_tokens.tolist()
-        columns = (prompt, workload.output_tokens.tolist(), cached, cached, prompt)
-        self.requests = list(map(_Request, range(len(prompt)), *columns, [remote] * len(prompt)))
+        columns = (prompt, workload.output_tokens.tolist(), cached, cached, prompt,
+                   [remote] * len(prompt), workload.shared_prompt_tokens.tolist(),
+                   workload.prefix_group.tolist())  # fmt: skip
+        self.requests = list(map(_Request, range(len(prompt)), *columns))
         self.ready_array = np.asarray(ready_seconds, dtype=float)
         self.ready_seconds = self.ready_array.tolist()
         self.ready_order = [self.requests[i] for i in np.asarray(ready_order).tolist()]
@@ -137,7 +142,11 @@ class Engine:
         self.partial: list[_Request] = []  # running, part-way through a prefill, oldest first
         self.finishes: dict[int, list[tuple[_Request, int]]] = {}
         self.finish_steps: list[int] = []  # heap of `finishes`' keys (stale ones popped lazily)
-        self.used = 0  # KV tokens held by running requests
+        self.used = 0  # KV tokens held by running requests (a group's shared prefix once)
+        # Per prefix group, the shared tokens of each running request counted in it: the group
+        # holds the longest of them (the others are its prefixes), as vLLM's block pool keeps one
+        # copy of a block however many requests reference it.
+        self.groups: dict[int, list[int]] = {}
         self.decoders = 0
         self.decode_kv = 0  # summed context of the decoding requests
         self.t = 0.0
@@ -166,6 +175,11 @@ class Engine:
             self.continue_partials(batch)
         if self.waiting and not batch.preempted:  # never admit in a step that preempted
             self.admit_waiting(batch)
+            if not self.running:  # would step forever: a bug in the KV accounting, not input
+                raise RuntimeError(
+                    f"engine stalled at step {self.s}: nothing runs, yet the next waiting request "
+                    f"cannot be admitted ({self.used} of {self.capacity} KV tokens counted held)"
+                )
         start = self.t
         duration, counts = self.run(batch)
         end = start + duration
@@ -243,13 +257,34 @@ class Engine:
                     chunk = batch.budget
                 elif batch.prefill > 0:
                     break
-            if self.used + r.computed + chunk > self.capacity:  # its cached prefix's KV too
+            held = r.computed if not r.shared else self._hold_cost(r)  # its cached prefix's KV
+            if self.used + held + chunk > self.capacity:
                 break
             self._admit(r)
-            self.used += r.computed
+            self.used += held
+            if r.shared:
+                self.groups.setdefault(r.group, []).append(r.shared)
+                r.sharing = True
             self._prefill(r, chunk, batch)
             if r.computed != r.target:
                 self.partial.append(r)
+
+    def _hold_cost(self, r: _Request) -> int:
+        """KV tokens admitting r adds for what it holds: its own cached tokens, and the part of
+        its group's shared prefix that no running request holds yet."""
+        held = max(self.groups.get(r.group) or (0,))
+        return r.computed - r.shared + max(r.shared - held, 0)
+
+    def _release(self, r: _Request, kv: int) -> int:
+        """KV tokens freed when r, holding `kv` tokens of context, leaves the running set: its
+        own, and the part of its group's prefix that no other running request holds."""
+        if not r.sharing:
+            return kv
+        holders = self.groups[r.group]
+        before = max(holders)
+        holders.remove(r.shared)
+        r.sharing = False
+        return kv - r.shared + before - max(holders, default=0)
 
     def _admit(self, r: _Request) -> None:
         self.waiting.popleft()
@@ -274,12 +309,12 @@ class Engine:
             r.generated = r.seg_gen + done
             self.decoders -= 1
             self.decode_kv -= kv
-            self.used -= kv
+            self.used -= self._release(r, kv)
             r.decoding = False
             self.segments.close(r.index, r.seg_step, self.s - 1)
             r.last_token = self.t  # steps run back to back while it decodes
         else:
-            self.used -= r.computed
+            self.used -= self._release(r, r.computed)
         # The shared prefix stays in the prefix cache (others hold it); the rest is recomputed.
         r.computed = r.cached
         r.target = r.prompt + r.generated
@@ -313,7 +348,7 @@ class Engine:
             r.decoding = False
             self.decoders -= 1
             self.decode_kv -= kv
-            self.used -= kv
+            self.used -= self._release(r, kv) if r.sharing else kv
             r.finish = end
             r.generated = r.output
             self.segments.close(r.index, r.seg_step, s)
@@ -335,7 +370,7 @@ class Engine:
             r.generated += 1
             if r.generated >= r.output:
                 self.running.remove(r)
-                self.used -= r.computed
+                self.used -= self._release(r, r.computed) if r.sharing else r.computed
                 r.finish = end
                 self.segments.close(r.index, s, s)
                 continue

@@ -13,7 +13,8 @@ vLLM's automatic prefix cache then serves every full 16-token block of a prompt 
 cached: a prompt's own blocks after its first use, and the system prompt's blocks that its group
 shares after the group's first use. The cache is an LRU of blocks in the KV memory that running
 requests leave free; `prefix_cache_hits` replays it over the request order with a capacity the
-caller gives (the engine's own block accounting is not involved).
+caller gives. The engine then holds each system prompt's cached blocks once while any request
+that hit them runs (`Workload.shared_prompt_tokens`, `prefix_group`).
 """
 
 from __future__ import annotations
@@ -136,11 +137,15 @@ def run_workload(run: Run, *, capacity_blocks: int, seed: Seed = 0) -> Workload:
         prompts, order, capacity_blocks=capacity_blocks, block_size=run.block_size
     )
     output = generated_tokens(run)
+    # The hits inside the system prompt's full blocks are the group's: held once while in use.
+    shared = np.minimum(cached, prompts.shared_tokens // run.block_size * run.block_size)
     return make_workload(
         arrival_seconds=arrival,
         prompt_tokens=prompts.prompt_tokens[order],
         output_tokens=output,
         cached_prompt_tokens=cached,
+        shared_prompt_tokens=shared,
+        prefix_group=prompts.group[order],
     )
 
 

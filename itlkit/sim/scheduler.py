@@ -12,7 +12,9 @@ Each engine step (vLLM V1 `Scheduler.schedule`, chunked prefill on, as `vllm ser
    With chunked prefill off a prompt is prefilled whole in one step (vLLM then requires the budget
    to hold `max_model_len`; here a prompt longer than the budget still goes, alone).
 4. KV cache: capacity in tokens = (HBM x utilisation - weights) / KV bytes per token (per GPU).
-   Each request holds the KV of its cached prefix, prefilled and generated tokens. When a running
+   Each request holds the KV of its cached prefix, prefilled and generated tokens; a prefix that
+   requests of one group share (a system prompt served from the prefix cache) is held once while
+   any of them runs, as vLLM's block pool keeps one reference-counted copy. When a running
    request cannot get KV for its next tokens, the newest running request is preempted by
    recompute (vLLM V1 `running.pop()`): its KV is freed, it goes to the front of the waiting
    queue, and later prefills prompt + generated tokens again. No waiting request is admitted in a
@@ -30,12 +32,16 @@ token - arrival; e2e = last token - arrival.
 Disaggregated mode: prompts are prefilled on a separate prefill instance (FIFO, chunks of the
 token budget, step time from the same function with no decodes), their KV crosses the network at
 `kv_transfer_bytes_per_second`, and the decode instance admits them as plain decodes: its steps
-never carry a prefill chunk (except a recompute after preemption).
+never carry a prefill chunk (except a recompute after preemption). A transferred prompt's KV is
+held whole by its request (a shared prefix is not deduplicated across transfers).
 
-Simplifications: KV is counted in tokens (vLLM allocates 16-token blocks); the shared prefix
-counts in every request that uses it (vLLM stores it once); no speculative decoding; the
-frontend adds no delay. Because every running request decodes in every step, a request's token
-times are contiguous runs of step end times, stored as segments rather than per token.
+Simplifications: KV is counted in tokens (vLLM allocates 16-token blocks: up to 15 tokens a
+request more); a request that missed the prefix cache keeps its own copy of the prefix, apart
+from the copy that later hits share (vLLM's hits would reference its blocks: at most one prefix
+per group counted twice while it runs); attention still reads the shared prefix once per
+sequence (no cascade attention); no speculative decoding; the frontend adds no delay. Because
+every running request decodes in every step, a request's token times are contiguous runs of step
+end times, stored as segments rather than per token.
 
 The steps above are the methods of `itlkit.sim.engine.Engine`; this module holds the public entry
 points (`simulate`, `simulate_deployment`) and the roofline step function.

@@ -186,16 +186,28 @@ def profile_arrivals(*, profile: RateProfile, duration_seconds: float, seed: See
 
 @dataclass(frozen=True, eq=False)
 class Workload:
-    """Requests sorted by arrival; `cached_prompt_tokens` of each prompt come from prefix cache."""
+    """Requests sorted by arrival; `cached_prompt_tokens` of each prompt come from prefix cache.
+
+    Of those cached tokens, the first `shared_prompt_tokens` are a prefix that every request of
+    the same `prefix_group` starts with (a system prompt): vLLM holds those KV blocks once, however
+    many running requests use them (its block pool counts references). -1: no group.
+    """
 
     arrival_seconds: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     cached_prompt_tokens: np.ndarray
+    shared_prompt_tokens: np.ndarray = None  # None: zeros (nothing shared)
+    prefix_group: np.ndarray = None  # None: -1 everywhere
 
     def __post_init__(self) -> None:
         n = len(self.arrival_seconds)
-        for name in ("prompt_tokens", "output_tokens", "cached_prompt_tokens"):
+        if self.shared_prompt_tokens is None:
+            object.__setattr__(self, "shared_prompt_tokens", np.zeros(n, dtype=np.int64))
+        if self.prefix_group is None:
+            object.__setattr__(self, "prefix_group", np.full(n, -1, dtype=np.int64))
+        for name in ("prompt_tokens", "output_tokens", "cached_prompt_tokens",
+                     "shared_prompt_tokens", "prefix_group"):  # fmt: skip
             if len(getattr(self, name)) != n:
                 raise ConfigError(
                     f"workload {name} has {len(getattr(self, name))} entries, not {n}"
@@ -211,6 +223,11 @@ class Workload:
         cached = self.cached_prompt_tokens
         if n and (np.any(cached < 0) or np.any(cached >= self.prompt_tokens)):
             raise ConfigError("cached prompt tokens must be >= 0 and below the prompt length")
+        shared, group = self.shared_prompt_tokens, self.prefix_group
+        if n and (np.any(shared < 0) or np.any(shared > cached)):
+            raise ConfigError("shared prompt tokens must be >= 0 and at most the cached ones")
+        if n and (np.any(group < -1) or np.any((shared > 0) & (group < 0))):
+            raise ConfigError("a request that shares prompt tokens needs a prefix group >= 0")
 
     @property
     def num_requests(self) -> int:
@@ -227,19 +244,24 @@ def make_workload(
     prompt_tokens,
     output_tokens,
     cached_prompt_tokens=0,
+    shared_prompt_tokens=0,
+    prefix_group=-1,
 ) -> Workload:
     """A workload from explicit arrays (sorted by arrival here; scalars broadcast)."""
     arrival = np.asarray(arrival_seconds, dtype=float).reshape(-1)
     n = arrival.size
-    prompt = np.broadcast_to(np.asarray(prompt_tokens, dtype=np.int64), (n,))
-    output = np.broadcast_to(np.asarray(output_tokens, dtype=np.int64), (n,))
-    cached = np.broadcast_to(np.asarray(cached_prompt_tokens, dtype=np.int64), (n,))
     order = np.argsort(arrival, kind="stable")
+
+    def column(values):
+        return np.broadcast_to(np.asarray(values, dtype=np.int64), (n,))[order].copy()
+
     return Workload(
         arrival_seconds=arrival[order].copy(),
-        prompt_tokens=prompt[order].copy(),
-        output_tokens=output[order].copy(),
-        cached_prompt_tokens=cached[order].copy(),
+        prompt_tokens=column(prompt_tokens),
+        output_tokens=column(output_tokens),
+        cached_prompt_tokens=column(cached_prompt_tokens),
+        shared_prompt_tokens=column(shared_prompt_tokens),
+        prefix_group=column(prefix_group),
     )
 
 
@@ -257,7 +279,8 @@ def synthetic_workload(
     """Poisson arrivals (fixed rate or profile) with drawn lengths and an optional shared prefix.
 
     A fraction `shared_prefix_fraction` of requests starts with the same `shared_prefix_tokens`
-    system prompt; prefix caching serves those tokens (at most all but one prompt token).
+    system prompt; prefix caching serves those tokens (at most all but one prompt token), and
+    their KV is held once (prefix group 0).
     """
     if (rate_per_second is None) == (profile is None):
         raise ConfigError("give exactly one of rate_per_second and profile")
@@ -281,6 +304,8 @@ def synthetic_workload(
         prompt_tokens=prompt,
         output_tokens=output,
         cached_prompt_tokens=cached,
+        shared_prompt_tokens=cached,
+        prefix_group=np.where(shares, 0, -1),
     )
 
 
@@ -297,7 +322,9 @@ def steady_workload(*, running: int, prompt_tokens: int, output_tokens: int) -> 
 
 
 def read_workload_csv(path: str | Path) -> Workload:
-    """Read `arrival_seconds,prompt_tokens,output_tokens[,cached_prompt_tokens]` rows (header)."""
+    """Read `arrival_seconds,prompt_tokens,output_tokens[,cached_prompt_tokens][,prefix_group]`
+    rows (header). Requests of one `prefix_group` (an integer >= 0; empty or -1: none) share their
+    cached tokens: they are one prefix, held once in the KV cache."""
     path = Path(path)
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
@@ -305,13 +332,15 @@ def read_workload_csv(path: str | Path) -> Workload:
         missing = need - set(reader.fieldnames or ())
         if missing:
             raise ConfigError(f"{path}: CSV header lacks {', '.join(sorted(missing))}")
-        rows = {"arrival_seconds": [], "prompt_tokens": [], "output_tokens": [], "cached": []}
+        rows = {"arrival_seconds": [], "prompt_tokens": [], "output_tokens": [], "cached": [],
+                "group": []}  # fmt: skip
         for line, row in enumerate(reader, start=2):
             try:
                 rows["arrival_seconds"].append(float(row["arrival_seconds"]))
                 rows["prompt_tokens"].append(int(row["prompt_tokens"]))
                 rows["output_tokens"].append(int(row["output_tokens"]))
                 rows["cached"].append(int(row.get("cached_prompt_tokens") or 0))
+                rows["group"].append(int(row.get("prefix_group") or -1))
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"{path}:{line}: bad value ({exc})") from None
     try:
@@ -320,6 +349,8 @@ def read_workload_csv(path: str | Path) -> Workload:
             prompt_tokens=rows["prompt_tokens"],
             output_tokens=rows["output_tokens"],
             cached_prompt_tokens=rows["cached"],
+            shared_prompt_tokens=np.where(np.asarray(rows["group"]) >= 0, rows["cached"], 0),
+            prefix_group=rows["group"],
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
