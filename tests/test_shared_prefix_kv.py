@@ -120,6 +120,15 @@ def test_synthetic_shared_prefixes_form_one_group():
     np.testing.assert_array_equal(w.prefix_group[~sharing], -1)
 
 
+def test_a_csv_prefix_group_below_minus_one_names_its_line(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text(
+        "arrival_seconds,prompt_tokens,output_tokens,prefix_group\n0,30,5,1\n0,30,5,-3\n"
+    )
+    with pytest.raises(ConfigError, match=r"trace.csv:3: bad value \(prefix_group -3 is below"):
+        read_workload_csv(path)
+
+
 def test_a_csv_prefix_group_column_shares_the_cached_tokens(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_text(
@@ -137,7 +146,7 @@ def test_a_csv_prefix_group_column_shares_the_cached_tokens(tmp_path):
         (dict(shared_prompt_tokens=2500), "at most the cached ones"),
         (dict(shared_prompt_tokens=-1), "at most the cached ones"),
         (dict(prefix_group=-1), "needs a prefix group"),
-        (dict(prefix_group=-2), "needs a prefix group"),
+        (dict(prefix_group=-2), "must be >= 0 \\(or -1: none\\), got -2"),
     ],
 )
 def test_inconsistent_sharing_is_refused(columns, message):

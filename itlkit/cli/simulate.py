@@ -77,9 +77,12 @@ def add_parser(subparsers) -> None:
     work.add_argument("--output-tokens", type=_lengths, default=Fixed(256),
                       help="N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA")  # fmt: skip
     work.add_argument("--shared-prefix-tokens", type=int, default=0,
-                      help="system-prompt tokens every request shares (prefix cached)")  # fmt: skip
+                      help="system-prompt tokens every request shares (served from the prefix "
+                           "cache, their KV held once)")  # fmt: skip
     work.add_argument("--workload", metavar="FILE",
-                      help="replay a CSV or a `vllm bench serve` result JSON")  # fmt: skip
+                      help="replay a CSV (columns arrival_seconds, prompt_tokens, "
+                           "output_tokens; optional cached_prompt_tokens, prefix_group) or a "
+                           "`vllm bench serve` result JSON")  # fmt: skip
     work.add_argument("--duration", type=positive_float, default=60.0, metavar="SECONDS",
                       help="arrival window and simulated time")  # fmt: skip
     work.add_argument("--drain", action="store_true",

@@ -226,7 +226,9 @@ class Workload:
         shared, group = self.shared_prompt_tokens, self.prefix_group
         if n and (np.any(shared < 0) or np.any(shared > cached)):
             raise ConfigError("shared prompt tokens must be >= 0 and at most the cached ones")
-        if n and (np.any(group < -1) or np.any((shared > 0) & (group < 0))):
+        if n and np.any(group < -1):
+            raise ConfigError(f"prefix groups must be >= 0 (or -1: none), got {int(group.min())}")
+        if n and np.any((shared > 0) & (group < 0)):
             raise ConfigError("a request that shares prompt tokens needs a prefix group >= 0")
 
     @property
@@ -341,6 +343,8 @@ def read_workload_csv(path: str | Path) -> Workload:
                 rows["output_tokens"].append(int(row["output_tokens"]))
                 rows["cached"].append(int(row.get("cached_prompt_tokens") or 0))
                 rows["group"].append(int(row.get("prefix_group") or -1))
+                if rows["group"][-1] < -1:
+                    raise ValueError(f"prefix_group {rows['group'][-1]} is below -1 (none)")
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"{path}:{line}: bad value ({exc})") from None
     try:
