@@ -365,6 +365,15 @@ def test_the_francetravail_page_says_the_evidence_is_not_enough(capsys):
     assert "one scrape has no time axis" in doc["verdict"]
 
 
+def test_an_impossible_kv_usage_gauge_is_named_not_printed_as_a_percentage(capsys):
+    # The francetravail page's vllm:gpu_cache_usage_perc is 4.2 (provenance.md: most likely
+    # hand-edited), while vLLM sets it to 1 - free / total blocks, in [0, 1]: 420% is no reading
+    _, out, _ = _run_cli(["diagnose", "--json", str(_page("francetravail-llama3-8b-v0.4"))], capsys)
+    lines = [e for c in json.loads(out)["causes"] for e in c["evidence"] if "KV cache usage" in e]
+    assert lines == ["the KV cache usage gauge reads 4.2, outside its 0-1 range (1 means 100%): "
+                     "the gauge is wrong (edited or mis-set), so it is not used"]  # fmt: skip
+
+
 def test_the_kubeai_page_names_its_small_cluster_as_unexplained(capsys):
     # 2,519 gaps in (25, 50] ms, then an empty (50, 75] bucket, then 18 in (75, 100] ms:
     # 18 / 2,537 = 0.71% behind an empty bucket, about 2x the main cluster; one scrape cannot

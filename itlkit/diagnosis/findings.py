@@ -307,7 +307,7 @@ def _preemption_evidence(fp: Fingerprint, t: Timeline, dep: Deployment) -> tuple
     else:
         evidence.append("no preemption counter in the metrics: judged from the gaps alone")
     if np.isfinite(t.kv_usage).any():
-        evidence.append(f"KV cache usage peaked at {format_percent(np.nanmax(t.kv_usage))}")
+        evidence.append(_kv_usage_line(float(np.nanmax(t.kv_usage))))
     at_mean = capacity(dep, context_tokens=fp.context_tokens)
     if at_mean.weights_fit and fp.batch_size > at_mean.max_sequences:
         evidence.append(
@@ -316,6 +316,17 @@ def _preemption_evidence(fp: Fingerprint, t: Timeline, dep: Deployment) -> tuple
             f"for {at_mean.max_sequences}): the cache runs full"
         )
     return tuple(evidence)
+
+
+def _kv_usage_line(peak: float) -> str:
+    """The KV-usage gauge's peak, unless it is outside the 0-1 fraction vLLM sets it to
+    (`1 - free blocks / all blocks`; its HELP: "1 means 100 percent usage")."""
+    if 0.0 <= peak <= 1.0 + 1e-9:
+        return f"KV cache usage peaked at {format_percent(peak)}"
+    return (
+        f"the KV cache usage gauge reads {peak:g}, outside its 0-1 range (1 means 100%): "
+        "the gauge is wrong (edited or mis-set), so it is not used"
+    )
 
 
 def _preemption_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
