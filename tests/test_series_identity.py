@@ -84,6 +84,21 @@ def test_same_series_twice_in_one_page_is_an_error_naming_it():
         histogram_series(parse_prometheus_text(text, source="twice.prom"), "itl")
 
 
+def test_a_repeated_sample_names_the_two_lines_that_hold_it():
+    block = [
+        'vllm:inter_token_latency_seconds_bucket{le="0.01"} 5',
+        'vllm:inter_token_latency_seconds_bucket{le="+Inf"} 10',
+        "vllm:inter_token_latency_seconds_count 10",
+        "vllm:inter_token_latency_seconds_sum 0.12",
+    ]
+    text = "\n".join(block + block) + "\n"  # the le="0.01" bucket on lines 1 and 5
+    with pytest.raises(SourceError, match=r'le="0.01" appears twice in one scrape \(lines 1, 5\)'):
+        histogram_series(parse_prometheus_text(text, source="twice.prom"), "itl")
+    text = "\n".join(block + block[3:]) + "\n"  # only the _sum again, on line 5
+    with pytest.raises(SourceError, match=r"_sum appears twice in one scrape \(lines 4, 5\)"):
+        histogram_series(parse_prometheus_text(text, source="twice.prom"), "itl")
+
+
 def test_two_models_on_one_page_are_counted_apart():
     text = page(
         HEAD,

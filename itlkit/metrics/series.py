@@ -94,11 +94,13 @@ def histogram_series(
 
 def _check_duplicates(rows: pd.DataFrame, order: pd.DataFrame) -> None:
     """The same sample of the same series twice in one scrape: refuse rather than sum."""
-    twice = rows.duplicated(["scrape", "series", "sample", "le"], keep=False)
+    key = ["scrape", "series", "sample", "le"]
+    twice = rows.duplicated(key, keep=False)
     if not twice.any():
         return
     r = rows[twice].iloc[0]
-    lines = rows[twice]["line"][:2] if "line" in rows else ()
+    sample = rows.groupby(key, dropna=False, sort=False).ngroup()  # le is NaN for _sum, _count
+    lines = rows["line"][sample == sample[twice].iloc[0]][:2] if "line" in rows else ()
     where = f" (lines {', '.join(str(n) for n in lines)})" if len(lines) else ""
     le = f' le="{r["le"]:g}"' if r["sample"] == "bucket" else ""
     raise SourceError(
