@@ -50,6 +50,25 @@ def test_impossible_values_name_file_line_and_metric(old, new, message):
         _read(text)
 
 
+@pytest.mark.parametrize(("value", "printed"), [("-3", "-3"), ("+Inf", "inf")])
+def test_an_impossible_number_of_running_requests_names_its_line(value, printed):
+    # A gauge may go down, but a count of requests never below 0 (the batch would read as 1)
+    text = GOOD + "# TYPE vllm:num_requests_running gauge\n"
+    text += f'vllm:num_requests_running{{model_name="m",engine="0"}} {value}\n'
+    line = text.count("\n")
+    message = rf"p.prom:{line}: vllm:num_requests_running is {printed}; a number of requests must"
+    with pytest.raises(SourceError, match=message):
+        parse_prometheus_text(text, source="p.prom")
+
+
+def test_a_fraction_gauge_out_of_its_range_still_reads():
+    # vllm:kv_cache_usage_perc above 1 is impossible but harmless to read: the diagnosis names it
+    text = GOOD + "# TYPE vllm:kv_cache_usage_perc gauge\n"
+    text += 'vllm:kv_cache_usage_perc{model_name="m",engine="0"} 4.2\n'
+    frame = parse_prometheus_text(text, source="p.prom")
+    assert frame.loc[frame["metric"] == "kv_usage", "value"].tolist() == [4.2]
+
+
 def test_page_cut_inside_its_last_line_is_refused():
     # Cut inside the _sum value "1.25" -> "1.": a mean of 10 ms instead of 12.5 ms, if read.
     cut = GOOD.rstrip("\n")[:-2]

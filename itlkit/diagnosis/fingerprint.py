@@ -296,7 +296,8 @@ def _batch_and_context(timeline, batch_size, context_tokens, prompt_tokens):
         batch = np.where(np.isfinite(running), running, np.nanmean(running))
     else:
         raise EvidenceError(
-            "no vllm:num_requests_running gauge in the metrics: give the batch size (--batch)"
+            "no vllm:num_requests_running value in the metrics (missing, or NaN): give the "
+            "batch size (--batch)"
         )
     mean_prompt = prompt_tokens or timeline.mean_prompt_tokens()
     mean_output = timeline.mean_output_tokens()

@@ -258,7 +258,7 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
             model_name = labels.pop("model_name", "")
             engine = labels.pop("engine", "")
             other = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-            value = _checked_value(s, kind=kind, counter=metric(key).kind == "counter", where=where)
+            value = _checked_value(s, kind=kind, metric=metric(key), where=where)
             when = timestamp_seconds
             if s.timestamp is not None:
                 # prometheus_client reads every stamp as milliseconds (divides by 1,000)
@@ -276,16 +276,19 @@ def _is_openmetrics(text: str) -> bool:
     return text.rstrip().endswith("\n# EOF") or text.strip() == "# EOF"
 
 
-def _checked_value(sample, *, kind: str, counter: bool, where: str) -> float:
-    """A sample's value; counts, sums and counters must be finite and >= 0 (NaN stays NaN)."""
+def _checked_value(sample, *, kind: str, metric, where: str) -> float:
+    """A sample's value; counts, sums, counters and gauges of requests must be finite and >= 0
+    (NaN stays NaN)."""
     value = float(sample.value)
-    if (kind != "value" or counter) and not math.isnan(value):
-        if not math.isfinite(value) or value < 0:
-            raise SourceError(
-                f"{where}: {sample.name} is {value:g}; a count, sum or counter must be a finite "
-                "number >= 0"
-            )
-    return value
+    if math.isnan(value) or (math.isfinite(value) and value >= 0):
+        return value
+    if kind != "value" or metric.kind == "counter":
+        what = "a count, sum or counter"
+    elif metric.unit == "requests":
+        what = "a number of requests"
+    else:
+        return value
+    raise SourceError(f"{where}: {sample.name} is {value:g}; {what} must be a finite number >= 0")
 
 
 _PLAUSIBLE_UNIX_SECONDS = (9.46e8, 4.1e9)  # 2000 to 2099
