@@ -413,14 +413,22 @@ class _PrometheusQueries:
         )
 
 
-def _prometheus_span(start, end, window_seconds: float, timeout_seconds: float):
-    """The range-query window (`60s`) and span: one step per window, ending at each window."""
+def period_seconds(start, end, window_seconds: float) -> tuple[float, float]:
+    """The period's start and end in Unix seconds; refused unless it holds one window."""
     start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
+    if not end_seconds > start_seconds:
+        raise EvidenceError(f"the end ({end}) is not after the start ({start})")
     if not end_seconds - start_seconds >= window_seconds:
         raise EvidenceError(
             f"the period ({end_seconds - start_seconds:g} s) must span at least one window "
             f"({window_seconds:g} s)"
         )
+    return start_seconds, end_seconds
+
+
+def _prometheus_span(start, end, window_seconds: float, timeout_seconds: float):
+    """The range-query window (`60s`) and span: one step per window, ending at each window."""
+    start_seconds, end_seconds = period_seconds(start, end, window_seconds)
     span = dict(
         start_seconds=start_seconds + window_seconds,
         end_seconds=end_seconds,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itlkit.diagnosis.evidence import Timeline, parse_time_seconds
+from itlkit.diagnosis.evidence import Timeline, period_seconds
 from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis, diagnose
 from itlkit.errors import EvidenceError
 from itlkit.metrics.histogram import Histogram, sum_histograms
@@ -252,12 +252,8 @@ def fetch_fleet_evidence(
     One step per window, ending at each window (as `timeline_from_prometheus`); the window is
     widened (`fleet_window_seconds`) when the period would hold more than MAX_WINDOWS.
     """
-    start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
+    start_seconds, end_seconds = period_seconds(start, end, window_seconds)
     period = end_seconds - start_seconds
-    if not period >= window_seconds:
-        raise EvidenceError(
-            f"the period ({period:g} s) must span at least one window ({window_seconds:g} s)"
-        )
     window = fleet_window_seconds(period, window_seconds)
     rate_window = f"{round(window)}s"
     span = dict(start=start_seconds + window, end=end_seconds, step=window,
