@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _lab import KERNEL_READY
 
 from itlkit.bundled import scenario_folder
 from itlkit.physics.roofline import Deployment, decode_step
@@ -20,12 +21,6 @@ TITLE = ".js-plotly-plot .gtitle"
 BATCH_HANDLE = ".itlkit-batch .noUi-handle"
 BATCH_READOUT = ".itlkit-batch .widget-readout"
 
-# The toolbar reads "idle" before any kernel is attached; running cells then pops "Select Kernel"
-# and the test hangs (pitfall 2). Wait for the session's own kernel instead.
-KERNEL_READY = """() => {
-    const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
-    return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
-}"""
 TITLE_CONTAINS = """(parts) => {
     const title = document.querySelector('.js-plotly-plot .gtitle');
     return !!title && parts.every((part) => title.textContent.includes(part));

@@ -7,6 +7,7 @@ Expected numbers come from the worked example (shared/spec/worked-example.txt): 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from _lab import KERNEL_READY, TITLE_CONTAINS
 
 from itlkit.physics.roofline import Deployment
 from itlkit.plots.scheduler import scheduler_figure, scheduler_view
@@ -113,13 +114,6 @@ def test_figure_builder_is_pure_and_complete():
 
 
 # ---- in a real JupyterLab (headless Chromium; see tests/test_browser.py for the recipe) --------
-
-KERNEL_READY = """() => {
-    const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
-    return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
-}"""
-TITLE_CONTAINS = """(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
-    .some((title) => title.textContent.includes(part))"""
 
 
 @pytest.mark.browser
