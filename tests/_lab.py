@@ -71,24 +71,35 @@ LAYOUT_PROBLEMS = """() => {
             }
         });
     });
+    // hidden by a box too narrow for its controls (the box clips what overflows it), or
+    // reaching past the notebook's output area
+    const outside = (element) => {
+        const b = element.getBoundingClientRect();
+        if (!b.width) return false;
+        for (let box = element.parentElement.closest('.widget-box'); box;
+             box = box.parentElement.closest('.widget-box')) {
+            const o = box.getBoundingClientRect();
+            if (getComputedStyle(box).overflowX !== 'visible' && (b.right > o.right + 1
+                || b.left < o.left - 1)) return true;
+        }
+        const area = element.closest('.jp-OutputArea-output');
+        return !!area && b.right > area.getBoundingClientRect().right + 1;
+    };
     const labels = '.widget-label, .widget-readout, .widget-checkbox label, .widget-checkbox span, '
         + '.jupyter-button';
     document.querySelectorAll(labels).forEach((label) => {
         if (label.offsetParent && label.scrollWidth > label.clientWidth + 1) {
             problems.push(`label cut: "${label.textContent}"`);
         }
-        // hidden by a box too narrow for its controls (the box clips what overflows it)
-        const b = label.getBoundingClientRect();
-        for (let box = label.parentElement.closest('.widget-box'); box && b.width;
-             box = box.parentElement.closest('.widget-box')) {
-            const o = box.getBoundingClientRect();
-            if (getComputedStyle(box).overflowX !== 'visible' && (b.right > o.right + 1
-                || b.left < o.left - 1)) {
-                problems.push(`label outside its box: "${label.textContent}"`);
-                break;
-            }
-        }
+        if (outside(label)) problems.push(`label outside its box: "${label.textContent}"`);
     });
+    document.querySelectorAll('.widget-inline-hbox select, .widget-inline-hbox input')
+        .forEach((field) => {
+            const label = field.closest('.widget-inline-hbox').querySelector('.widget-label');
+            if (field.offsetParent && outside(field)) {
+                problems.push(`field outside its box: "${label ? label.textContent : field.type}"`);
+            }
+        });
     return problems;
 }"""
 

@@ -17,7 +17,7 @@ from itlkit.drill.scenarios import Scenario, draw_scenario, question_text, worke
 from itlkit.plots.drill import answer_figure, figure_title, trace_data
 from itlkit.units import MILLISECOND
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
-from itlkit.widgets._style import checkbox
+from itlkit.widgets._style import checkbox, columns
 
 _WIDE = {"description_width": "190px"}
 _LAYOUT = widgets.Layout(width="560px")
@@ -133,7 +133,7 @@ class InterviewDrill:
             [
                 self.new_button,
                 self.question,
-                widgets.HBox([numbers, reasoning]),
+                columns(numbers, reasoning),
                 self.p99,
                 self.fix,
                 self.ttft_check,
