@@ -348,7 +348,7 @@ class Engine:
             r.decoding = False
             self.decoders -= 1
             self.decode_kv -= kv
-            self.used -= self._release(r, kv) if r.sharing else kv
+            self.used -= self._release(r, kv)
             r.finish = end
             r.generated = r.output
             self.segments.close(r.index, r.seg_step, s)
@@ -370,7 +370,7 @@ class Engine:
             r.generated += 1
             if r.generated >= r.output:
                 self.running.remove(r)
-                self.used -= self._release(r, r.computed) if r.sharing else r.computed
+                self.used -= self._release(r, r.computed)
                 r.finish = end
                 self.segments.close(r.index, s, s)
                 continue
