@@ -110,3 +110,15 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     assert message in err
     assert "Traceback" not in err
     assert len([line for line in err.splitlines() if "error" in line]) == 1
+
+
+def test_exports_read_back_every_observation_the_run_reports(capsys, tmp_path):
+    # the run's last step ends after the last 15-s grid point within it: the exports add the
+    # next scrape, so what `histogram` reads back is what `simulate` reported
+    om, folder = tmp_path / "run.om", tmp_path / "scrapes"
+    out = _json(capsys, "--duration", "40", "--rate", "3",
+                "--openmetrics-out", str(om), "--prom-out", str(folder))  # fmt: skip
+    for path in (om, folder):
+        assert main(["histogram", str(path), "--json"]) == 0
+        read = json.loads(capsys.readouterr().out)
+        assert read["count"] == out["itl_observations"] > 0, path.name

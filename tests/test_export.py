@@ -3,6 +3,7 @@ prometheus_client's parsers and promtool. The bar: the same numbers as the run's
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import numpy as np
@@ -14,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from itlkit.errors import ConfigError
 from itlkit.metrics.histogram import from_samples
-from itlkit.metrics.readers import read_scrape_folder
+from itlkit.metrics.readers import read_prometheus_text, read_scrape_folder
 from itlkit.metrics.scrape_names import timestamp_from_name
 from itlkit.metrics.series import histogram_series, scalar_series
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS, TTFT_BUCKETS_SECONDS
@@ -64,7 +65,9 @@ def scrapes(run, tmp_path_factory):
 def test_scrape_files_are_named_by_their_utc_time(run, scrapes):
     _, paths = scrapes
     times = scrape_times(run, interval_seconds=15)
-    assert len(paths) == len(times) == 7  # 0, 15, ..., 90 s
+    # 0, 15, ..., 90 s, and 105 s: the run's last step ends after 90 s (it started before)
+    assert run.end_seconds > 90
+    assert len(paths) == len(times) == 8
     assert paths[0].name == "metrics-20261202T150000.000Z.prom"
     for path, t in zip(paths, times, strict=True):
         assert timestamp_from_name(path.name) == DEFAULT_START_UNIX_SECONDS + t
@@ -86,6 +89,19 @@ def test_read_back_itl_equals_the_samples_binned_directly(run, scrapes):
         for q in (0.5, 0.9, 0.99):  # NaN for the empty scrape at t = 0, as in Prometheus
             assert read.quantile(q) == pytest.approx(direct.quantile(q), rel=1e-12, nan_ok=True)
     assert series.counts[-1] > 50_000  # a real amount of traffic went through
+
+
+def test_the_last_scrape_holds_every_observation_of_the_run(run, scrapes, tmp_path):
+    # the simulation's own count (every step's ITL observations) against what a reader sees
+    values, weights = run.itl_weighted(until_seconds=math.inf)
+    for read in (
+        histogram_series(read_scrape_folder(scrapes[0]), "itl"),
+        histogram_series(read_prometheus_text(export_openmetrics(run, tmp_path / "run.om")), "itl"),
+    ):
+        assert read.counts[-1] == weights.sum() == run.summary().itl_observations
+        assert read.sums[-1] == pytest.approx(np.dot(values, weights), rel=1e-12)
+    # the grid of a monitored incident stops at the last scrape within the run
+    assert scrape_times(run, interval_seconds=15, cover_end=False)[-1] == 90
 
 
 def test_read_back_ttft_and_counters(run, scrapes):

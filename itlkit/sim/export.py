@@ -63,12 +63,17 @@ class ScrapeSeries:
         )
 
 
-def scrape_times(result: SimulationResult, *, interval_seconds: float) -> np.ndarray:
-    """Scrape instants 0, interval, 2 x interval, ... up to the end of the run."""
+def scrape_times(
+    result: SimulationResult, *, interval_seconds: float, cover_end: bool = True
+) -> np.ndarray:
+    """Scrape instants 0, interval, 2 x interval, ...: through the first one at or after the
+    run's end (`cover_end`), so the last scrape holds every observation the run made, as
+    Prometheus' next scrape of a finished run would; or only those within the run."""
     interval = float(interval_seconds)
     if not (interval > 0 and math.isfinite(interval)):
         raise ConfigError(f"scrape interval must be > 0 seconds, got {interval_seconds}")
-    return np.arange(0, math.floor(result.end_seconds / interval) + 1) * interval
+    last = (math.ceil if cover_end else math.floor)(result.end_seconds / interval)
+    return np.arange(0, last + 1) * interval
 
 
 def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
@@ -221,17 +226,17 @@ def export_prometheus_scrapes(
     model_name: str = DEFAULT_MODEL_NAME,
     engine: str = "0",
     version: str = "0.12",
+    cover_end: bool = True,
 ) -> list[Path]:
     """Write one vLLM-format `/metrics` page per scrape into `out_dir`; returns the paths.
 
     Simulated time 0 is `start_unix_seconds`; `version` picks vLLM's page layout ("0.9", "0.11"
-    with the deprecated TPOT twin of ITL, or "0.12").
+    with the deprecated TPOT twin of ITL, or "0.12"); `cover_end` as in `scrape_times`.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    series = scrape_series(
-        result, times_seconds=scrape_times(result, interval_seconds=interval_seconds)
-    )
+    times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
+    series = scrape_series(result, times_seconds=times)
     paths = []
     for k, t in enumerate(series.times_seconds):
         page = render_vllm_metrics(

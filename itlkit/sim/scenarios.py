@@ -308,8 +308,14 @@ def write_scenario(scenario: Scenario, out_dir: str | Path) -> Path:
     for old in folder.glob("metrics-*.prom"):
         old.unlink()
     result = run_scenario(scenario)
+    # The incident is the 15 minutes on the scrape grid: the server of the story keeps running,
+    # so the part of the last step past the end is after the incident, not a quiet tail.
     export_prometheus_scrapes(
-        result, folder, interval_seconds=scenario.interval_seconds, model_name=scenario.model
+        result,
+        folder,
+        interval_seconds=scenario.interval_seconds,
+        model_name=scenario.model,
+        cover_end=False,
     )
     meta = asdict(scenario)
     meta["noise_why"] = NOISE_LEVELS[scenario.noise].why

@@ -155,13 +155,16 @@ def _scalar_seconds(c):
 
 def step_jitter_factors(sigma: float, *, seed=0, size: int = 1 << 16) -> np.ndarray | None:
     """Mean-one lognormal factors (log standard deviation `sigma`) that jitter the steps; None
-    for no jitter. Reproducible: the same seed gives the same factors."""
+    for no jitter. Reproducible: the same seed gives the same factors on any machine.
+
+    Drawn with `Generator.lognormal`, which takes each exp() from the C library one value at a
+    time: `np.exp` on an array picks a SIMD kernel by CPU (AVX-512 or not), whose last bits
+    differ, and every simulated time after the first step would carry that difference."""
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ConfigError(f"step jitter must be a finite number >= 0, got {sigma}")
     if sigma == 0:
         return None
-    rng = np.random.default_rng(seed)
-    return np.exp(sigma * rng.standard_normal(size) - sigma * sigma / 2.0)
+    return np.random.default_rng(seed).lognormal(-sigma * sigma / 2.0, sigma, size)
 
 
 def transfer_bytes_per_token(deployment: Deployment) -> float:
