@@ -65,7 +65,8 @@ def test_human_report_and_exports(capsys, tmp_path):
     assert "ITL" in out and "TTFT" in out and "still in flight" in out
     frame = read_scrape_folder(prom)
     series = histogram_series(frame, "itl")
-    assert len(series) == 3 and series.counts[-1] > 0  # scrapes at 0, 15, 30 s
+    # scrapes at 0, 15, 30 s and at 45 s, the first after the last step (it ends past 30 s)
+    assert len(series) == 4 and series.counts[-1] > 0
     assert set(frame["model_name"]) == {"meta-llama/Llama-3.1-8B"}
     assert om.read_text().endswith("# EOF\n")
 

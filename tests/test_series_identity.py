@@ -74,6 +74,60 @@ def test_upgrade_from_v0_pages_to_v1_pages_with_a_rename(tmp_path):
     assert w.histogram.count == 45
 
 
+def _tpot_v0(n):
+    """A vLLM 0.9-style page: the old name, no engine label; n observations <= 10 ms."""
+    return page(TPOT_HEAD, itl_lines(TPOT, _flat(n), 0.005 * n, labels='model_name="m"'))
+
+
+def _itl(n, labels='model_name="m",engine="0"'):
+    return page(HEAD, itl_lines(ITL, _flat(n), 0.005 * n, labels=labels))
+
+
+def test_a_renamed_family_continues_its_series(tmp_path):
+    # 1,000 -> 1,100 under the old name, then 1,200 -> 1,300 under the new one (the counter read
+    # on: no drop). Increase 300. Read as two series, the new one from zero: 100 + 1,300 = 1,400.
+    _, w = _window(tmp_path, [_tpot_v0(1000), _tpot_v0(1100), _itl(1200), _itl(1300)])
+    assert w.histogram.count == 300 and not w.counter_reset
+
+
+def test_a_page_with_both_names_between_the_two_counts_once(tmp_path):
+    # 0.9 (old name) -> 0.11 (both names, same values) -> 0.12 (new name): 500 -> 800, +300
+    both = page(
+        TPOT_HEAD, itl_lines(TPOT, _flat(650), 3.25), HEAD, itl_lines(ITL, _flat(650), 3.25)
+    )
+    _, w = _window(tmp_path, [_tpot_v0(500), both, _itl(800)])
+    assert w.histogram.count == 300
+
+
+def test_an_engine_label_that_appears_continues_the_unlabelled_series(tmp_path):
+    # V0 pages have no engine label (1,000 -> 1,100); V1 pages of the same server say engine="0"
+    # (1,150 -> 1,200). Increase 200, not 100 + 1,200.
+    pages = [_itl(1000, 'model_name="m"'), _itl(1100, 'model_name="m"'), _itl(1150), _itl(1200)]
+    _, w = _window(tmp_path, pages)
+    assert w.histogram.count == 200
+    # and the engine filter finds engine 0 in the unlabelled pages too
+    series = histogram_series(read_scrape_folder(tmp_path / "s"), "itl", engine=0)
+    assert series.counts.tolist() == [1000, 1100, 1150, 1200]
+
+
+def test_an_unlabelled_and_an_engine_0_series_on_one_page_are_refused():
+    text = page(HEAD, itl_lines(ITL, _flat(10), 0.05, labels='model_name="m"'),
+                itl_lines(ITL, _flat(20), 0.1))  # fmt: skip
+    with pytest.raises(SourceError, match=r"both\.prom: .* appears twice in one scrape"):
+        histogram_series(parse_prometheus_text(text, source="both.prom"), "itl")
+
+
+def test_two_pages_of_one_instant_are_refused_naming_both(tmp_path):
+    folder = tmp_path / "tz"
+    folder.mkdir()
+    (folder / "metrics-20261202T150000Z.prom").write_text(_itl(100))
+    (folder / "metrics-20261202T160000+01:00.prom").write_text(_itl(200))  # the same instant
+    (folder / "metrics-20261202T150100Z.prom").write_text(_itl(300))
+    with pytest.raises(SourceError, match=r"T150000Z\.prom and .*T160000\+01:00\.prom are both "
+                       r"stamped 2026-12-02T15:00:00Z"):  # fmt: skip
+        histogram_series(read_scrape_folder(folder), "itl")
+
+
 def test_same_series_twice_in_one_page_is_an_error_naming_it():
     text = page(
         HEAD,

@@ -11,6 +11,20 @@ from itlkit.errors import HistogramError, SourceError
 from itlkit.metrics.histogram import Histogram, HistogramSeries
 from itlkit.metrics.vllm_metrics import metric
 
+# vLLM V0 labels its series with model_name only (vllm/engine/metrics.py); V1 adds
+# engine=str(engine_index), from 0 (vllm/v1/metrics/loggers.py, PrometheusStatLogger). Across an
+# upgrade from one to the other, the label-less series is engine 0's.
+_V0_ENGINE = "0"
+
+
+def _newest_names(rows: pd.DataFrame) -> pd.Series:
+    """Each row's metric under its newest vLLM name (whichever name the page used)."""
+    return rows["metric"].map(lambda key: metric(key).names[0]).astype(str)
+
+
+def _engines(rows: pd.DataFrame) -> pd.Series:
+    return rows["engine"].astype(str).replace("", _V0_ENGINE)
+
 
 def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
     m = metric(key)
@@ -23,7 +37,7 @@ def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
             f"{m.key} histograms are not one; choose one with --model-name (model_name=)"
         )
     if engine is not None:
-        rows = rows[rows["engine"] == str(engine)]
+        rows = rows[_engines(rows) == str(engine)]
     if rows.empty:
         where = ", ".join(sorted({str(s) for s in frame["source"].unique()})[:3]) or "the input"
         extra = "".join(
@@ -36,12 +50,31 @@ def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
 
 
 def _with_scrape_ids(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Number the scrapes (source, timestamp) in time order; NaN times sort last, in file order."""
+    """Number the scrapes (source, timestamp) in time order; NaN times sort last, in file order.
+
+    Two sources stamped with the same instant (`...T150000Z` and `...T160000+01:00` name one
+    moment) are two pages of one scrape, which cannot both be right: refused, never summed."""
     rows = rows.assign(source=rows["source"].astype(str))
     ids = rows.groupby(["timestamp_seconds", "source"], dropna=False, sort=True).ngroup()
     rows = rows.assign(scrape=ids.to_numpy())
     order = rows.drop_duplicates("scrape").sort_values("scrape")[["timestamp_seconds", "source"]]
-    return rows, order.reset_index(drop=True)
+    order = order.reset_index(drop=True)
+    timed = order.dropna(subset=["timestamp_seconds"])
+    twice = timed[timed.duplicated("timestamp_seconds", keep=False)]
+    if not twice.empty:
+        when = twice["timestamp_seconds"].iloc[0]
+        pages = twice["source"][twice["timestamp_seconds"] == when].tolist()
+        raise SourceError(
+            f"{pages[0]} and {pages[1]} are both stamped {_utc(when)}: two pages of one instant "
+            "cannot both be the server's state then; keep one (a name's time zone counts: "
+            "T160000+01:00 is T150000Z)"
+        )
+    return rows, order
+
+
+def _utc(unix_seconds: float) -> str:
+    text = pd.Timestamp(unix_seconds, unit="s", tz="UTC").isoformat(timespec="milliseconds")
+    return text.replace(".000", "").replace("+00:00", "Z")
 
 
 def histogram_series(
@@ -49,13 +82,15 @@ def histogram_series(
 ) -> HistogramSeries:
     """The snapshots of one histogram metric over time, summed by `le` across label sets.
 
-    A series is its full label set. Each one's counters are read on their own: a drop is a
-    reset (a restart), after which the series carries on from what it had; a series that
-    appears later starts from zero (a new engine, a renamed metric after an upgrade) and one
-    that disappears keeps its last value. Only then are the series summed, so one engine's
-    restart never hides another's increase. The same series twice in one scrape is an error.
-    Bucket layouts must agree between label sets and between scrapes; errors name the file and
-    label set. Scrapes are ordered by timestamp; those without one come last, by file name.
+    A series is its metric and full label set, whichever name vLLM exposed it under (a rename
+    by an upgrade continues it) and with a missing `engine` label read as engine 0 (V0 pages).
+    Each one's counters are read on their own: a drop is a reset (a restart), after which the
+    series carries on from what it had; a series that appears later starts from zero (a new
+    engine) and one that disappears keeps its last value. Only then are the series summed, so
+    one engine's restart never hides another's increase. The same series twice in one scrape,
+    and two pages stamped with one instant, are errors; so is a histogram without +Inf. Bucket
+    layouts must agree between label sets and between scrapes; errors name the file and label
+    set. Scrapes are ordered by timestamp; those without one come last, by file name.
     """
     if metric(metric_key).kind != "histogram":
         raise SourceError(f"{metric_key} is a {metric(metric_key).kind}, not a histogram")
@@ -63,9 +98,8 @@ def histogram_series(
     rows = _with_series_ids(rows)
     _check_duplicates(rows, order)
     table = _bucket_table(rows, metric_key, order)
+    _require_inf_bucket(rows, table, order)
     sums, totals, notes = _sums_and_counts(rows, table, order, metric_key)
-    table, inf_note = _with_inf_bucket(table, totals, metric_key, order)
-    notes += inf_note
     bounds = np.asarray(table.columns, dtype=float)
     counts = table.to_numpy()
     sources = order["source"].to_numpy()
@@ -140,12 +174,16 @@ def _carried_over_resets(
 
 
 def _with_series_ids(rows: pd.DataFrame) -> pd.DataFrame:
-    """Name each label set as Prometheus would print it; a NaN sample is an error."""
+    """Name each series by what it counts, as Prometheus would print it; a NaN sample is an
+    error. A series is its metric and labels, not the name it was exposed under: a family
+    renamed by an upgrade (vllm:time_per_output_token_seconds -> inter_token_latency) and a V0
+    series without an `engine` label continue as one series (its counter read on, or reset if
+    it dropped), never as a second series that starts from zero beside the first."""
     other = rows["labels"].astype(str)
+    engine = _engines(rows)
     series_id = (
-        rows["family"].astype(str) + '{model_name="' + rows["model_name"].astype(str)
-        + '",engine="' + rows["engine"].astype(str) + '"'
-        + other.where(other == "", "," + other) + "}"
+        _newest_names(rows) + '{model_name="' + rows["model_name"].astype(str)
+        + '",engine="' + engine + '"' + other.where(other == "", "," + other) + "}"
     )  # fmt: skip
     rows = rows.assign(series=series_id)
     nan_rows = rows[rows["value"].isna()]
@@ -216,24 +254,27 @@ def _sums_and_counts(
     return sums_counts["sum"].to_numpy(), sums_counts["count"].to_numpy(), tuple(notes)
 
 
-def _with_inf_bucket(table, totals, metric_key: str, order) -> tuple[pd.DataFrame, tuple]:
-    """A table without the +Inf bucket gets it from `_count` (equal by definition), with a note."""
+def _require_inf_bucket(rows: pd.DataFrame, table: pd.DataFrame, order) -> None:
+    """A histogram without its +Inf bucket is refused, as Prometheus' histogram_quantile
+    answers NaN for it: every quantile would be a guess about the observations above the top."""
     if math.isinf(float(table.columns[-1])):
-        return table, ()
-    scrape, _ = table.index[0]
-    note = (
-        f"{order['source'][scrape]}: {metric_key} has no +Inf bucket (the page looks truncated "
-        "or hand-edited; Prometheus' histogram_quantile would return NaN): it is taken from "
-        "_count, which must equal it"
+        return
+    scrape, series = table.index[0]
+    mine = rows[(rows["scrape"] == scrape) & (rows["series"] == series)]
+    mine = mine[mine["sample"] == "bucket"]
+    line = f":{int(mine['line'].max())}" if "line" in mine and mine["line"].max() > 0 else ""
+    raise SourceError(
+        f'{order["source"][scrape]}{line}: {series} has no le="+Inf" bucket (its highest is '
+        f"le={float(table.columns[-1]):g}): the page is cut or hand-edited; Prometheus' "
+        "histogram_quantile answers NaN without it, so no quantile can be read"
     )
-    return table.assign(**{"inf": totals}).rename(columns={"inf": math.inf}), (note,)
 
 
 def _check_histograms(table, bounds, counts, sums, totals, sources) -> None:
     """Validate every (scrape, label set) at once; on a failure, let Histogram.create word it."""
     bad = ~np.isclose(totals, counts[:, -1], rtol=1e-9, atol=1e-9)
     bad |= (np.diff(counts, axis=1) < 0).any(axis=1) | (counts < 0).any(axis=1)
-    if math.isinf(bounds[-1]) and not bad.any():
+    if not bad.any():
         return
     i = int(np.argmax(bad)) if bad.any() else 0
     scrape, series = table.index[i]
