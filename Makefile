@@ -2,6 +2,7 @@
 # make present - serve the notebooks with Voila: code hidden, widgets live (PRESENT_PORT=8866)
 # make test   - lint + the whole test suite (unit, notebooks executed, Prometheus, browser)
 # make bench  - run every benchmarks/bench_*.py
+# make lock   - re-resolve the test environment's pins (constraints.txt) from pyproject's ranges
 # make clean  - remove .venv and everything the tests and tools leave behind
 # Needs only Python 3.11+ and make (browser and Prometheus tests also want Debian's chromium and
 # prometheus; without them they skip, or fail under CI=true).
@@ -16,7 +17,7 @@ LAB_NOTEBOOK ?= 01_decode_floor.ipynb
 NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: lab present test lint bench clean
+.PHONY: lab present test lint bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +29,11 @@ $(NOTEBOOKS_STAMP): pyproject.toml | $(BIN)/python
 	-$(BIN)/pip uninstall --quiet -y rfc3987-syntax
 	touch $@
 
-# The dev install is a superset, so it also satisfies `make lab`.
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[notebooks,dev]'
+# The dev install is a superset, so it also satisfies `make lab`. It takes the versions pinned in
+# constraints.txt (`make lock` refreshes them on purpose), so a new release of a dependency cannot
+# turn the tests red unannounced; `make lab` alone installs the newest within pyproject's ranges.
+$(DEV_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[notebooks,dev]'
 	-$(BIN)/pip uninstall --quiet -y rfc3987-syntax
 	touch $@ $(NOTEBOOKS_STAMP)
 
@@ -62,6 +65,20 @@ bench: $(NOTEBOOKS_STAMP)
 		[ -e "$$script" ] || { echo "no benchmarks/bench_*.py yet"; break; }; \
 		echo "== $$script"; $(BIN)/python "$$script"; \
 	done
+
+# A fresh venv resolves pyproject's ranges to today's newest versions; their pins replace
+# constraints.txt. Run the tests after it, and commit it as a change of its own.
+LOCK_VENV := build/lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[notebooks,dev]'
+	{ echo "# Pins of the test environment (make test, CI): make lock wrote them on $$(date -u +%F)"; \
+	  echo "# with $$($(LOCK_VENV)/bin/python --version), from the ranges in pyproject.toml."; \
+	  echo "# Refresh on purpose (make lock), run the tests, commit alone. make lab ignores it."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable | grep -v '^itlkit' ; } > constraints.txt
+	rm -rf $(LOCK_VENV)
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache .ruff_cache .hypothesis build benchmarks/out

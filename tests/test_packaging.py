@@ -127,3 +127,38 @@ def test_physics_and_the_explain_command_do_not_load_pandas(code: str):
     loaded = _modules_after(code)
     assert "pandas" not in loaded
     assert "plotly" not in loaded and "ipywidgets" not in loaded
+
+
+def constraints() -> dict[str, str]:
+    """name -> pinned version of constraints.txt, the test environment's lock."""
+    pins = {}
+    for line in (REPO_ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[parse_requirement(name)[0]] = version.strip()
+    return pins
+
+
+def test_the_lock_pins_every_dependency_within_pyproject_ranges():
+    # make test installs with -c constraints.txt: each dependency pinned, to a version that
+    # pyproject.toml allows (a lock outside the ranges would test what users cannot install)
+    from packaging.specifiers import SpecifierSet
+
+    pins = constraints()
+    problems = []
+    for name, spec in pyproject_dependencies().items():
+        bare = name.split("[")[0]
+        if bare not in pins:
+            problems.append(f"{bare} is not pinned")
+        elif pins[bare] not in SpecifierSet(spec):
+            problems.append(f"{bare}=={pins[bare]} is outside pyproject's {spec}")
+    assert not problems, "\n".join(problems)
+
+
+def test_make_test_installs_from_the_lock():
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    dev = makefile.split("$(DEV_STAMP): ", 1)[1].split("\n\n", 1)[0]
+    assert "constraints.txt" in dev.splitlines()[0]  # a changed lock reinstalls
+    assert "pip install --quiet -c constraints.txt -e '.[notebooks,dev]'" in dev
+    lab = makefile.split("$(NOTEBOOKS_STAMP): ", 1)[1].split("\n\n", 1)[0]
+    assert "constraints" not in lab  # users get pyproject's ranges
