@@ -11,6 +11,7 @@ wide, so they can go into docs/screenshots/ for the README as they are (after pn
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,11 +60,9 @@ def present_page(browser, page_errors):
     return context, page
 
 
-@pytest.fixture(scope="module")
-def voila_url(tmp_path_factory):
-    base = tmp_path_factory.mktemp("voila")
-    root = base / "notebooks"
-    shutil.copytree(NOTEBOOKS_DIR, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+@contextlib.contextmanager
+def serve_voila(root: Path, base: Path) -> Iterator[str]:
+    """Voila started as `make present` starts it, serving `root`; yields its URL."""
     env = isolated_jupyter_env(base)
     port = free_port()
     args = [a for a in present_command() if not a.startswith("--port=")]
@@ -94,6 +94,15 @@ def voila_url(tmp_path_factory):
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def voila_url(tmp_path_factory):
+    base = tmp_path_factory.mktemp("voila")
+    root = base / "notebooks"
+    shutil.copytree(NOTEBOOKS_DIR, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    with serve_voila(root, base) as url:
+        yield url
 
 
 def test_make_present_is_voila_with_code_hidden():
@@ -150,10 +159,14 @@ def test_notebook_04_presents_as_a_walk_through(voila_url, browser, page_errors,
         assert cell_errors(page) == []
         assert page.locator(STDERR_OUTPUTS).all_text_contents() == []
 
-        milliseconds = press_and_time(page, ".itlkit-whatif-budget .noUi-handle", "ArrowRight",
-                                      figure=1, timeout_ms=60_000)  # fmt: skip
-        assert milliseconds > 0  # the title changed: "recomputing…" first, then the numbers
-        page.wait_for_function(TITLE_CONTAINS, arg="what-if (budget 576,", timeout=60_000)
+        # every press redraws (it froze in about 1 run in 3 before the figure's ESM was made
+        # small: see itlkit/widgets/_figure.py and tests/test_figure_widget_loading.py)
+        for budget in range(576, 576 + 10 * 64, 64):
+            milliseconds = press_and_time(page, ".itlkit-whatif-budget .noUi-handle",
+                                          "ArrowRight", figure=1, timeout_ms=30_000)  # fmt: skip
+            assert milliseconds > 0  # the title changed: "recomputing…" first, then the numbers
+            page.wait_for_function(TITLE_CONTAINS, arg=f"what-if (budget {budget},",
+                                   timeout=30_000)  # fmt: skip
         page.wait_for_timeout(1_000)  # the slider's echo reaches the kernel after the redraw
         assert layout_problems(page) == []
         assert cell_errors(page) == []

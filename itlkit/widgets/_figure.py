@@ -12,10 +12,13 @@ curve costs about 1 ms), so a slider that moves one marker would pay for every c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping
+from importlib.resources import files
 
 import anywidget
 import numpy as np
+import plotly
 import plotly.graph_objects as go
 import traitlets
 
@@ -31,10 +34,119 @@ def plain(value):
     return value
 
 
-def figure_widget(figure: go.Figure) -> go.FigureWidget:
+# Why plotly's own FigureWidget froze under Voila (issue 18; the evidence is in tests/
+# test_present.py): anywidget gives each model 2 s from its creation to load and initialise its
+# ESM, and otherwise rejects the model's `ready` promise; every kernel message to the model first
+# awaits that promise (anywidget 0.9-0.11, `AnyModel._handle_comm_msg` and `Runtime`), so a late
+# model silently drops every update for the rest of the page's life. plotly's ESM is its whole
+# widget bundle (plotly.js, 4.9 MB), parsed and run once per figure: at page load Voila creates
+# every model at once, and on a 2-core machine the second figure's bundle finished 3.0 s after
+# its model was made (the first 1.8 s). Its view was drawn, the slider moved, the kernel's
+# messages arrived, and the figure never changed again.
+#
+# The ESM below is small, so anywidget's deadline is met in milliseconds. It loads plotly's
+# bundle once per page (shared by every figure) and outside that deadline, holds the kernel's
+# messages that come before the bundle has loaded and hands them to plotly's model in order, and
+# draws each view once the bundle is there. It also fixes a second freeze: plotly registers a
+# view's listeners on the model for good, so after a view is removed (its cell re-run, a box
+# re-filled) the dead view's listener throws on its purged plot before the live view's runs
+# ("Error setting state: ... '_guiEditing'"); here each view's listeners go with the view.
+_FIGURE_ESM = """
+const KEY = Symbol.for("itlkit.plotly-widget-bundle/%(digest)s");
+const MESSAGES = ["_py2js_addTraces", "_py2js_deleteTraces", "_py2js_moveTraces",
+  "_py2js_restyle", "_py2js_relayout", "_py2js_update", "_py2js_animate",
+  "_py2js_removeLayoutProps", "_py2js_removeTraceProps"];
+
+function plotlyBundle(source) {  // one module per page, whichever figure asks first
+  if (!globalThis[KEY]) {
+    const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+    globalThis[KEY] = import(url).finally(() => URL.revokeObjectURL(url));
+  }
+  return globalThis[KEY];
+}
+
+export default () => {
+  let plotly = null;  // plotly's own { initialize, render } for this model, once loaded
+  let loaded = null;
+  let viewListeners = null;  // while a view renders, the listeners it adds
+  return {
+    initialize({ model }) {
+      const early = [];  // messages that came before plotly's model listened: [name, value]
+      const hold = MESSAGES.map((name) => {
+        const listener = () => early.push([name, model.get(name)]);
+        model.on(`change:${name}`, listener);
+        return [name, listener];
+      });
+      const replaying = new Map();
+      const listeners = [];
+      const proxy = {
+        get: (name) => (replaying.has(name) ? replaying.get(name) : model.get(name)),
+        set: (...args) => model.set(...args),
+        save_changes: () => model.save_changes(),
+        send: (...args) => model.send(...args),
+        on: (event, listener) => {
+          model.on(event, listener);
+          (viewListeners ?? listeners).push([event, listener]);
+        },
+        off: (...args) => model.off(...args),
+        widget_manager: model.widget_manager,
+      };
+      loaded = plotlyBundle(model.get("_plotly_bundle")).then((bundle) => {
+        plotly = bundle.default();
+        plotly.initialize({ model: proxy });
+        hold.forEach(([name, listener]) => model.off(`change:${name}`, listener));
+        for (const [name, value] of early) {
+          replaying.set(name, value);
+          listeners.filter(([event]) => event === `change:${name}`).forEach(([, f]) => f());
+          replaying.delete(name);
+        }
+        return model;
+      });
+      loaded.catch((error) => console.error("[itlkit] plotly's widget bundle failed", error));
+    },
+    async render({ el }) {
+      const model = await loaded;
+      const mine = [];
+      viewListeners = mine;
+      let remove;
+      try {
+        remove = plotly.render({ el });
+      } finally {
+        viewListeners = null;
+      }
+      return () => {
+        mine.forEach(([event, listener]) => model.off(event, listener));
+        if (typeof remove === "function") remove();
+      };
+    },
+  };
+};
+"""
+
+
+def _plotly_bundle() -> str:
+    """plotly's widget bundle (its FigureWidget's JavaScript and plotly.js)."""
+    return (files("plotly") / "package_data" / "widgetbundle.js").read_text(encoding="utf-8")
+
+
+def _figure_esm(bundle: str) -> str:
+    digest = hashlib.sha256(bundle.encode()).hexdigest()[:16]
+    return _FIGURE_ESM % {"digest": f"{plotly.__version__}-{digest}"}
+
+
+class FigureWidget(go.FigureWidget):
+    """plotly's FigureWidget with a small ESM (see `_FIGURE_ESM`): it meets anywidget's 2-s
+    load deadline, loads plotly's bundle once per page, and drops a removed view's listeners.
+    Both are class attributes, so the model's first state carries them (no second ESM)."""
+
+    _plotly_bundle = traitlets.Unicode(_plotly_bundle()).tag(sync=True)
+    _esm = _figure_esm(_plotly_bundle.default_value)
+
+
+def figure_widget(figure: go.Figure) -> FigureWidget:
     """A FigureWidget showing `figure`, its arrays held as lists."""
     data = [plain(trace.to_plotly_json()) for trace in figure.data]
-    widget = go.FigureWidget(data=data, layout=figure.layout)
+    widget = FigureWidget(data=data, layout=figure.layout)
     widget._config = {"responsive": True}  # plotly.js resizes it on every window resize
     return widget
 
