@@ -133,7 +133,7 @@ def _check_duplicates(rows: pd.DataFrame, order: pd.DataFrame) -> None:
     if not twice.any():
         return
     r = rows[twice].iloc[0]
-    sample = rows.groupby(key, dropna=False, sort=False).ngroup()  # le is NaN for _sum, _count
+    sample = rows.groupby(key, dropna=False, sort=False, observed=True).ngroup()  # le NaN: sums
     lines = rows["line"][sample == sample[twice].iloc[0]][:2] if "line" in rows else ()
     where = f" (lines {', '.join(str(n) for n in lines)})" if len(lines) else ""
     le = f' le="{r["le"]:g}"' if r["sample"] == "bucket" else ""
