@@ -7,6 +7,7 @@ The summary keys are those vLLM's `vllm/benchmarks/serve.py` writes (`mean_itl_m
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -57,17 +58,37 @@ def test_detailed_file_keeps_every_sample_and_drops_failed_requests():
          "completed no request"),
         ({"hello": 1}, "not a vllm bench serve result"),
         ([1, 2], "top level is not an object"),
-        ({**SUMMARY, "mean_itl_ms": "fast"}, "'mean_itl_ms' must be a finite number"),
-        ({**SUMMARY, "mean_itl_ms": True}, "'mean_itl_ms' must be a finite number"),
-        ({**SUMMARY, "p99_itl_ms": -3}, "'p99_itl_ms' is negative"),
+        ({**SUMMARY, "mean_itl_ms": "fast"}, "'mean_itl_ms' must be a number, got 'fast'"),
+        ({**SUMMARY, "mean_itl_ms": True}, "'mean_itl_ms' must be a number, got True"),
+        ({**SUMMARY, "p99_itl_ms": -3}, "'p99_itl_ms' is -3; it must be a finite number from 0"),
+        ({**SUMMARY, "p99_itl_ms": 1e300}, "'p99_itl_ms' is 1e.300; it must be a finite number"),
+        ({**SUMMARY, "p99_itl_ms": 18}, r"p99_itl_ms \(18\) is below p90_itl_ms \(19\)"),
+        ({**SUMMARY, "p90_ttft_ms": 100}, r"p90_ttft_ms \(100\) is below median_ttft_ms"),
+        ({**SUMMARY, "completed": 2.5}, "'completed' must be a whole number, got 2.5"),
+        ({**SUMMARY, "completed": 10**309}, "'completed' is 1000.*; it must be 0 to 1,000,000,000"),
+        ({**SUMMARY, "max_concurrency": "fast"}, "'max_concurrency' must be a whole number"),
+        ({**SUMMARY, "max_concurrency": 0}, "'max_concurrency' is 0; it must be 1 to"),
+        ({**SUMMARY, "max_concurrency": [4]}, "'max_concurrency' must be a whole number"),
+        ({**SUMMARY, "total_input_tokens": -5}, "'total_input_tokens' is -5; it must be 0 to"),
+        ({**SUMMARY, "total_output_tokens": {"a": 1}}, "'total_output_tokens' must be a whole"),
+        ({**SUMMARY, "request_rate": -2}, "'request_rate' is -2; it must be a number of requests"),
+        ({**SUMMARY, "request_rate": [1]}, "'request_rate' is \\[1\\]; it must be"),
+        ({**SUMMARY, "input_lens": [5, "x"], "output_lens": [1, 2]},
+         r"input_lens\[1\] is 'x'; a token count is a whole number"),
+        ({**SUMMARY, "input_lens": [5, 10**20], "output_lens": [1, 2]},
+         r"input_lens\[1\] is 1000.*; a token count"),
+        ({**SUMMARY, "input_lens": [5], "output_lens": [1, 2]},
+         r"per-request lists differ in length \(input_lens 1, output_lens 2\)"),
+        ({**SUMMARY, "start_times": [0.0, "x"]}, r"start_times\[1\] is 'x', not a number"),
+        ({**SUMMARY, "start_times": [0.0, float("nan")]}, r"start_times\[1\] is nan; it must be"),
         ({**SUMMARY, "p150_itl_ms": 3}, "not a percentile"),
         ({"ttfts": 3, "itls": [[0.1]]}, "'ttfts' must be a list"),
         ({"ttfts": None, "itls": [[0.1]]}, "'ttfts' must be a list"),
         ({"ttfts": [0.1], "itls": {"a": 1}}, "'itls' must be a list"),
         ({"ttfts": [0.1], "itls": [0.1]}, r"itls\[0\] must be the list"),
-        ({"ttfts": [0.1], "itls": [[0.1, [0.2]]]}, r"itls\[0\] holds a value that is not a number"),
-        ({"ttfts": ["0.1"], "itls": [[0.1]]}, "ttfts holds a value that is not a number"),
-        ({"ttfts": [0.1], "itls": [[float("inf")]]}, "NaN, infinite or negative"),
+        ({"ttfts": [0.1], "itls": [[0.1, [0.2]]]}, r"itls\[0\]\[1\] is \[0.2\], not a number"),
+        ({"ttfts": ["0.1"], "itls": [[0.1]]}, r"ttfts\[0\] is '0.1', not a number"),
+        ({"ttfts": [0.1], "itls": [[float("inf")]]}, r"itls\[0\]\[0\] is inf; it must be a fin"),
         ({"ttfts": [0.1, 0.2], "itls": [[0.1]]}, "differ in length"),
         ({"ttfts": [0.1]}, "has ttfts but not both"),
     ],
@@ -85,11 +106,11 @@ def test_deep_nesting_and_broken_json():
 
 
 def test_non_regular_files_are_refused(tmp_path):
-    with pytest.raises(SourceError, match="not a regular file"):
+    with pytest.raises(SourceError, match="is a folder, not a bench result file"):
         read_bench_result(tmp_path)
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    with pytest.raises(SourceError, match="not a regular file"):
+    with pytest.raises(SourceError, match=r"is a named pipe \(FIFO\), not a bench result"):
         read_bench_result(fifo)  # would block forever if opened
 
 
@@ -136,3 +157,15 @@ def test_a_failed_run_gets_the_same_verdict_from_every_subcommand(tmp_path):
         code, _, err = _cli(*command)
         assert code == 2, (command, err)
         assert "the benchmark completed no request (every request failed)" in err, command
+
+
+def test_how_the_requests_were_sent_is_read_and_checked():
+    doc = {**SUMMARY, "max_concurrency": 8, "request_rate": "inf", "total_input_tokens": 100,
+           "total_output_tokens": 40, "input_lens": [60, 40], "output_lens": [20, 20],
+           "start_times": [10.0, 10.5], "errors": ["", ""]}  # fmt: skip
+    r = parse_bench_result(json.dumps(doc)).requests
+    assert r.max_concurrency == 8 and r.request_rate_per_second == math.inf
+    assert (r.total_input_tokens, r.total_output_tokens) == (100, 40)
+    assert r.input_lens.tolist() == [60, 40] and r.start_times_seconds.tolist() == [10.0, 10.5]
+    bare = parse_bench_result(json.dumps({**SUMMARY, "request_rate": None})).requests
+    assert bare.max_concurrency is None and math.isnan(bare.request_rate_per_second)

@@ -90,7 +90,7 @@ def test_own_config_json_works_as_model(tmp_path):
         (["--tp", "3"], "TP=3 does not divide the 32 attention heads"),
         (["--model", "qwen2.5-7b", "--tp", "14"], "TP=14 does not divide the 4 KV heads"),
         (["--mfu", "2"], "--mfu: must be a fraction in (0, 1]"),
-        (["--model", "/nonexistent/config.json"], "cannot read model config"),
+        (["--model", "/nonexistent/config.json"], "no such model config.json file"),
     ],
 )
 def test_bad_input_exits_nonzero_with_a_clear_message(args, message):

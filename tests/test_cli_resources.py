@@ -28,7 +28,7 @@ def _simulate(*args):
         # 1e12 req/s x 60 s = 6e13 requests at 600 B each: 36,000,000 GB, over the 4 GB limit.
         (["--rate", "1e12"], "about 60,000,000,000,000 requests"),
         (["--duration", "1e9"], "about 5,000,000,000 requests"),
-        (["--workload", "/dev/zero"], "/dev/zero: not a regular file"),
+        (["--workload", "/dev/zero"], "/dev/zero: is a character device, not a workload file"),
         (["--start-unix-seconds", "1e20", "--prom-out", "unused"], "between 2000 and 2099"),
         # 0.001 req/s for 10 s: the expected 0.01 requests round to none at all.
         (["--rate", "0.001", "--duration", "10"], "no request finished: the workload is empty"),

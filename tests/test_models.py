@@ -102,18 +102,22 @@ def test_config_only_counts_cite_their_sources(slug):
 def test_bad_config_files_name_the_file_and_field(tmp_path):
     empty = tmp_path / "empty.json"
     empty.write_text("")
-    with pytest.raises(ConfigError, match="empty.json is empty"):
+    with pytest.raises(ConfigError, match=r"empty.json: empty file \(0 bytes\)"):
         get_model(empty)
     broken = tmp_path / "broken.json"
     broken.write_text('{"num_hidden_layers": 2,\n "hidden_size": }')
-    with pytest.raises(ConfigError, match=r"broken.json is not valid JSON \(line 2"):
+    with pytest.raises(ConfigError, match=r"broken.json:2: not valid JSON \(column 17: Expect"):
         get_model(broken)
     missing = tmp_path / "config.json"
     missing.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64}))
     with pytest.raises(ConfigError, match="'num_attention_heads' is missing"):
         get_model(missing)
-    with pytest.raises(ConfigError, match="cannot read model config"):
+    with pytest.raises(ConfigError, match=r"nope\.json: no such model config\.json file"):
         get_model(tmp_path / "nope.json")
+    (tmp_path / "model").mkdir()  # a downloaded model's folder is read through its config.json
+    (tmp_path / "model" / "config.json").write_text(missing.read_text())
+    with pytest.raises(ConfigError, match=r"model/config\.json.*'num_attention_heads'"):
+        get_model(tmp_path / "model")
 
 
 def test_unknown_model_lists_valid_names():

@@ -125,7 +125,7 @@ def test_a_csv_prefix_group_below_minus_one_names_its_line(tmp_path):
     path.write_text(
         "arrival_seconds,prompt_tokens,output_tokens,prefix_group\n0,30,5,1\n0,30,5,-3\n"
     )
-    with pytest.raises(ConfigError, match=r"trace.csv:3: bad value \(prefix_group -3 is below"):
+    with pytest.raises(ConfigError, match=r"trace.csv:3: prefix_group is '-3'; it must be a whole"):
         read_workload_csv(path)
 
 

@@ -101,7 +101,7 @@ def test_optional_terms_toggle(explorer):
 
 def test_own_config_path(explorer, tmp_path):
     explorer.model_path.value = str(tmp_path / "missing.json")
-    assert "cannot read model config" in explorer.status.value
+    assert "no such model config.json file" in explorer.status.value
     explorer.model_path.value = ""
     assert "floor 15.05 ms" in explorer.figure.layout.title.text
 

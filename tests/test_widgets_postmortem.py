@@ -76,7 +76,7 @@ def test_own_config_json_as_the_model(explorer, tmp_path):
     config = tmp_path / "missing" / "config.json"
     explorer.model_path.value = str(config)
     explorer.reload()
-    assert "cannot read model config" in explorer.verdict.value
+    assert "no such model config.json file" in explorer.verdict.value
     explorer.model_path.value = ""
     explorer.reload()
     assert "Cannot diagnose" not in explorer.verdict.value

@@ -153,13 +153,44 @@ def test_vllm_bench_result_without_start_times_redraws_poisson(tmp_path):
     ("text", "suffix", "message"),
     [
         ("arrival_seconds,prompt_tokens\n1,2\n", ".csv", "lacks output_tokens"),
-        ("arrival_seconds,prompt_tokens,output_tokens\n1,x,3\n", ".csv", ":2: bad value"),
-        ("arrival_seconds,prompt_tokens,output_tokens\n1,0,3\n", ".csv", "prompt token"),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens\n1,x,3\n",
+            ".csv",
+            r":2: prompt_tokens is 'x'; it must be a whole number of tokens from 1 to 100,000,000",
+        ),
+        ("arrival_seconds,prompt_tokens,output_tokens\n1,5\n", ".csv", ":2: the row has fewer"),
+        ("arrival_seconds,prompt_tokens,output_tokens\n1,5,5,9\n", ".csv", ":2: the row has more"),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens\nnan,5,5\n",
+            ".csv",
+            ":2: arrival_seconds is",
+        ),
+        ("arrival_seconds,prompt_tokens,output_tokens\n1,5,1e20\n", ".csv", ":2: output_tokens is"),
+        ("\ufeffarrival_seconds,prompt_tokens\n1,2\n", ".csv", r":1: the CSV header lacks output"),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens,prefix_group\n1,5,5,-2\n",
+            ".csv",
+            ":2: prefix_group is '-2'; it must be a whole number",
+        ),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens\n1,0,3\n",
+            ".csv",
+            ":2: prompt_tokens is '0'",
+        ),
         ("{not json", ".json", "not valid JSON"),
         ('{"a": 1}', ".json", "not a vllm bench serve result"),
         ('{"completed": 0, "mean_itl_ms": null}', ".json", "completed no request"),
         ('{"completed": 9, "mean_itl_ms": 20}', ".json", "summary-only bench result"),
-        ('{"input_lens": [5, "x"], "output_lens": [5, 6]}', ".json", "must be a list of token"),
+        (
+            '{"input_lens": [5, "x"], "output_lens": [5, 6]}',
+            ".json",
+            r"input_lens\[1\] is 'x'; a token count is a whole number",
+        ),
+        (
+            '{"input_lens": [5], "output_lens": [5]}',
+            ".json",
+            "neither start_times nor request_rate",
+        ),
         ("x", ".txt", ".csv or a vllm bench"),
     ],
 )
@@ -168,6 +199,25 @@ def test_bad_workload_files_name_the_problem(tmp_path, text, suffix, message):
     path.write_text(text)
     with pytest.raises(ItlkitError, match=message):
         read_workload(path)
+
+
+def test_workload_files_in_other_encodings_are_named(tmp_path):
+    head = "arrival_seconds,prompt_tokens,output_tokens\n"
+    path = tmp_path / "w.csv"
+    path.write_bytes((head + "1,5,5\n# café\n").encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"w\.csv:3: not UTF-8 text \(byte 0xe9 at offset"):
+        read_workload(path)
+    path.write_bytes((head + "1,5,5\n").encode("utf-16"))
+    with pytest.raises(ConfigError, match=r"w\.csv: UTF-16 text; save the workload CSV file"):
+        read_workload(path)
+    path.write_bytes(("\ufeff" + head + "1,5,5\n").encode("utf-8"))  # Excel's BOM is fine
+    assert read_workload(path).num_requests == 1
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(ConfigError, match=r"folder\.csv: is a folder, not a workload file"):
+        read_workload(tmp_path / "folder.csv")
+    (tmp_path / "loop.csv").symlink_to(tmp_path / "loop.csv")
+    with pytest.raises(ConfigError, match=r"loop\.csv: a symbolic link that loops"):
+        read_workload(tmp_path / "loop.csv")
 
 
 def test_bad_arguments_are_clear_errors(tmp_path):

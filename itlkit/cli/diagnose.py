@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 from itlkit.cli._args import (
     DEFAULT_DEPLOYMENT,
@@ -125,8 +124,7 @@ def _run_bench_summary(args, result) -> int:
             f"and model_id {result.model_id!r} is not in the catalog: pass --model NAME or a "
             "config.json"
         )
-    doc = json.loads(Path(args.paths[0]).read_text(encoding="utf-8"))
-    summary = diagnose_summary(result, doc, deployment_from_args(args), gpu_stated=gpu_stated)
+    summary = diagnose_summary(result, deployment_from_args(args), gpu_stated=gpu_stated)
     if args.json:
         print(json.dumps({**summary.to_json(), "assumptions": assumptions}, indent=2,
                          default=_json_default))  # fmt: skip

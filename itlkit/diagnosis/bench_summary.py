@@ -97,22 +97,24 @@ class SummaryDiagnosis:
         }  # fmt: skip
 
 
-def _lengths(doc: dict, completed: int) -> tuple[int, float]:
+def _lengths(result: BenchResult) -> tuple[int, float]:
     """(concurrency, mean context) of the run: max_concurrency, prompt + half the output."""
-    batch = doc.get("max_concurrency") or doc.get("max_concurrent_requests") or 1
-    tokens_in = doc.get("total_input_tokens") or 0
-    tokens_out = doc.get("total_output_tokens") or 0
+    sent = result.requests
+    batch = (sent.max_concurrency if sent else None) or 1
+    tokens_in = (sent.total_input_tokens if sent else None) or 0
+    tokens_out = (sent.total_output_tokens if sent else None) or 0
+    completed = result.completed
     context = (tokens_in + tokens_out / 2) / completed if completed > 0 else 1.0
-    return int(batch), max(float(context), 1.0)
+    return batch, max(float(context), 1.0)
 
 
-def diagnose_summary(result: BenchResult, doc: dict, deployment: Deployment, *,
+def diagnose_summary(result: BenchResult, deployment: Deployment, *,
                      gpu_stated: bool, gpus=PLAUSIBLE_GPUS) -> SummaryDiagnosis:  # fmt: skip
     """Host overhead from a summary's median ITL, over the stated GPU or the plausible ones."""
     itl = result.summaries.get("itl")
     if itl is None or not math.isfinite(itl.median_seconds) or itl.median_seconds <= 0:
         raise ConfigError(f"{result.source}: the summary has no median ITL (median_itl_ms)")
-    batch, context = _lengths(doc, result.completed)
+    batch, context = _lengths(result)
     host = healthy_host_calibration()
     healthy = host.host_seconds_per_step + batch * host.host_seconds_per_sequence
     step = itl.median_seconds

@@ -11,15 +11,15 @@ store summaries only, so both kinds are read, and every subcommand reads a file 
 
 from __future__ import annotations
 
-import json
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from itlkit.errors import SourceError
+from itlkit.input_files import parse_json_text, read_input_text
 
 SUMMARY_METRICS = ("ttft", "tpot", "itl", "e2el")
 _PERCENTILE_KEY = re.compile(r"p(\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
@@ -47,6 +47,20 @@ class BenchSamples:
 
 
 @dataclass(frozen=True)
+class BenchRequests:
+    """How the client sent its requests, as far as the file says (each field checked)."""
+
+    max_concurrency: int | None  # None: the file does not say (an open loop)
+    request_rate_per_second: float  # inf: all at once; NaN: not said
+    total_input_tokens: int | None
+    total_output_tokens: int | None
+    input_lens: np.ndarray | None  # per request, with --save-detailed
+    output_lens: np.ndarray | None
+    start_times_seconds: np.ndarray | None  # per request, newer vLLM with --save-detailed
+    errors: tuple[str, ...] | None  # per request ("" for a success)
+
+
+@dataclass(frozen=True)
 class BenchResult:
     """What a bench result file says: the summary always, the samples when it was detailed."""
 
@@ -57,17 +71,49 @@ class BenchResult:
     duration_seconds: float
     summaries: dict[str, MetricSummary]
     samples: BenchSamples | None
+    requests: BenchRequests | None = None
 
 
-def _number(doc: dict, key: str, source: str) -> float:
+# Bounds beyond any real benchmark: a larger number is a corrupted or hand-edited file, and
+# would overflow the arithmetic built on it (token counts times KV bytes, for one).
+MOST_REQUESTS = 10**9
+MOST_TOKENS_PER_REQUEST = 10**8  # no model reads 100M tokens
+MOST_TOTAL_TOKENS = MOST_REQUESTS * 10**4
+MOST_SECONDS = 1e8  # three years
+MOST_MILLISECONDS = MOST_SECONDS * 1e3
+
+
+def _shown(value) -> str:
+    """A value as the error shows it: short, one line."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(doc: dict, key: str, source: str, *, most: float = MOST_MILLISECONDS) -> float:
     value = doc.get(key)
     if value is None:
         return math.nan
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise SourceError(f"{source}: {key!r} must be a finite number, got {value!r:.40}")
-    if value < 0:
-        raise SourceError(f"{source}: {key!r} is negative ({value:g})")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SourceError(f"{source}: {key!r} must be a number, got {_shown(value)}")
+    if not math.isfinite(value) or not 0 <= value <= most:
+        raise SourceError(
+            f"{source}: {key!r} is {_shown(value)}; it must be a finite number from 0 to {most:g}"
+        )
     return float(value)
+
+
+def _whole(doc: dict, key: str, source: str, *, most: int, least: int = 0) -> int | None:
+    """A whole number in [least, most] under `key`, or None when the file does not say."""
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SourceError(f"{source}: {key!r} must be a whole number, got {_shown(value)}")
+    if not least <= value <= most:
+        raise SourceError(f"{source}: {key!r} is {_shown(value)}; it must be {least} to {most:,}")
+    return value
 
 
 def _summary(doc: dict, name: str, source: str) -> MetricSummary | None:
@@ -82,7 +128,22 @@ def _summary(doc: dict, name: str, source: str) -> MetricSummary | None:
             percentiles[q] = _number(doc, key, source) / 1e3
     if all(math.isnan(s) for s in stats) and not percentiles:
         return None
-    return MetricSummary(*stats, percentiles_seconds=dict(sorted(percentiles.items())))
+    percentiles = dict(sorted(percentiles.items()))
+    levels = [(f"p{q * 100:g}", v) for q, v in percentiles.items()]
+    if not math.isnan(stats[1]):  # the median is the 50th percentile
+        levels = sorted([*levels, ("median", stats[1])], key=lambda kv: _level(kv[0]))
+    for (low, a), (high, b) in itertools.pairwise(levels):
+        if b < a * (1 - 1e-9):
+            raise SourceError(
+                f"{source}: {high}_{name}_ms ({b * 1e3:g}) is below {low}_{name}_ms "
+                f"({a * 1e3:g}); a higher percentile cannot be lower: the file was edited or "
+                "mixes two runs"
+            )
+    return MetricSummary(*stats, percentiles_seconds=percentiles)
+
+
+def _level(name: str) -> float:
+    return 50.0 if name == "median" else float(name[1:])
 
 
 def _list_of(doc: dict, key: str, source: str) -> list:
@@ -92,13 +153,78 @@ def _list_of(doc: dict, key: str, source: str) -> list:
     return value
 
 
-def _floats(values, what: str, source: str) -> np.ndarray:
-    if any(isinstance(v, bool | list | dict | str) or v is None for v in values):
-        raise SourceError(f"{source}: {what} holds a value that is not a number")
+def _floats(values, what: str, source: str, *, most: float = MOST_SECONDS) -> np.ndarray:
+    bad = next((i for i, v in enumerate(values)
+                if isinstance(v, bool) or not isinstance(v, int | float)), None)  # fmt: skip
+    if bad is not None:
+        raise SourceError(f"{source}: {what}[{bad}] is {_shown(values[bad])}, not a number")
     array = np.asarray(values, dtype=float)
-    if not np.isfinite(array).all() or (array < 0).any():
-        raise SourceError(f"{source}: {what} holds a NaN, infinite or negative value")
+    wrong = ~(np.isfinite(array) & (array >= 0) & (array <= most))
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise SourceError(
+            f"{source}: {what}[{i}] is {values[i]!r}; it must be a finite number from 0 to {most:g}"
+        )
     return array
+
+
+def _token_counts(doc: dict, key: str, source: str) -> np.ndarray | None:
+    """A per-request list of token counts (whole numbers >= 0), or None when absent."""
+    if doc.get(key) is None:
+        return None
+    values = _list_of(doc, key, source)
+    bad = next((i for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, int)
+                or not 0 <= v <= MOST_TOKENS_PER_REQUEST), None)  # fmt: skip
+    if bad is not None:
+        raise SourceError(
+            f"{source}: {key}[{bad}] is {_shown(values[bad])}; a token count is a whole number "
+            f"from 0 to {MOST_TOKENS_PER_REQUEST:,}"
+        )
+    return np.asarray(values, dtype=np.int64)
+
+
+def _request_rate(doc: dict, source: str) -> float:
+    """`request_rate`: requests per second, inf (vLLM writes "inf" or Infinity), NaN if absent."""
+    value = doc.get("request_rate")
+    if value is None:
+        return math.nan
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise SourceError(
+            f"{source}: 'request_rate' is {_shown(value)}; it must be a number of requests per "
+            'second above 0, or "inf" (all at once)'
+        )
+    return float(value)
+
+
+def _requests(doc: dict, source: str) -> BenchRequests:
+    """How the client sent the requests (see BenchRequests), each field checked."""
+    concurrency = doc.get("max_concurrency", doc.get("max_concurrent_requests"))
+    key = "max_concurrency" if "max_concurrency" in doc else "max_concurrent_requests"
+    starts = None
+    if doc.get("start_times") is not None:
+        starts = _floats(_list_of(doc, "start_times", source), "start_times", source)
+    errors = None
+    if doc.get("errors") is not None:
+        errors = tuple(str(e or "") for e in _list_of(doc, "errors", source))
+    lengths = {k: _token_counts(doc, k, source) for k in ("input_lens", "output_lens")}
+    sizes = {k: len(v) for k, v in [*lengths.items(), ("start_times", starts), ("errors", errors)]
+             if v is not None}  # fmt: skip
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k} {n}" for k, n in sizes.items())
+        raise SourceError(f"{source}: per-request lists differ in length ({listed})")
+    return BenchRequests(
+        max_concurrency=None if concurrency is None
+        else _whole({key: concurrency}, key, source, most=MOST_REQUESTS, least=1),
+        request_rate_per_second=_request_rate(doc, source),
+        total_input_tokens=_whole(doc, "total_input_tokens", source, most=MOST_TOTAL_TOKENS),
+        total_output_tokens=_whole(doc, "total_output_tokens", source, most=MOST_TOTAL_TOKENS),
+        input_lens=lengths["input_lens"],
+        output_lens=lengths["output_lens"],
+        start_times_seconds=starts,
+        errors=errors,
+    )  # fmt: skip
 
 
 def _samples(doc: dict, source: str) -> BenchSamples | None:
@@ -124,12 +250,7 @@ def _samples(doc: dict, source: str) -> BenchSamples | None:
 
 
 def _load(text: str, source: str) -> dict:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"{source}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise SourceError(f"{source}: JSON nested too deeply to be a bench result") from None
+    doc = parse_json_text(text, source=source, kind="bench result", error=SourceError)
     if not isinstance(doc, dict):
         raise SourceError(
             f"{source}: not a vllm bench serve result (the top level is not an object)"
@@ -147,7 +268,7 @@ def _nothing_completed(source: str) -> SourceError:
 def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
     """The summary (and samples, if saved) of the text of a bench result file."""
     doc = _load(text, source)
-    if _number(doc, "completed", source) == 0:
+    if _whole(doc, "completed", source, most=MOST_REQUESTS) == 0:
         raise _nothing_completed(source)
     summaries = {m: s for m in SUMMARY_METRICS if (s := _summary(doc, m, source)) is not None}
     samples = _samples(doc, source)
@@ -157,25 +278,24 @@ def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
             f"{source}: not a vllm bench serve result (no mean_itl_ms / median_ttft_ms summary, "
             "no per-request ttfts/itls or input_lens/output_lens)"
         )
-    completed = _number(doc, "completed", source)
+    completed = _whole(doc, "completed", source, most=MOST_REQUESTS)
     if samples is not None:
         completed = len(samples.ttft_seconds)
     if completed == 0:
         raise _nothing_completed(source)
-    failed = _number(doc, "failed", source)
-    total = _number(doc, "num_prompts", source)
-    if math.isnan(failed):
-        failed = total - completed if not math.isnan(total) else 0.0
-    if math.isnan(failed):  # num_prompts given, completed not: the failures are unknown
-        failed = 0.0
+    failed = _whole(doc, "failed", source, most=MOST_REQUESTS)
+    total = _whole(doc, "num_prompts", source, most=MOST_REQUESTS)
+    if failed is None:  # without num_prompts or completed the failures are unknown: 0
+        failed = total - completed if total is not None and completed is not None else 0
     return BenchResult(
         source=source,
         model_id=str(doc.get("model_id") or ""),
-        completed=-1 if math.isnan(completed) else int(completed),
-        failed=int(max(failed, 0)),
-        duration_seconds=_number(doc, "duration", source),
+        completed=-1 if completed is None else completed,
+        failed=max(failed, 0),
+        duration_seconds=_number(doc, "duration", source, most=MOST_SECONDS),
         summaries=summaries,
         samples=samples,
+        requests=_requests(doc, source),
     )
 
 
@@ -191,15 +311,5 @@ def require_latencies(result: BenchResult) -> BenchResult:
 
 def read_bench_result(path) -> BenchResult:
     """`parse_bench_result` of a file; a folder, a FIFO or a huge file is refused by name."""
-    path = Path(path)
-    try:
-        if not path.is_file():
-            raise SourceError(f"{path}: not a regular file")
-        if path.stat().st_size > MAX_BENCH_BYTES:
-            raise SourceError(f"{path}: over {MAX_BENCH_BYTES / 1e6:.0f} MB, too big for a result")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise SourceError(f"{path}: not UTF-8 text") from None
+    text = read_input_text(path, kind="bench result", max_bytes=MAX_BENCH_BYTES, error=SourceError)
     return parse_bench_result(text, source=str(path))

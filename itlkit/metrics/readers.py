@@ -45,6 +45,7 @@ from pandas.api.types import union_categoricals
 from prometheus_client.parser import text_string_to_metric_families
 
 from itlkit.errors import SourceError
+from itlkit.input_files import read_input_text
 from itlkit.metrics.bench import (
     BenchResult,
     BenchSamples,
@@ -333,20 +334,7 @@ MAX_PAGE_BYTES = 256_000_000  # a saved page or OpenMetrics run; a /metrics page
 
 
 def _read_text(path: Path) -> str:
-    try:
-        if not path.is_file():  # a FIFO or a device would block or never end
-            raise SourceError(f"{path}: not a regular file")
-        if path.stat().st_size > MAX_PAGE_BYTES:
-            raise SourceError(f"{path}: over {MAX_PAGE_BYTES / 1e6:.0f} MB, too big for a page")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not data:
-        raise SourceError(f"{path}: empty file (0 bytes)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return read_input_text(path, kind="metrics page", max_bytes=MAX_PAGE_BYTES, error=SourceError)
 
 
 def read_prometheus_text(

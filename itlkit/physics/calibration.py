@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from itlkit.errors import ConfigError
-from itlkit.json_files import read_json_file
+from itlkit.input_files import read_json_file
 from itlkit.physics.hardware import Hardware
 
 FORMAT = "itlkit-calibration/1"

@@ -9,11 +9,11 @@ bad one raises one `ConfigError` line naming the file and the field.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from itlkit.errors import ConfigError
+from itlkit.input_files import read_json_file
 from itlkit.physics.model import Model
 
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gpt2", "opt", "falcon"}
@@ -39,22 +39,7 @@ def _text_part(config: dict, where) -> dict:
 
 def read_hf_config(path: str | Path) -> dict:
     """The JSON object of a `config.json` (a multimodal config's `text_config` if it has one)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read model config {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"model config {path} is not UTF-8 text") from None
-    if not text.strip():
-        raise ConfigError(f"model config {path} is empty")
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"model config {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg})"
-        ) from None
+    config = read_json_file(path, kind="model config.json")
     if not isinstance(config, dict):
         raise ConfigError(f"model config {path} must hold a JSON object")
     return _text_part(config, path)
@@ -123,8 +108,10 @@ class _Fields:
 
 
 def model_from_hf_config(path: str | Path) -> Model:
-    """Build a Model from a Hugging Face `config.json`."""
+    """Build a Model from a Hugging Face `config.json` (or the model folder that holds one)."""
     path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
     slug = path.parent.name if path.name == "config.json" else path.stem
     return _model(_Fields(read_hf_config(path), path), slug=slug)
 

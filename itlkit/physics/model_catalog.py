@@ -15,11 +15,13 @@ from itlkit.units import lookup
 
 
 def get_model(name: str | Path | Model) -> Model:
-    """A catalog model by slug (e.g. 'llama-3.1-8b'), or one read from a config.json path."""
+    """A catalog model by slug (e.g. 'llama-3.1-8b'), or one read from a config.json path (or
+    from a downloaded model's folder that holds one)."""
     if isinstance(name, Model):
         return name
     text = str(name)
-    if text.endswith(".json") or Path(text).is_file():
+    path = Path(text)
+    if text.endswith(".json") or path.exists() or path.is_symlink():
         return model_from_hf_config(text)
     return lookup("model", text, MODELS)
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from itlkit.errors import ConfigError, UnknownNameError
-from itlkit.json_files import read_json_file
+from itlkit.input_files import read_json_file
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model

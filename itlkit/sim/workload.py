@@ -11,7 +11,7 @@ piecewise-constant rate profile (bursts), or from a replay: explicit lists, a CS
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from itlkit.errors import ConfigError
+from itlkit.input_files import file_problem, read_input_text
 
 Seed = int | np.random.Generator | None
 
@@ -323,67 +324,98 @@ def steady_workload(*, running: int, prompt_tokens: int, output_tokens: int) -> 
 # ---- replay from files ---------------------------------------------------------------------
 
 
+# The workload CSV's columns: (converter, least, most, what the value is). The bounds are beyond
+# any real request (no model reads 100M tokens; three years of arrivals) and keep the arithmetic
+# on them (tokens x KV bytes) finite.
+_CSV_COLUMNS = {
+    "arrival_seconds": (float, 0.0, 1e8, "a number of seconds"),
+    "prompt_tokens": (int, 1, 10**8, "a whole number of tokens"),
+    "output_tokens": (int, 1, 10**8, "a whole number of tokens"),
+    "cached_prompt_tokens": (int, 0, 10**8, "a whole number of tokens"),
+    "prefix_group": (int, -1, 10**9, "a whole number (-1 or empty: no group)"),
+}
+_CSV_DEFAULTS = {"cached_prompt_tokens": 0, "prefix_group": -1}
+
+
+def _csv_value(row: dict, column: str, where: str):
+    convert, least, most, what = _CSV_COLUMNS[column]
+    if column not in row:  # an optional column the header does not name
+        return _CSV_DEFAULTS[column]
+    raw = row[column]
+    if raw is None:  # DictReader's filler for the values a short row lacks
+        raise ConfigError(f"{where}: the row has fewer values than the header has columns")
+    if not raw.strip() and column in _CSV_DEFAULTS:
+        return _CSV_DEFAULTS[column]
+    try:
+        value = convert(raw)
+    except ValueError:
+        value = None
+    if value is None or not (least <= value <= most):  # NaN fails too
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        raise ConfigError(
+            f"{where}: {column} is {shown!r}; it must be {what} from {least:,} to {most:,}"
+        )
+    return value
+
+
 def read_workload_csv(path: str | Path) -> Workload:
     """Read `arrival_seconds,prompt_tokens,output_tokens[,cached_prompt_tokens][,prefix_group]`
     rows (header). Requests of one `prefix_group` (an integer >= 0; empty or -1: none) share their
     cached tokens: they are one prefix, held once in the KV cache."""
     path = Path(path)
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        need = {"arrival_seconds", "prompt_tokens", "output_tokens"}
-        missing = need - set(reader.fieldnames or ())
+    text = read_input_text(path, kind="workload CSV", max_bytes=1_000_000_000)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = {name: [] for name in _CSV_COLUMNS}
+    try:
+        missing = {"arrival_seconds", "prompt_tokens", "output_tokens"} - set(
+            name.strip() for name in reader.fieldnames or ()
+        )
         if missing:
-            raise ConfigError(f"{path}: CSV header lacks {', '.join(sorted(missing))}")
-        rows = {"arrival_seconds": [], "prompt_tokens": [], "output_tokens": [], "cached": [],
-                "group": []}  # fmt: skip
-        for line, row in enumerate(reader, start=2):
-            try:
-                rows["arrival_seconds"].append(float(row["arrival_seconds"]))
-                rows["prompt_tokens"].append(int(row["prompt_tokens"]))
-                rows["output_tokens"].append(int(row["output_tokens"]))
-                rows["cached"].append(int(row.get("cached_prompt_tokens") or 0))
-                rows["group"].append(int(row.get("prefix_group") or -1))
-                if rows["group"][-1] < -1:
-                    raise ValueError(f"prefix_group {rows['group'][-1]} is below -1 (none)")
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{path}:{line}: bad value ({exc})") from None
+            raise ConfigError(
+                f"{path}:1: the CSV header lacks {', '.join(sorted(missing))} (it reads "
+                f"{','.join(reader.fieldnames or [])[:80]!r})"
+            )
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            row = {(k or "").strip(): v for k, v in row.items()}
+            if "" in row:  # DictReader keeps the values past the header under None
+                raise ConfigError(f"{where}: the row has more values than the header has columns")
+            for name in columns:
+                columns[name].append(_csv_value(row, name, where))
+    except csv.Error as exc:
+        raise ConfigError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
+    groups = np.asarray(columns["prefix_group"], dtype=np.int64)
     try:
         return make_workload(
-            arrival_seconds=rows["arrival_seconds"],
-            prompt_tokens=rows["prompt_tokens"],
-            output_tokens=rows["output_tokens"],
-            cached_prompt_tokens=rows["cached"],
-            shared_prompt_tokens=np.where(np.asarray(rows["group"]) >= 0, rows["cached"], 0),
-            prefix_group=rows["group"],
+            arrival_seconds=columns["arrival_seconds"],
+            prompt_tokens=columns["prompt_tokens"],
+            output_tokens=columns["output_tokens"],
+            cached_prompt_tokens=columns["cached_prompt_tokens"],
+            shared_prompt_tokens=np.where(groups >= 0, columns["cached_prompt_tokens"], 0),
+            prefix_group=groups,
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def _lengths(data: dict, key: str, path: Path) -> np.ndarray:
-    values = data.get(key)
-    if not isinstance(values, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
-    ):
-        raise ConfigError(f"{path}: {key!r} must be a list of token counts (integers >= 0)")
-    return np.asarray(values, dtype=np.int64)
-
-
-def _bench_arrivals(data: dict, n: int, ok: np.ndarray, seed: Seed) -> np.ndarray:
-    starts = data.get("start_times")
-    if isinstance(starts, list) and len(starts) == n:
-        arrival = np.asarray(starts, dtype=float)
+def _bench_arrivals(sent, n: int, ok: np.ndarray, seed: Seed, path: Path) -> np.ndarray:
+    if sent.start_times_seconds is not None:
+        arrival = sent.start_times_seconds
         return arrival - arrival[ok].min() if ok.any() else arrival
-    rate = float(data.get("request_rate") or math.inf)
+    rate = sent.request_rate_per_second
+    if math.isnan(rate):
+        raise ConfigError(
+            f"{path}: neither start_times nor request_rate says when the requests were sent"
+        )
     if math.isinf(rate):
         return np.zeros(n)
     arrival = np.cumsum(make_rng(seed).exponential(1.0 / rate, size=n))
     return arrival - arrival[0]
 
 
-def _mean_lengths_hint(data: dict, completed: int) -> str:
-    tokens = data.get("total_input_tokens"), data.get("total_output_tokens")
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in tokens):
+def _mean_lengths_hint(sent, completed: int) -> str:
+    tokens = (sent.total_input_tokens, sent.total_output_tokens) if sent else (None, None)
+    if not all(n for n in tokens) or completed <= 0:
         return ""
     prompt, output = (n / completed for n in tokens)
     return f" (its mean lengths: --prompt-tokens {prompt:.0f} --output-tokens {output:.0f})"
@@ -392,31 +424,28 @@ def _mean_lengths_hint(data: dict, completed: int) -> str:
 def read_vllm_bench_result(path: str | Path, *, seed: Seed = None) -> Workload:
     """Replay a `vllm bench serve --save-result` JSON: `input_lens`, `output_lens`, start times.
 
-    The file is first read as every subcommand reads it (`metrics.bench`), so a failed run or a
-    malformed file gets the same message here as in `histogram`. Newer files carry per-request
-    `start_times` (perf-counter seconds); older ones only the `request_rate`, so arrivals are
-    redrawn as Poisson at that rate (all at 0 when it is inf). Failed requests (non-empty
-    `errors` entry or 0 output tokens) are dropped.
+    The file is read as every subcommand reads it (`metrics.bench`, which checks each field),
+    so a failed run or a malformed file gets the same message here as in `histogram`. Newer
+    files carry per-request `start_times` (perf-counter seconds); older ones only the
+    `request_rate`, so arrivals are redrawn as Poisson at that rate (all at 0 when it is inf).
+    Failed requests (non-empty `errors` entry or 0 output tokens) are dropped.
     """
     from itlkit.metrics.bench import read_bench_result
 
     path = Path(path)
     result = read_bench_result(path)
-    data = json.loads(path.read_text())
-    if "input_lens" not in data or "output_lens" not in data:
+    sent = result.requests
+    if sent is None or sent.input_lens is None or sent.output_lens is None:
         raise ConfigError(
             f"{path}: a summary-only bench result has no per-request input_lens/output_lens to "
             "replay (save it with --save-detailed), or describe the workload by flags"
-            + _mean_lengths_hint(data, result.completed)
+            + _mean_lengths_hint(sent, result.completed)
         )
-    prompt, output = _lengths(data, "input_lens", path), _lengths(data, "output_lens", path)
-    if prompt.shape != output.shape:
-        raise ConfigError(f"{path}: input_lens and output_lens differ in length")
+    prompt, output = sent.input_lens, sent.output_lens
     ok = (prompt > 0) & (output > 0)
-    errors = data.get("errors")
-    if isinstance(errors, list) and len(errors) == len(prompt):
-        ok &= np.array([not e for e in errors], dtype=bool)
-    arrival = _bench_arrivals(data, len(prompt), ok, seed)
+    if sent.errors is not None:
+        ok &= np.array([not e for e in sent.errors], dtype=bool)
+    arrival = _bench_arrivals(sent, len(prompt), ok, seed, path)
     return make_workload(
         arrival_seconds=arrival[ok], prompt_tokens=prompt[ok], output_tokens=output[ok]
     )
@@ -425,10 +454,9 @@ def read_vllm_bench_result(path: str | Path, *, seed: Seed = None) -> Workload:
 def read_workload(path: str | Path, *, seed: Seed = None) -> Workload:
     """Read a workload from a CSV or a vllm bench result JSON, by extension."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: no such workload file")
-    if not path.is_file():  # /dev/zero, a FIFO or a folder would never end or block
-        raise ConfigError(f"{path}: not a regular file")
+    problem = file_problem(path, kind="workload")  # /dev/zero or a FIFO would never end
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
     if path.suffix.lower() == ".json":
         return read_vllm_bench_result(path, seed=seed)
     if path.suffix.lower() == ".csv":
