@@ -18,15 +18,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
+import warnings
 
 from itlkit.errors import ConfigError, UnknownNameError
 
 USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, UnknownNameError, ValueError, OSError)
 
 
+# argparse reads a value such as "-inf", "-nan" or "-1e5" as an unknown option and answers
+# "expected one argument"; read as a value, the flag's own type says what is wrong with it.
+_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the error contract: a bad argument is one line (and `--help` for more)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -73,7 +84,11 @@ def _run_guarded(args) -> int:
     """`args.func(args)` with every failure turned into one line and its exit code."""
     where = f"itlkit {args.command}"
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            # numpy's overflow or invalid-value warning means an input beyond every bound
+            # slipped through: one line instead of the warning above a wrong number
+            warnings.simplefilter("error", RuntimeWarning)
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
@@ -82,6 +97,13 @@ def _run_guarded(args) -> int:
         return 130
     except USER_ERRORS as exc:
         print(f"{where}: error: {exc}", file=sys.stderr)
+        return 2
+    except (RuntimeWarning, FloatingPointError, OverflowError) as exc:
+        print(
+            f"{where}: error: a number went out of range while computing ({exc}); an input "
+            "is far beyond any real server: check the sizes and times given",
+            file=sys.stderr,
+        )
         return 2
     except MemoryError:
         print(f"{where}: error: out of memory; ask for less (a shorter run, fewer requests)",

@@ -5,60 +5,70 @@ from __future__ import annotations
 import argparse
 import math
 
-
-def positive_int(text: str) -> int:
-    """An integer > 0, or a clear argparse error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+# Bounds beyond any real deployment, which keep the arithmetic on a value finite (a batch of
+# 1e300 sequences overflows a float; a 400-digit integer cannot become one). A flag with a
+# tighter physical range says so with its own bounds.
+MOST_COUNT = 10**9  # sequences, tokens, requests
+LEAST_NUMBER, MOST_NUMBER = 1e-9, 1e15  # seconds, rates, bytes per second
+LEAST_FRACTION = 1e-3  # an efficiency or share below 0.1 % is a typo, not a server
 
 
-def positive_float(text: str) -> float:
-    """A finite number > 0, or a clear argparse error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
+def shown(text: str) -> str:
+    """A user's value as an error repeats it: quoted, one line, at most 40 characters."""
+    text = str(text)
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def above_one(text: str) -> float:
-    """A finite factor > 1 (a slow mode is slower than the floor), or a clear argparse error."""
-    value = positive_float(text)
-    if not value > 1:
-        raise argparse.ArgumentTypeError(f"must be a factor above 1, got {text}")
-    return value
+def count_at_most(most: int = MOST_COUNT, what: str = "a whole number"):
+    """An argparse type: an integer in [1, most], or a clear argparse error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip()) if len(text) <= 30 else None
+        except ValueError:
+            value = None
+        if value is None or not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not {what} from 1 to {most:,}")
+        return value
+
+    return parse
 
 
-def fraction(text: str) -> float:
-    """A number in (0, 1], such as an efficiency or a memory share, or a clear argparse error."""
-    value = positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text}")
-    return value
-
-
-def seconds_at_most(limit_seconds: float):
-    """An argparse type: a duration in [0, limit] seconds (a host cost, a latency)."""
+def number_between(least: float, most: float, what: str = "a number"):
+    """An argparse type: a finite number in [least, most], or a clear argparse error."""
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(text) if len(text) <= 40 else math.nan
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-        if not 0 <= value <= limit_seconds:
+            value = math.nan
+        if not least <= value <= most:  # NaN, inf and denormals fail here
             raise argparse.ArgumentTypeError(
-                f"must be between 0 and {limit_seconds:g} seconds, got {text}"
+                f"{shown(text)} is not {what} from {least:g} to {most:g}"
             )
         return value
 
     return parse
+
+
+positive_int = count_at_most()
+positive_float = number_between(LEAST_NUMBER, MOST_NUMBER, "a positive number")
+fraction = number_between(LEAST_FRACTION, 1.0, "a fraction")
+above_one = number_between(1.000001, 1e6, "a factor above 1")
+
+
+# What the deployment and step flags hold: a batch of sequences, a number of tokens, a step.
+sequences = count_at_most(10**7, "a number of sequences")
+tokens = count_at_most(10**8, "a number of tokens")  # no model reads 100M tokens
+mean_sequences = number_between(1.0, 1e7, "a mean number of sequences")
+mean_tokens = number_between(1.0, 1e8, "a mean number of tokens")
+step_seconds = number_between(1e-6, 3600.0, "a step time in seconds")
+window_seconds = number_between(1.0, 365 * 86400.0, "a window in seconds")
+
+
+def seconds_at_most(limit_seconds: float):
+    """An argparse type: a duration in [0, limit] seconds (a host cost, a latency)."""
+    return number_between(0.0, limit_seconds, "a number of seconds")
 
 
 DEFAULT_DEPLOYMENT = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "weights_precision": "bf16"}

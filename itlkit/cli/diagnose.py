@@ -10,8 +10,10 @@ from itlkit.cli._args import (
     DEFAULT_DEPLOYMENT,
     add_deployment_arguments,
     deployment_from_args,
-    positive_float,
-    positive_int,
+    mean_sequences,
+    mean_tokens,
+    tokens,
+    window_seconds,
 )
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.diagnosis.report import build_report, to_text
@@ -42,14 +44,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--end", help="with --prometheus: end time (RFC 3339 or unix seconds)")
     add_deployment_arguments(p, inferred=True)
     p.set_defaults(tp=None)  # taken from the served name (`...-tp2`) when given there
-    p.add_argument("--batch", type=positive_float, help="running sequences (default: metrics)")
-    p.add_argument("--context", type=positive_float, help="mean context tokens (default: metrics)")
-    p.add_argument(
-        "--max-num-batched-tokens", type=positive_int, help="token budget (default: vLLM's)"
-    )
+    p.add_argument("--batch", type=mean_sequences, help="running sequences (default: metrics)")
+    p.add_argument("--context", type=mean_tokens, help="mean context tokens (default: metrics)")
+    p.add_argument("--max-num-batched-tokens", type=tokens, help="token budget (default: vLLM's)")
     p.add_argument(
         "--window",
-        type=positive_float,
+        type=window_seconds,
         default=DEFAULT_WINDOW_SECONDS,
         metavar="SECONDS",
         help="evidence window length",

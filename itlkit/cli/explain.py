@@ -8,9 +8,10 @@ import sys
 from itlkit.cli._args import (
     add_deployment_arguments,
     deployment_from_args,
-    positive_float,
-    positive_int,
     seconds_at_most,
+    sequences,
+    step_seconds,
+    tokens,
 )
 from itlkit.errors import ConfigError
 
@@ -23,11 +24,11 @@ def add_parser(subparsers) -> None:
         description="Decompose one engine step into weight reads, KV reads and prefill work.",
     )
     add_deployment_arguments(p, memory=True)
-    p.add_argument("--batch", type=positive_int, default=64, help="running sequences")
-    p.add_argument("--context", type=positive_int, default=4096, help="tokens per sequence")
-    p.add_argument("--chunk", type=positive_int, help="prefill chunk tokens riding in the step")
-    p.add_argument("--prompt", type=positive_int, help="prompt tokens to prefill (TTFT price)")
-    p.add_argument("--measured-step", type=positive_float, metavar="SECONDS")
+    p.add_argument("--batch", type=sequences, default=64, help="running sequences")
+    p.add_argument("--context", type=tokens, default=4096, help="tokens per sequence")
+    p.add_argument("--chunk", type=tokens, help="prefill chunk tokens riding in the step")
+    p.add_argument("--prompt", type=tokens, help="prompt tokens to prefill (TTFT price)")
+    p.add_argument("--measured-step", type=step_seconds, metavar="SECONDS")
     p.add_argument("--host-overhead", type=seconds_at_most(10.0), default=0.0, metavar="SECONDS")
     p.add_argument("--allreduce-latency", type=seconds_at_most(1.0), default=0.0,
                    metavar="SECONDS")  # fmt: skip

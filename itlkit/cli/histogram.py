@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import math
 
-from itlkit.cli._args import above_one, positive_float
+from itlkit.cli._args import above_one, step_seconds
 from itlkit.metrics.histogram import Summary, series_window, summarize
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS, metric
 from itlkit.units import format_percent, format_seconds
@@ -36,7 +36,7 @@ def add_parser(subparsers) -> None:
                         "older vllm:time_per_output_token_seconds)")  # fmt: skip
     p.add_argument("--model-name", default=None, help="only this model_name label")
     p.add_argument("--engine", default=None, help="only this engine label (default: sum of all)")
-    p.add_argument("--floor-seconds", type=positive_float, default=None,
+    p.add_argument("--floor-seconds", type=step_seconds, default=None,
                    help="decode-step floor (seconds): share near it vs in a slow mode")  # fmt: skip
     p.add_argument("--slow-factor", type=above_one, default=3.0,
                    help="the slow mode sits at this multiple of the floor (default 3)")  # fmt: skip
