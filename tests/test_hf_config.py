@@ -36,7 +36,9 @@ POSITIVE_INTEGER_FIELDS = [
 @pytest.mark.parametrize("field", POSITIVE_INTEGER_FIELDS)
 @pytest.mark.parametrize("bad", [0, -8, True, "128", 127.5, [128], {"v": 1}])
 def test_integer_fields_refuse_zero_negatives_bools_strings_and_fractions(tmp_path, field, bad):
-    with pytest.raises(ConfigError, match=rf"config.json: field '{field}' must be a positive"):
+    with pytest.raises(
+        ConfigError, match=rf"config.json: field '{field}' must be an integer from 1"
+    ):
         _read(tmp_path, {**LLAMA, field: bad})
 
 
@@ -48,7 +50,9 @@ def test_integral_floats_and_nulls_read_as_integers_and_absent(tmp_path):
 
 def test_zero_kv_heads_is_refused_not_read_as_every_head(tmp_path):
     # Before: `int(0 or heads)` silently made 32 KV heads (4x the KV bytes).
-    with pytest.raises(ConfigError, match="'num_key_value_heads' must be a positive integer"):
+    with pytest.raises(
+        ConfigError, match="'num_key_value_heads' must be an integer from 1 to 100,000,000"
+    ):
         _read(tmp_path, {**LLAMA, "num_key_value_heads": 0})
 
 
@@ -83,13 +87,17 @@ def test_top_k_cannot_exceed_the_experts(tmp_path):
 
 @pytest.mark.parametrize("bad", [-8, "8", 8.5, True])
 def test_expert_count_must_be_a_non_negative_integer(tmp_path, bad):
-    with pytest.raises(ConfigError, match="'num_local_experts' must be an integer >= 0"):
+    with pytest.raises(
+        ConfigError, match="'num_local_experts' must be an integer from 0 to 100,000,000"
+    ):
         _read(tmp_path, {**MIXTRAL, "num_local_experts": bad})
 
 
 @pytest.mark.parametrize("bad", [0, -1, "2"])
 def test_top_k_must_be_positive(tmp_path, bad):
-    with pytest.raises(ConfigError, match="'num_experts_per_tok' must be a positive integer"):
+    with pytest.raises(
+        ConfigError, match="'num_experts_per_tok' must be an integer from 1 to 100,000,000"
+    ):
         _read(tmp_path, {**MIXTRAL, "num_experts_per_tok": bad})
 
 
@@ -102,7 +110,9 @@ def test_moe_without_top_k_is_refused(tmp_path):
 @pytest.mark.parametrize("bad", [-4096, "4096", 4096.5])
 def test_sliding_window_must_be_a_non_negative_integer(tmp_path, bad):
     # Before: -4096 gave negative KV bytes.
-    with pytest.raises(ConfigError, match="'sliding_window' must be an integer >= 0"):
+    with pytest.raises(
+        ConfigError, match="'sliding_window' must be an integer from 0 to 100,000,000"
+    ):
         _read(tmp_path, {**LLAMA, "sliding_window": bad})
 
 
@@ -121,11 +131,15 @@ def test_layer_types_must_list_one_string_per_layer(tmp_path):
 
 def test_mla_fields_are_checked(tmp_path):
     config = json.loads((DATA / "hf_configs" / "deepseek-v3" / "config.json").read_text())
-    with pytest.raises(ConfigError, match="'qk_rope_head_dim' must be a positive integer"):
+    with pytest.raises(
+        ConfigError, match="'qk_rope_head_dim' must be an integer from 1 to 100,000,000"
+    ):
         _read(tmp_path, {**config, "qk_rope_head_dim": -64})
     with pytest.raises(ConfigError, match="'first_k_dense_replace' exceeds num_hidden_layers"):
         _read(tmp_path, {**config, "first_k_dense_replace": 62})
-    with pytest.raises(ConfigError, match="'n_shared_experts' must be an integer >= 0"):
+    with pytest.raises(
+        ConfigError, match="'n_shared_experts' must be an integer from 0 to 100,000,000"
+    ):
         _read(tmp_path, {**config, "n_shared_experts": "1"})
 
 
@@ -204,15 +218,20 @@ def test_qwen2_moe_shared_expert_has_its_own_width_and_gate():
 @pytest.mark.parametrize(
     ("slug", "field", "bad", "message"),
     [
-        ("gpt2", "n_embd", "768", "must be a positive integer"),
-        ("gpt2", "n_positions", 0, "must be a positive integer"),
+        ("gpt2", "n_embd", "768", "must be an integer from 1 to 100,000,000"),
+        ("gpt2", "n_positions", 0, "must be an integer from 1 to 100,000,000"),
         ("opt-125m", "enable_bias", "false", "must be true or false"),
-        ("opt-125m", "ffn_dim", -3072, "must be a positive integer"),
+        ("opt-125m", "ffn_dim", -3072, "must be an integer from 1 to 100,000,000"),
         ("falcon-7b", "multi_query", "true", "must be true or false"),
-        ("falcon-7b", "num_attention_heads", 71.5, "must be a positive integer"),
+        ("falcon-7b", "num_attention_heads", 71.5, "must be an integer from 1 to 100,000,000"),
         ("pythia-160m", "intermediate_size", None, "is missing"),
-        ("gpt-j-6b", "n_inner", 0, "must be a positive integer"),
-        ("qwen1.5-moe-a2.7b", "shared_expert_intermediate_size", -1, "must be an integer >= 0"),
+        ("gpt-j-6b", "n_inner", 0, "must be an integer from 1 to 100,000,000"),
+        (
+            "qwen1.5-moe-a2.7b",
+            "shared_expert_intermediate_size",
+            -1,
+            "must be an integer from 0 to 100,000,000",
+        ),
         (
             "qwen1.5-moe-a2.7b",
             "mlp_only_layers",
@@ -230,11 +249,11 @@ def test_family_fields_are_checked(tmp_path, slug, field, bad, message):
 @pytest.mark.parametrize(
     ("field", "bad", "message"),
     [
-        ("interleave_moe_layer_step", 0, "must be a positive integer"),
+        ("interleave_moe_layer_step", 0, "must be an integer from 1 to 100,000,000"),
         ("interleave_moe_layer_step", 49, "exceeds num_hidden_layers"),
         ("num_experts_per_tok", 17, r"\(17\) exceeds the 16 experts"),
         ("no_rope_layers", [1, 0], r"must list one 0 or 1 per layer \(48\)"),
-        ("attention_chunk_size", -8192, "must be an integer >= 0"),
+        ("attention_chunk_size", -8192, "must be an integer from 0 to 100,000,000"),
     ],
 )
 def test_llama_4_text_config_fields_are_checked(tmp_path, field, bad, message):
@@ -288,3 +307,15 @@ def test_any_json_value_gives_a_model_or_one_config_error(tmp_path_factory, case
     assert model.num_attention_heads % model.num_kv_heads == 0 or model.is_mla
     assert float(model.kv_bytes(BF16, context_tokens=10_000)) >= 0
     assert model.experts_per_token <= model.num_experts or not model.is_moe
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "vocab_size", "num_hidden_layers"])
+def test_sizes_beyond_any_model_are_refused_before_they_overflow(tmp_path, field):
+    # 1e308 is an integral float: read as a size, the parameter count would be inf
+    config = json.loads((DATA / "hf_configs" / "llama-3.1-8b" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, field: 1e308}))
+    with pytest.raises(
+        ConfigError, match=rf"'{field}' must be an integer from 1 to 100,000,000 \(got 1e\+308\)"
+    ):
+        get_model(path)

@@ -194,3 +194,46 @@ def test_partial_pages_in_the_cli_are_warnings_not_errors(tmp_path, capsys):
     assert main(["histogram", str(tmp_path / "noinf.prom"), "--json"]) == 2
     err = capsys.readouterr().err
     assert "noinf.prom:" in err and "+Inf" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('le="0.01"} 90', 'le="0.01"} abc',
+         r"p.prom:3: malformed exposition line \(the value 'abc' is not a number \(digits, NaN"),
+        ('le="0.01"} 90', 'le="0.01"} 90 123 junk',
+         r"p.prom:3: malformed exposition line \(3 fields after the labels; a sample is a value"),
+        ('le="0.01"} 90', 'le="0.01"} 90 abc',
+         r"p.prom:3: malformed exposition line \(the timestamp 'abc' is not a number of milli"),
+        ('le="0.01"} 90', 'le="-1"} 90',
+         r'p.prom:3: .*_bucket has le="-1": a bucket bound of a latency or a token count is'),
+        # one stamped line in an unstamped page: it would split the histogram across two scrapes
+        ('le="0.01"} 90', 'le="0.01"} 90 1796212800000',
+         r"p.prom:4: this sample's time \(none\) differs from line 3's \(1796212800.000 s\)"),
+    ],
+)  # fmt: skip
+def test_a_bad_sample_line_is_named_in_the_formats_terms(old, new, message):
+    # (prometheus_client's own words, 'could not convert string to float', are not shown)
+    text = GOOD.replace(old, new)
+    assert text != GOOD
+    with pytest.raises(SourceError, match=message) as raised:
+        _read(text)
+    assert "could not convert" not in str(raised.value)
+
+
+def test_a_page_without_the_metric_is_named():
+    text = "# HELP something else\nprocess_cpu_seconds_total 3\n"
+    with pytest.raises(SourceError, match=r"no vllm:inter_token_latency_seconds or .* in p\.prom"):
+        _read(text)
+
+
+def test_a_huge_or_multiline_label_value_is_shown_short_on_one_line():
+    for value in ("a" * 100_000, "a\\nb"):  # \n inside a label value is the format's escape
+        labels = f'model_name="m",engine="0",x="{value}"'
+        lines = itl_lines(ITL, [90, 90, 90, 90, 100, 100], 1.25, labels=labels)
+        text = page(HEAD, [ln for ln in lines if 'le="0.01"' not in ln or "x=" not in ln])
+        text += page(HEAD, itl_lines(ITL, [1, 1, 1, 1, 1, 1], 0.01))
+        with pytest.raises(SourceError) as raised:
+            _read(text)
+        message = str(raised.value)
+        assert "\n" not in message and len(message) < 400, message[:500]

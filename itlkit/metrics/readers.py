@@ -208,17 +208,35 @@ def _wanted_lines(text: str, *, source: str, names: frozenset, parser: _Parser):
     return matches, lines, blocks
 
 
+def _sample_problem(line_text: str) -> str:
+    """What is wrong after the labels of a sample line, in the text format's terms."""
+    fields = line_text.rsplit("}", 1)[-1].split()
+    if len(fields) > 2:
+        return (
+            f"{len(fields)} fields after the labels; a sample is a value and an optional timestamp"
+        )
+    if not fields:
+        return "no value after the labels"
+    try:
+        float(fields[0])
+    except ValueError:
+        return f"the value {fields[0][:40]!r} is not a number (digits, NaN, +Inf or -Inf)"
+    if len(fields) == 2 and not re.fullmatch(r"-?\d+(\.\d+)?", fields[1]):
+        return f"the timestamp {fields[1][:40]!r} is not a number of milliseconds"
+    return "not a sample line of the text format"
+
+
 def _parse_families(matches: list, lines: list[str], *, source: str) -> list:
     """prometheus_client's families of the rewritten lines; on failure, name the first bad line."""
     try:
         return list(text_string_to_metric_families("\n".join(lines) + "\n"))
-    except ValueError as exc:
+    except ValueError:
         for (number, raw), line_text in zip(matches, lines, strict=True):
             try:
                 list(text_string_to_metric_families(line_text + "\n"))
-            except ValueError as line_exc:
-                raise _malformed(source, number, raw, f" ({line_exc})") from None
-        raise SourceError(f"{source}: cannot parse exposition text ({exc})") from None
+            except ValueError:
+                raise _malformed(source, number, raw, f" ({_sample_problem(line_text)})") from None
+        raise SourceError(f"{source}: not Prometheus text exposition") from None
 
 
 def _bucket_bound(labels: dict, *, sample_name: str, source: str) -> float:
@@ -227,9 +245,15 @@ def _bucket_bound(labels: dict, *, sample_name: str, source: str) -> float:
     if raw is None:
         raise SourceError(f"{source}: {sample_name} sample without an le label")
     try:
-        return float(raw)
+        bound = float(raw)
     except ValueError:
-        raise SourceError(f"{source}: {sample_name} has a bad le label {raw!r}") from None
+        raise SourceError(f"{source}: {sample_name} has a bad le label {raw[:40]!r}") from None
+    if not bound >= 0:  # NaN too
+        raise SourceError(
+            f'{source}: {sample_name} has le="{raw[:40]}": a bucket bound of a latency or a token '
+            "count is a number >= 0"
+        )
+    return bound
 
 
 def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Parser) -> list:
@@ -244,6 +268,7 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
     matches, lines, blocks = _wanted_lines(text, source=source, names=names, parser=parser)
     openmetrics = _is_openmetrics(text)
     rows = []
+    stamps: dict[tuple, tuple[float, int]] = {}  # series -> (its time, the line that set it)
     for family in _parse_families(matches, lines, source=source):
         for s in family.samples:
             hit = parser.table.get(s.name)
@@ -265,11 +290,30 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
                 # prometheus_client reads every stamp as milliseconds (divides by 1,000)
                 stamp = round(s.timestamp * 1e3, 6) if openmetrics else s.timestamp
                 when = _sample_time(stamp, where=where)
+            if not openmetrics:
+                _one_time_per_series(stamps, (family_name, blocks[i]), when, matches[i][0], where)
             rows.append(
                 (when, source, key, family_name, kind, model_name, engine, other, le, value,
                  matches[i][0])
             )  # fmt: skip
     return rows
+
+
+def _one_time_per_series(stamps: dict, series: tuple, when: float, number: int, where: str):
+    """In a text page (one scrape), a histogram's samples share one time: a stamp on some of
+    its lines and not on others would split it across two scrapes."""
+    key = (series[0], re.sub(r',?\s*le="[^"]*"', "", series[1]))
+    first = stamps.setdefault(key, (when, number))
+    if first[0] != when and not (math.isnan(first[0]) and math.isnan(when)):
+        raise SourceError(
+            f"{where}: this sample's time ({_stamp(when)}) differs from line {first[1]}'s "
+            f"({_stamp(first[0])}) for the same series; in a text page a series is read at one "
+            "instant: stamp all its lines alike, or none"
+        )
+
+
+def _stamp(unix_seconds: float) -> str:
+    return "none" if math.isnan(unix_seconds) else f"{unix_seconds:.3f} s"
 
 
 def _is_openmetrics(text: str) -> bool:
@@ -305,13 +349,16 @@ def _sample_time(seconds: float, *, where: str) -> float:
     return seconds
 
 
-def _frame(rows: list) -> pd.DataFrame:
+def _frame(rows: list, sources) -> pd.DataFrame:
+    """The tidy frame of `rows`; `attrs["sources"]` names what was read, rows or not, so an
+    error about a missing metric can name the files that lack it."""
     frame = pd.DataFrame.from_records(rows, columns=list(TIDY_COLUMNS))
     frame = frame.astype(
         {"timestamp_seconds": float, "le": float, "value": float, "line": np.int64}
     )
     for column in _CATEGORICAL:
         frame[column] = frame[column].astype("category")
+    frame.attrs["sources"] = tuple(str(s) for s in sources)
     return frame
 
 
@@ -326,7 +373,8 @@ def parse_prometheus_text(
     return _frame(
         _parse_rows(
             text, source=source, timestamp_seconds=timestamp_seconds, parser=_parser(metrics)
-        )
+        ),
+        [source],
     )
 
 
@@ -350,7 +398,8 @@ def read_prometheus_text(
             source=str(path),
             timestamp_seconds=math.nan if timestamp_seconds is None else timestamp_seconds,
             parser=_parser(metrics),
-        )
+        ),
+        [path],
     )
 
 
@@ -383,7 +432,7 @@ def _read_files(paths_and_times, metrics) -> pd.DataFrame:
         rows.extend(
             _parse_rows(_read_text(path), source=str(path), timestamp_seconds=ts, parser=parser)
         )
-    return _frame(rows)
+    return _frame(rows, [path for _, path in paths_and_times])
 
 
 def read_scrape_folder(folder, *, metrics=None, workers: int = 1) -> pd.DataFrame:
@@ -414,7 +463,9 @@ def _concat(frames) -> pd.DataFrame:
             columns[column] = union_categoricals([p.array for p in parts])
         else:
             columns[column] = np.concatenate([p.to_numpy() for p in parts])
-    return pd.DataFrame(columns)
+    frame = pd.DataFrame(columns)
+    frame.attrs["sources"] = tuple(s for f in frames for s in f.attrs.get("sources", ()))
+    return frame
 
 
 # --- vllm bench serve JSON -------------------------------------------------------------------
@@ -454,7 +505,7 @@ def bench_frame(
             rows.append((*common, "bucket", "", "", "", float(le), float(c), 0))
         rows.append((*common, "sum", "", "", "", math.nan, h.sum, 0))
         rows.append((*common, "count", "", "", "", math.nan, h.count, 0))
-    return _frame(rows)
+    return _frame(rows, [samples.source])
 
 
 def read_bench_json(

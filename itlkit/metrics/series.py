@@ -22,6 +22,12 @@ def _newest_names(rows: pd.DataFrame) -> pd.Series:
     return rows["metric"].map(lambda key: metric(key).names[0]).astype(str)
 
 
+def _named(series: str) -> str:
+    """A series as an error shows it: one line, at most 200 characters."""
+    text = series.replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _engines(rows: pd.DataFrame) -> pd.Series:
     return rows["engine"].astype(str).replace("", _V0_ENGINE)
 
@@ -39,13 +45,16 @@ def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
     if engine is not None:
         rows = rows[_engines(rows) == str(engine)]
     if rows.empty:
-        where = ", ".join(sorted({str(s) for s in frame["source"].unique()})[:3]) or "the input"
+        read = sorted(
+            {str(s) for s in frame["source"].unique()} | set(frame.attrs.get("sources", ()))
+        )
+        where = ", ".join(read[:3]) + (f" and {len(read) - 3} more" if len(read) > 3 else "")
         extra = "".join(
             f" with {k}={v!r}"
             for k, v in (("model_name", model_name), ("engine", engine))
             if v is not None
         )
-        raise SourceError(f"no {' or '.join(m.names)}{extra} in {where}")
+        raise SourceError(f"no {' or '.join(m.names)}{extra} in {where or 'the input'}")
     return rows
 
 
@@ -137,8 +146,9 @@ def _check_duplicates(rows: pd.DataFrame, order: pd.DataFrame) -> None:
     lines = rows["line"][sample == sample[twice].iloc[0]][:2] if "line" in rows else ()
     where = f" (lines {', '.join(str(n) for n in lines)})" if len(lines) else ""
     le = f' le="{r["le"]:g}"' if r["sample"] == "bucket" else ""
+    name = _named(r["series"])
     raise SourceError(
-        f"{order['source'][r['scrape']]}: {r['series']} _{r['sample']}{le} appears twice in one "
+        f"{order['source'][r['scrape']]}: {name} _{r['sample']}{le} appears twice in one "
         f"scrape{where}; a series is its full label set, so this page repeats one"
     )
 
@@ -189,7 +199,7 @@ def _with_series_ids(rows: pd.DataFrame) -> pd.DataFrame:
     nan_rows = rows[rows["value"].isna()]
     if not nan_rows.empty:
         r = nan_rows.iloc[0]
-        raise SourceError(f"{r['source']}: {r['series']} {r['sample']} is NaN")
+        raise SourceError(f"{r['source']}: {_named(r['series'])} {r['sample']} is NaN")
     return rows
 
 
@@ -213,8 +223,8 @@ def _bucket_table(rows: pd.DataFrame, metric_key: str, order: pd.DataFrame) -> p
         scrape, series = table.index[i]
         source = order["source"][scrape]
         raise SourceError(
-            f"{source}: {series} has no le={bounds[j]:g} bucket; bucket layouts differ between "
-            f"scrapes or label sets (this one has le={have})"
+            f"{source}: {_named(series)} has no le={bounds[j]:g} bucket; bucket layouts differ "
+            f"between scrapes or label sets (this one has le={have})"
         )
     return table
 
@@ -250,7 +260,9 @@ def _sums_and_counts(
         or (known_sums and sums_counts["sum"].isna().any())
     ):
         scrape, series = table.index[0]
-        raise SourceError(f"{order['source'][scrape]}: {series} lacks its _sum or _count sample")
+        raise SourceError(
+            f"{order['source'][scrape]}: {_named(series)} lacks its _sum or _count sample"
+        )
     return sums_counts["sum"].to_numpy(), sums_counts["count"].to_numpy(), tuple(notes)
 
 
@@ -264,8 +276,8 @@ def _require_inf_bucket(rows: pd.DataFrame, table: pd.DataFrame, order) -> None:
     mine = mine[mine["sample"] == "bucket"]
     line = f":{int(mine['line'].max())}" if "line" in mine and mine["line"].max() > 0 else ""
     raise SourceError(
-        f'{order["source"][scrape]}{line}: {series} has no le="+Inf" bucket (its highest is '
-        f"le={float(table.columns[-1]):g}): the page is cut or hand-edited; Prometheus' "
+        f'{order["source"][scrape]}{line}: {_named(series)} has no le="+Inf" bucket (its highest '
+        f"is le={float(table.columns[-1]):g}): the page is cut or hand-edited; Prometheus' "
         "histogram_quantile answers NaN without it, so no quantile can be read"
     )
 
@@ -284,7 +296,7 @@ def _check_histograms(table, bounds, counts, sums, totals, sources) -> None:
             cumulative_counts=counts[i],
             sum=sums[i],
             count=totals[i],
-            where=f"{sources[scrape]}: {series}",
+            where=f"{sources[scrape]}: {_named(series)}",
         )
     except HistogramError as exc:
         raise SourceError(str(exc)) from None
@@ -310,8 +322,8 @@ def _check_sums(table, bounds, counts, sums, sources) -> None:
     i = int(np.argmax(bad))
     scrape, series = table.index[i]
     raise SourceError(
-        f"{sources[scrape]}: {series} _sum {sums[i]:g} is impossible for its buckets: their "
-        f"{counts[i, -1]:g} observations add up to between {least[i]:g} and {most[i]:g}"
+        f"{sources[scrape]}: {_named(series)} _sum {sums[i]:g} is impossible for its buckets: "
+        f"their {counts[i, -1]:g} observations add up to between {least[i]:g} and {most[i]:g}"
     )
 
 

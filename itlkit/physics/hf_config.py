@@ -21,6 +21,9 @@ _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text"}
 _FOUR_NORMS = {"gemma2", "gemma3_text"}
 _FALCON_TYPES = {"falcon", "RefinedWeb", "RefinedWebModel"}
 _MISSING = object()
+# Above any real model's size field (hidden sizes ~1e4, vocabularies ~1e6, contexts ~1e7), and
+# low enough that products of them (parameters, FLOPs, bytes) stay finite floats.
+MOST_SIZE = 10**8
 
 
 def _text_part(config: dict, where) -> dict:
@@ -59,19 +62,21 @@ class _Fields:
         return self.config.get(key) is not None
 
     def int(self, key: str, default=_MISSING, *, minimum: int = 1) -> int:
-        """An integer >= `minimum` (JSON null counts as absent; 4096.0 reads as 4096)."""
+        """An integer from `minimum` to MOST_SIZE (JSON null counts as absent; 4096.0 reads as
+        4096)."""
         value = self.config.get(key)
         if value is None:
             if default is _MISSING:
                 raise self.fail(key, "is missing")
             return default
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        kind = f"an integer from {minimum} to {MOST_SIZE:,}"
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"must be {kind} (got {value!r})")
+            raise self.fail(key, f"must be {kind} (got {shown})")
         if isinstance(value, float) and not value.is_integer():
-            raise self.fail(key, f"must be {kind} (got {value!r})")
-        if value < minimum:
-            raise self.fail(key, f"must be {kind} (got {value!r})")
+            raise self.fail(key, f"must be {kind} (got {shown})")
+        if not minimum <= value <= MOST_SIZE:
+            raise self.fail(key, f"must be {kind} (got {shown})")
         return int(value)
 
     def first_int(self, keys: tuple[str, ...], default=_MISSING, *, minimum: int = 1) -> int:
