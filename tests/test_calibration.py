@@ -230,7 +230,7 @@ def test_calibrate_cli_on_thin_data_is_one_line(tmp_path):
     (lambda r: r.update(gpu="h900"), r"run 'trainval:64': .*h900"),
     (lambda r: r.update(model="llama-9"), r"run 'trainval:64': model .*llama-9"),
     (lambda r: r["workload"].update(stages=[{"rate_per_second": -1, "duration_seconds": 5}]),
-     r"run 'trainval:64': rate_per_second must be a finite number > 0"),
+     r"run 'trainval:64': workload.stages\[0\].rate_per_second must be a finite number > 0"),
 ])  # fmt: skip
 def test_runs_files_with_unknown_names_say_which_run(tmp_path, edit, message):
     import re

@@ -55,8 +55,8 @@ def _broken(edit) -> dict:
         (lambda d: d.update(runs=[]), "'runs' must be a non-empty list"),
         (lambda d: d["runs"][1].update(model="llama-9-7b"), r"run 'trainval:20'.*model.*unknown"),
         (lambda d: d["runs"][0].update(gpu="h900"), r"run 'trainval:17'.*h900"),
-        (lambda d: d["runs"][0].update(tp=0), r"tp must be a finite number > 0"),
-        (lambda d: d["runs"][0].update(tp="2"), r"tp must be int"),
+        (lambda d: d["runs"][0].update(tp=0), r"tp must be a whole number from 1 to 1,024, got 0"),
+        (lambda d: d["runs"][0].update(tp="2"), r"tp must be a whole number, got '2'"),
         (lambda d: d["runs"][0].update(weights_precision="fp3"), "fp3"),
         (lambda d: d["runs"][1]["workload"].update(stages=[{"rate_per_second": -5,
                                                             "duration_seconds": 600}]),
@@ -80,3 +80,126 @@ def test_unreadable_files(tmp_path):
     bad.write_text('{"format": \n')
     with pytest.raises(ConfigError, match=r"bad.json:2: not valid JSON"):
         read_runs(bad)
+
+
+# ---- sizes, cross-checks and where each error points (the bad-input hunt's R09, R17, R29) -----
+
+RUN64 = next(i for i, run in enumerate(DOC["runs"]) if run["id"] == "trainval:64")
+
+
+def _run64(edit):
+    """The fixture with run trainval:64 edited; the message must name the file, run and field."""
+
+    def apply(doc):
+        edit(doc["runs"][RUN64])
+
+    return _broken(apply)
+
+
+def _one_error(edit) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_runs(_run64(edit), source="runs.json")
+    message = str(caught.value)
+    assert message.count("runs.json") == 1 and message.count("trainval:64") == 1, message
+    return message
+
+
+def _stages(*pairs):
+    return lambda r: r["workload"].update(
+        stages=[{"rate_per_second": a, "duration_seconds": b} for a, b in pairs]
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # R09: 1e6 req/s for 1e6 s is 1e12 requests: it ran out of memory; 1e4 x 1e3 s hung.
+        (_stages((1e6, 1e6)), "workload.stages send 1,000,000,000,000 requests"),
+        (_stages((1e4, 1e3)), "send 10,000,000 requests (rate_per_second x duration_seconds"),
+        # a stage of 1e-9 req/s for 10 s sends none: the prediction crashed on an empty run
+        (_stages((1e-9, 10)), "workload.stages send 0 requests"),
+        (_stages((1e7, 1)), "workload.stages[0].rate_per_second must be a finite number > 0 up "
+         "to 1,000,000, got 10000000.0"),
+        (lambda r: r["workload"].update(system_prompts=10**9),
+         "workload.system_prompts must be a whole number from 1 to 1,000,000, got 1000000000"),
+        (lambda r: r["workload"].update(question_tokens=10**15),
+         "workload.question_tokens must be a whole number from 1 to 10,000,000"),
+        (lambda r: r["workload"].update(output_tokens_mean=1e308),
+         "workload.output_tokens_mean must be a finite number > 0 up to 10,000,000"),
+        (lambda r: r["workload"].update(prompt_template_tokens=float("nan")),
+         "workload.prompt_template_tokens must be a number of tokens >= 0, got nan"),
+        # prompts of 150 + 600 + 25.63 tokens and 251 output tokens in a 4,096-token context
+        (lambda r: r["engine"].update(max_model_len=1000),
+         "prompts of 776 tokens (prompt_tokens_mean, or system_prompt_tokens + question_tokens "
+         "+ prompt_template_tokens) and 251 output tokens exceed engine.max_model_len (1,000)"),
+        (lambda r: r["engine"].update(block_size=10**30),
+         "engine.block_size must be a whole number from 1 to 1,024"),
+        # 1,000 requests of 776 tokens in blocks of 1 token: 776,000 blocks is fine, 1e5
+        # requests at 500/s give 77,600,000, over the replay's 50,000,000
+        (lambda r: (r["engine"].update(block_size=1), _stages((500, 200))(r)),
+         "send 100,000 prompts of 776 tokens: 77,600,000 KV blocks of engine.block_size 1"),
+    ],
+)  # fmt: skip
+def test_sizes_beyond_a_simulation_are_refused_with_the_field(edit, expected):
+    assert expected in _one_error(edit)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # R29: a TP that does not split qwen2.5-7b's 28 heads named neither the file nor the run
+        (lambda r: r.update(tp=3), "tp is not usable: TP=3 does not divide the 28 attention"),
+        (lambda r: r.update(tp=10**30), "tp must be a whole number from 1 to 1,024"),
+        # the file and the run were named twice
+        (lambda r: r.pop("weights_precision"), "run 'trainval:64': weights_precision is missing"),
+        (lambda r: r.update(kv_precision="int4"), "run 'trainval:64': kv_precision is not usable"),
+        (lambda r: r["engine"].update(gpu_memory_utilization=1e-9),
+         "engine.gpu_memory_utilization 1e-09 of 80.00 GB leaves 0 B per GPU beside the "
+         "weights of qwen2.5-7b bf16 on h100-sxm (15.23 GB)"),
+        # vLLM's SchedulerConfig refuses this at start-up
+        (lambda r: r["engine"].update(chunked_prefill=False, max_num_batched_tokens=2048),
+         "engine.max_num_batched_tokens (2,048) is below engine.max_model_len (4,096) with "
+         "chunked_prefill false"),
+    ],
+)  # fmt: skip
+def test_deployment_errors_name_the_run_and_field_once(edit, expected):
+    assert expected in _one_error(edit)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # R17: each value was checked alone; these were fitted
+        (lambda m: m.update(ttft_mean_seconds=100.0),
+         "measured.ttft_mean_seconds (100 s) is above measured.e2e_mean_seconds (1.7718 s)"),
+        (lambda m: m.update(e2e_p90_seconds=99.0),
+         "measured.e2e_p90_seconds (99 s) is above measured.e2e_p99_seconds"),
+        (lambda m: m.update(itl_per_token_quantiles_seconds={"5": 0.1}),
+         "itl_per_token_quantiles_seconds has the level '5'; levels are numbers between 0 and 1"),
+        (lambda m: m.update(itl_per_token_quantiles_seconds={"NaN": 0.1}), "the level 'NaN'"),
+        (lambda m: m.update(itl_per_token_quantiles_seconds={"0.5": -1}),
+         "measured.itl_per_token_quantiles_seconds['0.5'] must be a finite number > 0"),
+        (lambda m: m.update(itl_per_token_quantiles_seconds={"0.5": 0.2, "0.9": 0.1}),
+         "has 0.1 s at 0.9, below 0.2 s at the lower level 0.5"),
+    ],
+)  # fmt: skip
+def test_measured_values_that_no_run_can_measure(edit, expected):
+    assert expected in _one_error(lambda r: edit(r["measured"]))
+
+
+def test_the_fixture_is_inside_every_bound():
+    # the bounds are far from real runs: all 13 read (as test_the_fixture_reads... checks), and
+    # the largest run sends 9,000 requests of ~600-800 tokens
+    runs = read_runs(FIXTURE)
+    assert max(run.workload.requests or 0 for run in runs) == 9000
+
+
+def test_an_error_the_engine_raises_names_the_run():
+    # a run built in code skips the reader's checks; the engine's words alone named no run
+    from dataclasses import replace
+
+    from itlkit.calibration.predict import simulate_run
+
+    run = next(r for r in read_runs(FIXTURE) if r.id == "trainval:64")
+    with pytest.raises(ConfigError, match=r"^run 'trainval:64': .*weights do not fit"):
+        simulate_run(replace(run, gpu_memory_utilization=0.01))

@@ -14,12 +14,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from itlkit.errors import ConfigError
 from itlkit.physics.calibration import UNCALIBRATED, Calibration
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.results import SimulationResult, weighted_quantile
-from itlkit.sim.run_workload import generated_tokens, prompt_cycle_blocks, run_workload
+from itlkit.sim.run_workload import (
+    UnknownWorkload,
+    generated_tokens,
+    prompt_cycle_blocks,
+    run_workload,
+)
 from itlkit.sim.runs import ITL_QUANTILE_LEVELS, Run
 from itlkit.sim.scheduler import (
     kv_capacity_tokens,
@@ -103,6 +109,15 @@ def simulate_run(
     99th percentile of running requests x a request's blocks) leave too little for the cycled
     prompts, the hits are replayed with that smaller cache and the run simulated again.
     """
+    try:
+        return _simulate_drained(run, calibration, seed=seed)
+    except ConfigError as exc:  # from the engine, which does not know the run
+        if isinstance(exc, UnknownWorkload) or str(exc).startswith("run "):
+            raise
+        raise ConfigError(f"run {run.id!r}: {exc}") from None
+
+
+def _simulate_drained(run: Run, calibration: Calibration, *, seed: int) -> SimulationResult:
     deployment = run_deployment(run, calibration)
     if run.replay is not None:  # the requests as recorded: no prompt cycle to cache
         return _engine(run, deployment, calibration, run.replay, seed=seed)
@@ -153,6 +168,8 @@ def predict(run: Run, result: SimulationResult, calibration: Calibration) -> Run
     arrival = result.workload.arrival_seconds
     delay = pipeline_delay_seconds(result, calibration)
     done = result.finished
+    if not done.any():
+        raise ConfigError(f"run {run.id!r}: none of its {done.size:,} simulated requests finished")
     ttft = (result.first_token_seconds - arrival + delay)[done]
     e2e = (result.finish_seconds - arrival + delay)[done]
     tokens = run.workload.output_tokens_mean  # as the client counted them (the harness's ratio)

@@ -25,12 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from itlkit.errors import ConfigError
-from itlkit.sim.runs import Run
+from itlkit.sim.runs import DEFAULT_PROMPT_TEMPLATE_TOKENS, Run
 from itlkit.sim.workload import Seed, Workload, make_rng, make_workload
-
-# Template tokens when a run does not say: the one run whose client measured its prompts served
-# 591.63 tokens against 100 + 466 (Llama-2-7B codegen, `prompt_template_tokens` 25.63).
-DEFAULT_PROMPT_TEMPLATE_TOKENS = 25.63
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ def fixed_count_arrivals(stages, *, seed: Seed = None) -> np.ndarray:
     rng = make_rng(seed)
     start, out = 0.0, []
     for stage in stages:
-        count = round(stage.rate_per_second * stage.duration_seconds)
+        count = stage.requests
         if count:
             gaps = rng.exponential(1.0, size=count)
             offsets = np.concatenate(([0.0], np.cumsum(gaps[:-1]))) / gaps.sum()
@@ -73,11 +69,10 @@ def prompt_set(run: Run) -> PromptSet:
         )
     template = w.prompt_template_tokens
     template = DEFAULT_PROMPT_TEMPLATE_TOKENS if template is None else template
-    raw = w.system_prompt_tokens + w.question_tokens
-    raw_tokens = raw + template
-    tokens = round(w.prompt_tokens_mean) if w.prompt_tokens_mean else round(raw_tokens)
+    tokens = w.prompt_tokens
     # Re-tokenisation stretches system prompt and question alike.
-    shared = int(w.system_prompt_tokens * tokens / (raw + template))
+    raw = w.system_prompt_tokens + w.question_tokens + template
+    shared = int(w.system_prompt_tokens * tokens / raw)
     n = w.system_prompts * w.prompts_per_system_prompt
     return PromptSet(
         prompt_tokens=np.full(n, tokens, dtype=np.int64),

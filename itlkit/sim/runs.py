@@ -5,12 +5,17 @@ the engine's settings, a workload (arrival stages, prompt structure, output leng
 client-side latencies measured. The format is described in `tests/data/real_runs/README.md`
 (copied from `shared/fixtures/real_runs_trainval.md`). Values the file leaves `null` take the
 file's `defaults_for_null`; a workload whose arrival rates are unknown keeps `stages=None`, so
-that a simulation says it cannot run it instead of guessing. Every error names the file and the
-run.
+that a simulation says it cannot run it instead of guessing. Every error names the file, the run
+and the field. Read-time checks also refuse what vLLM would not start or serve (a TP that does
+not split the heads, no room for one `max_model_len` context, a budget below it without chunked
+prefill, requests longer than it), sizes beyond what a simulation rebuilds in about a minute (the
+`MOST_*` table) and measurements no run can produce (a TTFT above its E2E, quantile levels
+outside (0, 1)).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -18,9 +23,10 @@ from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.input_files import read_json_file
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
-from itlkit.physics.model import Model
+from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
-from itlkit.units import kv_precision, weight_precision
+from itlkit.physics.roofline import Deployment, capacity
+from itlkit.units import format_bytes, kv_precision, weight_precision
 
 FORMAT = "itlkit-runs/1"
 MEASURED_KEYS = (
@@ -32,6 +38,23 @@ _ENGINE_DEFAULTS = {"max_num_seqs": 128, "max_model_len": 4096, "gpu_memory_util
 # The per-token ITL quantiles a bench run records and a prediction gives, for the jitter fit.
 ITL_QUANTILE_LEVELS = (0.5, 0.9, 0.99, 0.998)
 
+# Template tokens when a run does not say: the one run whose client measured its prompts served
+# 591.63 tokens against 100 + 466 (Llama-2-7B codegen, `prompt_template_tokens` 25.63).
+DEFAULT_PROMPT_TEMPLATE_TOKENS = 25.63
+
+# The largest sizes a run may give. The fixture's runs send 7,200-9,000 requests of ~800 tokens;
+# rebuilding and simulating a run costs ~30 us per request (100,000 requests: 2.8 s) and the
+# prefix-cache replay ~0.3 us per 16-token block it walks, so these keep one run near a minute.
+MOST_RUN_REQUESTS = 1_000_000
+MOST_PREFIX_BLOCKS = 50_000_000  # blocks of every prompt sent, which the replay walks one by one
+MOST_MODEL_LEN = 10_000_000  # Llama 4 Scout's 10M-token context, the longest published
+MOST_BLOCK_SIZE = 1024  # vLLM's BlockSize is 1-256 tokens (vllm/config/cache.py); hybrids more
+MOST_TP = 1024  # GPUs in one tensor-parallel group
+MOST_SEQS = 10**7  # engine.max_num_seqs
+MOST_BATCHED_TOKENS = 10**8  # engine.max_num_batched_tokens
+MOST_RATE_PER_SECOND = 1e6  # one stage's arrivals per second
+MOST_STAGE_SECONDS = 1e7  # one stage: about four months
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -39,6 +62,11 @@ class Stage:
 
     rate_per_second: float
     duration_seconds: float
+
+    @property
+    def requests(self) -> int:
+        """Requests the stage sends: exactly rate x duration, rounded (a fixed count)."""
+        return round(self.rate_per_second * self.duration_seconds)
 
 
 @dataclass(frozen=True)
@@ -57,6 +85,22 @@ class RunWorkload:
     question_tokens: int | None
     prompt_template_tokens: float | None
     parent: str | None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """Tokens of each served prompt: the measured mean, else system prompt + question +
+        template tokens (re-tokenisation adds them); None when the shape is unknown."""
+        if self.prompt_tokens_mean:
+            return round(self.prompt_tokens_mean)
+        if self.system_prompt_tokens is None or self.question_tokens is None:
+            return None
+        template = self.prompt_template_tokens
+        template = DEFAULT_PROMPT_TEMPLATE_TOKENS if template is None else template
+        return round(self.system_prompt_tokens + self.question_tokens + template)
+
+    @property
+    def requests(self) -> int | None:
+        return None if self.stages is None else sum(stage.requests for stage in self.stages)
 
 
 @dataclass(frozen=True)
@@ -86,6 +130,9 @@ class Run:
         return self.gpu.split("-")[0]
 
 
+_KINDS = {int: "a whole number", float: "a number", str: "a string"}
+
+
 class _Reader:
     """Typed reads of one run's fields; errors name the file, the run and the field."""
 
@@ -95,24 +142,33 @@ class _Reader:
     def fail(self, key: str, problem: str) -> ConfigError:
         return ConfigError(f"{self.where}: {key} {problem}")
 
-    def get(self, doc: dict, key: str, kind: type | tuple, *, optional: bool = False):
+    def get(self, doc: dict, key: str, kind: type | tuple, *, optional: bool = False,
+            name: str | None = None):  # fmt: skip
+        """`doc[key]` of this type (`name`: the field as the error calls it, default `key`)."""
+        name = name or key
         value = doc.get(key) if isinstance(doc, dict) else None
         if value is None:
             if optional:
                 return None
-            raise self.fail(key, "is missing")
+            raise self.fail(name, "is missing")
         if kind in (int, float) and isinstance(value, bool):
-            raise self.fail(key, f"must be a number, got {value!r}")
+            raise self.fail(name, f"must be a number, got {value!r}")
         if kind is float and isinstance(value, int):
             value = float(value)
         if not isinstance(value, kind):
-            raise self.fail(key, f"must be {getattr(kind, '__name__', kind)}, got {value!r:.60}")
+            raise self.fail(name, f"must be {_KINDS.get(kind, kind)}, got {value!r:.60}")
         return value
 
-    def positive(self, doc: dict, key: str, kind=float, *, optional: bool = False):
-        value = self.get(doc, key, kind, optional=optional)
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise self.fail(key, f"must be a finite number > 0, got {value!r}")
+    def positive(self, doc: dict, key: str, kind=float, *, optional: bool = False,
+                 most: float = math.inf, name: str | None = None):  # fmt: skip
+        """A number > 0 and at most `most` (finite)."""
+        value = self.get(doc, key, kind, optional=optional, name=name)
+        if value is not None and not (0 < value <= most and math.isfinite(value)):
+            if kind is int:
+                bound = f"a whole number from 1 to {most:,}"
+            else:
+                bound = "a finite number > 0" + ("" if math.isinf(most) else f" up to {most:,.15g}")
+            raise self.fail(name or key, f"must be {bound}, got {value!r:.60}")
         return value
 
 
@@ -124,7 +180,7 @@ def _model(r: _Reader, doc) -> Model:
             raise r.fail("model", str(exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise r.fail("model", "must be a catalog name or {name, config}")
-    name = r.get(doc, "name", str)
+    name = r.get(doc, "name", str, name="model.name")
     return model_from_hf_dict(doc["config"], where=f"{r.where} model", slug=name.split("/")[-1])
 
 
@@ -133,29 +189,55 @@ def _stages(r: _Reader, doc) -> tuple[Stage, ...] | None:
         return None
     if not isinstance(doc, list) or not doc:
         raise r.fail("workload.stages", "must be a non-empty list or null")
-    return tuple(
-        Stage(r.positive(s, "rate_per_second"), r.positive(s, "duration_seconds")) for s in doc
-    )
+    stages = []
+    for i, item in enumerate(doc):
+        at = f"workload.stages[{i}]"
+        if not isinstance(item, dict):
+            raise r.fail(at, "must be an object with rate_per_second and duration_seconds")
+        rate = r.positive(item, "rate_per_second", most=MOST_RATE_PER_SECOND,
+                          name=f"{at}.rate_per_second")  # fmt: skip
+        seconds = r.positive(item, "duration_seconds", most=MOST_STAGE_SECONDS,
+                             name=f"{at}.duration_seconds")  # fmt: skip
+        stages.append(Stage(rate, seconds))
+    return tuple(stages)
 
 
 def _workload(r: _Reader, doc) -> RunWorkload:
     if not isinstance(doc, dict):
         raise r.fail("workload", "must be an object")
-    opt = dict(optional=True)
+
+    def tokens(key: str, kind=float, optional=True):  # at most a context (the run's: later)
+        return r.positive(doc, key, kind, optional=optional, most=MOST_MODEL_LEN,
+                          name=f"workload.{key}")  # fmt: skip
+
+    def prompts(key: str):
+        return r.positive(doc, key, int, optional=True, most=MOST_RUN_REQUESTS,
+                          name=f"workload.{key}")  # fmt: skip
+
     return RunWorkload(
-        name=r.get(doc, "name", str),
+        name=r.get(doc, "name", str, name="workload.name"),
         stages=_stages(r, doc.get("stages")),
-        output_tokens_mean=r.positive(doc, "output_tokens_mean"),
-        output_tokens_target=r.positive(doc, "output_tokens_target", **opt),
+        output_tokens_mean=tokens("output_tokens_mean", optional=False),
+        output_tokens_target=tokens("output_tokens_target"),
         ignore_eos=_flag(r, doc, "ignore_eos", default=False),
-        prompt_tokens_mean=r.positive(doc, "prompt_tokens_mean", **opt),
-        system_prompts=r.positive(doc, "system_prompts", int, **opt),
-        prompts_per_system_prompt=r.positive(doc, "prompts_per_system_prompt", int, **opt),
-        system_prompt_tokens=r.positive(doc, "system_prompt_tokens", int, **opt),
-        question_tokens=r.positive(doc, "question_tokens", int, **opt),
-        prompt_template_tokens=r.get(doc, "prompt_template_tokens", float, **opt),
-        parent=r.get(doc, "parent", str, **opt),
+        prompt_tokens_mean=tokens("prompt_tokens_mean"),
+        system_prompts=prompts("system_prompts"),
+        prompts_per_system_prompt=prompts("prompts_per_system_prompt"),
+        system_prompt_tokens=tokens("system_prompt_tokens", int),
+        question_tokens=tokens("question_tokens", int),
+        prompt_template_tokens=_template_tokens(r, doc),
+        parent=r.get(doc, "parent", str, optional=True, name="workload.parent"),
     )
+
+
+def _template_tokens(r: _Reader, doc: dict) -> float | None:
+    """Tokens re-tokenisation adds to system prompt + question: a finite number >= 0."""
+    value = r.get(doc, "prompt_template_tokens", float, optional=True,
+                  name="workload.prompt_template_tokens")  # fmt: skip
+    if value is not None and not 0 <= value <= MOST_MODEL_LEN:
+        raise r.fail("workload.prompt_template_tokens",
+                     f"must be a number of tokens >= 0, got {value!r}")  # fmt: skip
+    return value
 
 
 def _flag(r: _Reader, doc: dict, key: str, *, default: bool) -> bool:
@@ -163,44 +245,156 @@ def _flag(r: _Reader, doc: dict, key: str, *, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise r.fail(key, f"must be true or false, got {value!r}")
+        raise r.fail(key, f"must be true or false, got {value!r:.60}")
     return value
+
+
+# Measured statistics that cannot exceed another, per request: a first token comes before the
+# last, and a p90 is at most the p99 of the same requests.
+_AT_MOST = (
+    ("ttft_mean_seconds", "e2e_mean_seconds"), ("ttft_p90_seconds", "e2e_p90_seconds"),
+    ("ttft_p99_seconds", "e2e_p99_seconds"), ("ttft_p90_seconds", "ttft_p99_seconds"),
+    ("e2e_p90_seconds", "e2e_p99_seconds"), ("itl_mean_seconds", "e2e_mean_seconds"),
+)  # fmt: skip
 
 
 def _measured(r: _Reader, doc) -> tuple[dict[str, float], dict[float, float]]:
     if not isinstance(doc, dict):
         raise r.fail("measured", "must be an object")
-    values = {k: r.positive(doc, k) for k in MEASURED_KEYS}
-    raw = doc.get("itl_per_token_quantiles_seconds") or {}
+    values = {k: r.positive(doc, k, name=f"measured.{k}") for k in MEASURED_KEYS}
+    for low, high in _AT_MOST:
+        if values[low] > values[high]:
+            raise r.fail(f"measured.{low}", f"({values[low]:g} s) is above measured.{high} "
+                         f"({values[high]:g} s), which no run can measure")  # fmt: skip
+    return values, _quantiles(r, doc.get("itl_per_token_quantiles_seconds") or {})
+
+
+def _quantiles(r: _Reader, raw) -> dict[float, float]:
+    """Per-token ITL quantiles: levels strictly between 0 and 1, values rising with the level."""
+    field = "measured.itl_per_token_quantiles_seconds"
     if not isinstance(raw, dict):
-        raise r.fail("measured.itl_per_token_quantiles_seconds", "must be an object")
+        raise r.fail(field, "must be an object of level: seconds")
     quantiles = {}
     for level in raw:
         try:
             q = float(level)
         except ValueError:
-            raise r.fail("measured.itl_per_token_quantiles_seconds", f"has key {level!r}") from None
-        quantiles[q] = r.positive(raw, level)
-    return values, dict(sorted(quantiles.items()))
+            q = math.nan
+        if not 0 < q < 1:  # NaN fails too
+            raise r.fail(field, f"has the level {level!r:.40}; levels are numbers between 0 and 1")
+        quantiles[q] = r.positive(raw, level, name=f"{field}[{level!r}]")
+    ordered = sorted(quantiles.items())
+    for (q0, v0), (q1, v1) in itertools.pairwise(ordered):
+        if v1 < v0:
+            raise r.fail(field, f"has {v1:g} s at {q1:g}, below {v0:g} s at the lower level {q0:g}")
+    return dict(ordered)
 
 
 def _engine(r: _Reader, doc, defaults: dict) -> dict:
     if not isinstance(doc, dict):
         raise r.fail("engine", "must be an object")
-    out = {"max_num_batched_tokens": r.positive(doc, "max_num_batched_tokens", int)}
-    for key in ("max_num_seqs", "max_model_len"):
-        out[key] = r.positive(doc, key, int, optional=True) or defaults[key]
-    share = r.positive(doc, "gpu_memory_utilization", optional=True)
+
+    def count(key: str, most, default=None):
+        value = r.positive(doc, key, int, optional=default is not None, most=most,
+                           name=f"engine.{key}")  # fmt: skip
+        return value or default
+
+    out = {
+        "max_num_batched_tokens": count("max_num_batched_tokens", MOST_BATCHED_TOKENS),
+        "max_num_seqs": count("max_num_seqs", MOST_SEQS, defaults["max_num_seqs"]),
+        "max_model_len": count("max_model_len", MOST_MODEL_LEN, defaults["max_model_len"]),
+        "block_size": count("block_size", MOST_BLOCK_SIZE, 16),
+    }
+    share = r.positive(doc, "gpu_memory_utilization", optional=True, most=1.0,
+                       name="engine.gpu_memory_utilization")  # fmt: skip
     out["gpu_memory_utilization"] = share or defaults["gpu_memory_utilization"]
-    if not 0 < out["gpu_memory_utilization"] <= 1:
-        raise r.fail("engine.gpu_memory_utilization", "must be in (0, 1]")
-    out["block_size"] = r.positive(doc, "block_size", int, optional=True) or 16
     for key in ("chunked_prefill", "prefix_caching"):
         flag = doc.get(key, True)
         if not isinstance(flag, bool):
-            raise r.fail(f"engine.{key}", f"must be true or false, got {flag!r}")
+            raise r.fail(f"engine.{key}", f"must be true or false, got {flag!r:.60}")
         out[key] = flag
     return out
+
+
+def _deployment(r: _Reader, doc, model: Model, gpu: str, engine: dict) -> tuple:
+    """(tp, weights precision, KV precision), after refusing a deployment vLLM could not start:
+    TP that does not split the heads, weights that do not fit, no room for one full context."""
+    tp = r.positive(doc, "tp", int, most=MOST_TP)
+    weights = _named(r, "weights_precision", weight_precision, r.get(doc, "weights_precision", str))
+    kv = _named(r, "kv_precision", kv_precision, r.get(doc, "kv_precision", str))
+    _named(r, "tp", lambda n: check_tensor_parallel(model, tp=n), tp)
+    dep = Deployment(model=model, gpu=get_gpu(gpu), weights=weights, kv=kv, tp=tp,
+                     gpu_memory_utilization=engine["gpu_memory_utilization"])  # fmt: skip
+    room = capacity(dep, context_tokens=engine["max_model_len"])
+    if room.max_sequences < 1:  # vLLM checks this at start-up (kv_cache_utils.py)
+        raise r.fail(
+            "engine.gpu_memory_utilization",
+            f"{dep.gpu_memory_utilization:g} of {format_bytes(dep.gpu.hbm_bytes)} leaves "
+            f"{format_bytes(max(room.kv_budget_bytes, 0))} per GPU beside the weights of "
+            f"{dep.label} ({format_bytes(room.weight_bytes)}), less than one "
+            f"{engine['max_model_len']:,}-token context (engine.max_model_len) needs "
+            f"({format_bytes(room.kv_bytes_per_sequence)}): vLLM would not start",
+        )
+    return tp, weights.name, kv.name
+
+
+def _check_engine(r: _Reader, engine: dict) -> None:
+    """vLLM refuses a budget below max_model_len without chunked prefill (its
+    `SchedulerConfig.verify_max_model_len`, vllm/config/scheduler.py)."""
+    budget, longest = engine["max_num_batched_tokens"], engine["max_model_len"]
+    if not engine["chunked_prefill"] and budget < longest:
+        raise r.fail(
+            "engine.max_num_batched_tokens",
+            f"({budget:,}) is below engine.max_model_len ({longest:,}) with chunked_prefill "
+            "false: vLLM refuses to start so (a prompt must fit in one step)",
+        )
+
+
+def _check_workload(r: _Reader, w: RunWorkload, engine: dict) -> None:
+    """Sizes that a server with this max_model_len serves and a simulation can rebuild."""
+    longest = engine["max_model_len"]
+    prompt = w.prompt_tokens
+    output = max(w.output_tokens_mean, w.output_tokens_target or 0)
+    if prompt is not None and prompt + output > longest:
+        raise r.fail(
+            "workload",
+            f"prompts of {prompt:,} tokens (prompt_tokens_mean, or system_prompt_tokens + "
+            f"question_tokens + prompt_template_tokens) and {output:,.0f} output tokens exceed "
+            f"engine.max_model_len ({longest:,}); vLLM refuses such requests",
+        )
+    if w.system_prompts and w.prompts_per_system_prompt:
+        distinct = w.system_prompts * w.prompts_per_system_prompt
+        if distinct > MOST_RUN_REQUESTS:
+            raise r.fail(
+                "workload.system_prompts",
+                f"x prompts_per_system_prompt is {distinct:,} distinct prompts; at most "
+                f"{MOST_RUN_REQUESTS:,}",
+            )
+    requests = w.requests
+    if requests is None:
+        return
+    if not 1 <= requests <= MOST_RUN_REQUESTS:
+        raise r.fail(
+            "workload.stages",
+            f"send {requests:,} requests (rate_per_second x duration_seconds, summed); a run "
+            f"is simulated request by request, from 1 to {MOST_RUN_REQUESTS:,} of them",
+        )
+    blocks = requests * math.ceil((prompt or 0) / engine["block_size"])
+    if blocks > MOST_PREFIX_BLOCKS:
+        raise r.fail(
+            "workload.stages",
+            f"send {requests:,} prompts of {prompt:,} tokens: {blocks:,} KV blocks of "
+            f"engine.block_size {engine['block_size']} for the prefix-cache replay to walk; at "
+            f"most {MOST_PREFIX_BLOCKS:,} (fewer requests, or a larger block_size)",
+        )
+
+
+def _named(r: _Reader, key: str, look_up, value):
+    """`look_up(value)`, its error (an unknown name, a TP that does not fit) naming the field."""
+    try:
+        return look_up(value)
+    except (UnknownNameError, ConfigError) as exc:
+        raise r.fail(key, f"is not usable: {exc}") from None
 
 
 def _run(doc, *, source: str, defaults: dict) -> Run:
@@ -208,18 +402,17 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
         raise ConfigError(f"{source}: every run must be an object with a string 'id'")
     r = _Reader(source, doc["id"])
     gpu = r.get(doc, "gpu", str)
-    try:
-        get_gpu(gpu)
-        weights = weight_precision(r.get(doc, "weights_precision", str)).name
-        kv = kv_precision(r.get(doc, "kv_precision", str)).name
-    except (UnknownNameError, ConfigError) as exc:
-        raise ConfigError(f"{r.where}: {exc}") from None
+    _named(r, "gpu", get_gpu, gpu)
     measured, quantiles = _measured(r, doc.get("measured"))
+    model = _model(r, doc.get("model"))
+    engine = _engine(r, doc.get("engine"), defaults)
+    tp, weights, kv = _deployment(r, doc, model, gpu, engine)
+    workload = _workload(r, doc.get("workload"))
+    _check_engine(r, engine)
+    _check_workload(r, workload, engine)
     return Run(
-        id=doc["id"], model=_model(r, doc.get("model")), gpu=gpu,
-        tp=r.positive(doc, "tp", int), weights_precision=weights, kv_precision=kv,
-        **_engine(r, doc.get("engine"), defaults), workload=_workload(r, doc.get("workload")),
-        measured=measured, itl_per_token_quantiles_seconds=quantiles,
+        id=doc["id"], model=model, gpu=gpu, tp=tp, weights_precision=weights, kv_precision=kv,
+        **engine, workload=workload, measured=measured, itl_per_token_quantiles_seconds=quantiles,
     )  # fmt: skip
 
 
@@ -257,10 +450,12 @@ def _defaults(doc, source: str) -> dict:
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: defaults_for_null must be an object")
     out = {**_ENGINE_DEFAULTS, **doc}
-    for key in ("max_num_seqs", "max_model_len"):
+    for key, most in (("max_num_seqs", MOST_SEQS), ("max_model_len", MOST_MODEL_LEN)):
         value = out[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{source}: defaults_for_null.{key} must be an integer >= 1")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise ConfigError(
+                f"{source}: defaults_for_null.{key} must be an integer from 1 to {most:,}"
+            )
     share = out["gpu_memory_utilization"]
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
         raise ConfigError(f"{source}: defaults_for_null.gpu_memory_utilization must be in (0, 1]")
