@@ -65,6 +65,9 @@ def test_detailed_file_keeps_every_sample_and_drops_failed_requests():
         ({**SUMMARY, "p99_itl_ms": 18}, r"p99_itl_ms \(18\) is below p90_itl_ms \(19\)"),
         ({**SUMMARY, "p90_ttft_ms": 100}, r"p90_ttft_ms \(100\) is below median_ttft_ms"),
         ({**SUMMARY, "completed": 2.5}, "'completed' must be a whole number, got 2.5"),
+        # at least half the gaps reach the median (16.2 ms), so the mean is >= 8.1 ms
+        ({**SUMMARY, "mean_itl_ms": 0}, r"mean_itl_ms \(0\) is below what its median of 16.2"),
+        ({"mean_tpot_ms": 0.2, "p99_tpot_ms": 27.0}, r"mean_tpot_ms \(0.2\) is below .* p99 of 27"),
         ({**SUMMARY, "completed": 10**309}, "'completed' is 1000.*; it must be 0 to 1,000,000,000"),
         ({**SUMMARY, "max_concurrency": "fast"}, "'max_concurrency' must be a whole number"),
         ({**SUMMARY, "max_concurrency": 0}, "'max_concurrency' is 0; it must be 1 to"),

@@ -120,6 +120,11 @@ def test_bad_config_files_name_the_file_and_field(tmp_path):
         get_model(tmp_path / "model")
 
 
+def test_an_empty_model_name_is_unknown_not_the_current_folder():
+    with pytest.raises(UnknownNameError, match="unknown model ''; valid models: llama-3.1-8b"):
+        get_model("")
+
+
 def test_unknown_model_lists_valid_names():
     with pytest.raises(UnknownNameError, match="valid models: llama-3.1-8b, llama-3.1-70b"):
         get_model("llama-9")

@@ -97,15 +97,26 @@ class SummaryDiagnosis:
         }  # fmt: skip
 
 
+def mean_context_tokens(result: BenchResult) -> float | None:
+    """A request's mean context over its decode: its prompt and half its output (None when the
+    file has neither per-request lengths nor totals)."""
+    sent = result.requests
+    if sent is None:
+        return None
+    if sent.input_lens is not None and sent.output_lens is not None and sent.input_lens.size:
+        return max(float(sent.input_lens.mean() + sent.output_lens.mean() / 2), 1.0)
+    if sent.total_input_tokens is None or sent.total_output_tokens is None:
+        return None
+    if result.completed <= 0:
+        return None
+    tokens = sent.total_input_tokens + sent.total_output_tokens / 2
+    return max(tokens / result.completed, 1.0)
+
+
 def _lengths(result: BenchResult) -> tuple[int, float]:
     """(concurrency, mean context) of the run: max_concurrency, prompt + half the output."""
-    sent = result.requests
-    batch = (sent.max_concurrency if sent else None) or 1
-    tokens_in = (sent.total_input_tokens if sent else None) or 0
-    tokens_out = (sent.total_output_tokens if sent else None) or 0
-    completed = result.completed
-    context = (tokens_in + tokens_out / 2) / completed if completed > 0 else 1.0
-    return batch, max(float(context), 1.0)
+    batch = (result.requests.max_concurrency if result.requests else None) or 1
+    return batch, mean_context_tokens(result) or 1.0
 
 
 def diagnose_summary(result: BenchResult, deployment: Deployment, *,

@@ -139,7 +139,22 @@ def _summary(doc: dict, name: str, source: str) -> MetricSummary | None:
                 f"({a * 1e3:g}); a higher percentile cannot be lower: the file was edited or "
                 "mixes two runs"
             )
+    _check_mean(stats[0], [*percentiles.items(), (0.5, stats[1])], name, source)
     return MetricSummary(*stats, percentiles_seconds=percentiles)
+
+
+def _check_mean(mean: float, levels, name: str, source: str) -> None:
+    """A mean of values >= 0 is at least (1 - q) x their q-quantile: at least a share 1 - q of
+    them reach it (Markov's inequality read backwards)."""
+    for q, value in levels:
+        least = (1 - q) * value
+        if not math.isnan(mean) and not math.isnan(value) and mean < least * (1 - 1e-9):
+            raise SourceError(
+                f"{source}: mean_{name}_ms ({mean * 1e3:g}) is below what its "
+                f"{'median' if q == 0.5 else f'p{q * 100:g}'} of {value * 1e3:g} ms allows "
+                f"({least * 1e3:g}: a share {1 - q:g} of the values reach it); the file was "
+                "edited or mixes two runs"
+            )
 
 
 def _level(name: str) -> float:

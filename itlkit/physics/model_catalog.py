@@ -21,7 +21,7 @@ def get_model(name: str | Path | Model) -> Model:
         return name
     text = str(name)
     path = Path(text)
-    if text.endswith(".json") or path.exists() or path.is_symlink():
+    if text.strip() and (text.endswith(".json") or path.exists() or path.is_symlink()):
         return model_from_hf_config(text)
     return lookup("model", text, MODELS)
 
