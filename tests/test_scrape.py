@@ -32,11 +32,36 @@ vllm:inter_token_latency_seconds_sum{{model_name="m",engine="0"}} {s}
 """
 
 
+BAD_PAGES = {  # path -> (status, body): answers that are not a Prometheus text page
+    "/html": (200, b"<!doctype html><html><body><h1>Welcome to nginx!</h1></body></html>\n"),
+    "/json": (200, b'{"object": "list", "data": []}'),
+    "/empty": (200, b""),
+    "/no-content": (204, b""),
+    "/comments": (200, b"# HELP nothing here\n# TYPE nothing counter\n"),
+    "/malformed": (200, b"vllm:inter_token_latency_seconds_bucket{le=0.1 5\n"),
+}
+
+
 class _MetricsHandler(BaseHTTPRequestHandler):
     hits = 0
     fail_after = None
 
     def do_GET(self):
+        if self.path in BAD_PAGES:
+            status, body = BAD_PAGES[self.path]
+            self.send_response(status)
+            if status != 204:
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path == "/short":  # announces 5,000 bytes, sends a few, closes
+            self.send_response(200)
+            self.send_header("Content-Length", "5000")
+            self.end_headers()
+            self.wfile.write(PAGE.format(n=1, s=0.02).encode()[:100])
+            self.close_connection = True
+            return
         if self.path != "/metrics":
             self.send_error(404, "Not Found")
             return
@@ -91,22 +116,96 @@ def test_durations():
     assert parse_duration_seconds("500ms") == 0.5
     assert parse_duration_seconds("1h30m") == 5400.0
     assert parse_duration_seconds("2.5") == 2.5
-    for bad in ("15 parsecs", "", "0s", "-3", "1x"):
-        with pytest.raises(ScrapeError, match="bad duration"):
+    for bad in ("15 parsecs", "", "1x", "1ns", "1h-5m"):
+        with pytest.raises(ScrapeError, match=f"^{bad!r} is not a duration: use e.g. 15s"):
             parse_duration_seconds(bad)
+    for bad in ("0s", "-3", "nan", "inf"):
+        with pytest.raises(ScrapeError, match=f"^{bad!r} is not a positive time"):
+            parse_duration_seconds(bad)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--every", "0", "argument --every: '0' is not a duration from 100ms to 365d"),
+        ("--every", "50ms", "argument --every: '50ms' is not a duration from 100ms to 365d"),
+        ("--every", "1e-300", "argument --every: '1e-300' is not a duration from 100ms to 365d"),
+        ("--every", "1e10", "argument --every: '1e10' is not a duration from 100ms to 365d"),
+        ("--every", "nan", "argument --every: 'nan' is not a duration from 100ms to 365d"),
+        ("--every", "soon", "argument --every: 'soon' is not a duration: use e.g. 15s"),
+        ("--for", "inf", "argument --for: 'inf' is not a duration from 1ms to 365d"),
+        ("--for", "1h-5m", "argument --for: '1h-5m' is not a duration: use e.g. 15s"),
+        ("--timeout", "1e20", "argument --timeout: '1e20' is not a duration from 1ms to 1d"),
+        ("--timeout", "1e308", "argument --timeout: '1e308' is not a duration from 1ms to 1d"),
+        ("--timeout", "1e-300", "argument --timeout: '1e-300' is not a duration from 1ms to 1d"),
+        ("--timeout", "", "argument --timeout: '' is not a duration: use e.g. 15s"),
+    ],
+)
+def test_a_bad_duration_names_its_flag_and_the_range(tmp_path, capsys, flag, value, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as info:
+        main(["scrape", "http://127.0.0.1:1/metrics", "--out", str(out), f"{flag}={value}"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err and err.count("\n") == 1, err
+    assert not out.exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/html", "answered with an HTML page, not Prometheus metrics text"),
+        ("/json", "answered with JSON, not Prometheus metrics text"),
+        ("/empty", "answered with an empty page, not Prometheus metrics"),
+        ("/no-content", "answered with an empty page, not Prometheus metrics"),
+        ("/comments", "answered with a page of comments only, no samples"),
+        ("/malformed", "is not Prometheus metrics text that itlkit can read: line 1: malformed"),
+        ("/short", "the answer stopped after 100 of the 5,000 bytes it announced"),
+    ],
+)
+def test_an_answer_that_is_not_a_whole_metrics_page_is_not_saved(server, tmp_path, path, message):
+    with pytest.raises(ScrapeError, match=message):
+        fetch_metrics(f"{server}{path}")
+    with pytest.raises(ScrapeError, match=message):
+        _scrape_once(f"{server}{path}", tmp_path)
+    assert not list(tmp_path.glob("metrics-*.prom"))
+
+
+def test_an_upper_case_scheme_is_http(server, tmp_path):
+    assert len(_scrape_once(server.replace("http://", "HTTP://") + "/metrics", tmp_path)) == 1
+
+
+def test_a_url_with_a_line_break_is_one_line_and_makes_no_folder(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["scrape", "http://127.0.0.1:1/metrics\nX-Evil: 1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "itlkit scrape: error: http://127.0.0.1:1/metrics\\nX-Evil: 1: contains a line break "
+        "(character 27), which a URL cannot hold\n"
+    )
+    assert not out.exists()
+
+
+def test_an_output_folder_that_cannot_be_made_says_why(server, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(ScrapeError, match="a-file: is a file, not a folder for the snapshots$"):
+        _scrape_once(f"{server}/metrics", a_file)
+    with pytest.raises(ScrapeError, match=r"a-file/x: cannot be created: .*a-file is a file"):
+        _scrape_once(f"{server}/metrics", a_file / "x")
 
 
 def test_fetch_and_errors(server, silent_port):
     assert "vllm:inter_token_latency_seconds_count" in fetch_metrics(f"{server}/metrics")
-    with pytest.raises(ScrapeError, match="HTTP 404"):
+    with pytest.raises(ScrapeError, match=r"/nothing: answered HTTP 404 Not Found$"):
         fetch_metrics(f"{server}/nothing")
-    with pytest.raises(ScrapeError, match="cannot reach"):
-        fetch_metrics(f"http://127.0.0.1:{_closed_port()}/metrics", timeout_seconds=2)
+    port = _closed_port()
+    with pytest.raises(ScrapeError, match=f"nothing is listening at 127.0.0.1:{port} \\("):
+        fetch_metrics(f"http://127.0.0.1:{port}/metrics", timeout_seconds=2)
     started = time.monotonic()
     with pytest.raises(ScrapeError, match=r"no complete answer within 0\.3 s"):
         fetch_metrics(f"http://127.0.0.1:{silent_port}/metrics", timeout_seconds=0.3)
     assert time.monotonic() - started < 5
-    with pytest.raises(ScrapeError, match="only http"):
+    with pytest.raises(ScrapeError, match="only http:// and https:// URLs can be read, not file"):
         fetch_metrics("file:///etc/passwd")
 
 
@@ -136,7 +235,7 @@ def test_series_on_a_fixed_grid_reads_back(server, tmp_path):
 
 
 def test_first_failure_is_an_error_later_ones_are_reported(server, tmp_path):
-    with pytest.raises(ScrapeError, match="cannot reach"):
+    with pytest.raises(ScrapeError, match="nothing is listening at 127.0.0.1"):
         next(scrape_series(f"http://127.0.0.1:{_closed_port()}/m", tmp_path, every_seconds=1))
     _MetricsHandler.fail_after = 1
     snaps = list(
@@ -149,14 +248,14 @@ def test_first_failure_is_an_error_later_ones_are_reported(server, tmp_path):
 
 
 def test_cli_for_duration_and_unreachable(server, tmp_path, capsys):
-    assert main(["scrape", f"{server}/metrics", "--every", "50ms", "--for", "0.1s",
+    assert main(["scrape", f"{server}/metrics", "--every", "100ms", "--for", "0.2s",
                  "--out", str(tmp_path / "o")]) == 0  # fmt: skip
     out = capsys.readouterr()
     assert len(list((tmp_path / "o").glob("metrics-*.prom"))) >= 2
     assert "snapshots in" in out.err
     code = main(["scrape", f"http://127.0.0.1:{_closed_port()}/metrics", "--out", str(tmp_path)])
     err = capsys.readouterr().err
-    assert code == 2 and "cannot reach" in err and "Traceback" not in err
+    assert code == 2 and "nothing is listening at" in err and "Traceback" not in err
 
 
 def test_cli_hanging_url_times_out(silent_port, tmp_path, capsys):
@@ -168,7 +267,7 @@ def test_cli_hanging_url_times_out(silent_port, tmp_path, capsys):
 def test_ctrl_c_keeps_every_snapshot(server, tmp_path):
     out = tmp_path / "o"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "itlkit", "scrape", f"{server}/metrics", "--every", "50ms",
+        [sys.executable, "-m", "itlkit", "scrape", f"{server}/metrics", "--every", "100ms",
          "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -218,6 +317,3 @@ def test_folder_of_unknown_scrapes_is_refused(server, tmp_path):
     (tmp_path / "metrics-20261202T000000.000Z.prom").write_text(PAGE.format(n=1, s=0.02))
     with pytest.raises(ScrapeError, match="already holds 1 scrapes of unknown origin"):
         _scrape_once(f"{server}/metrics", tmp_path)
-    (tmp_path / "a-file").write_text("")
-    with pytest.raises(ScrapeError, match="a-file: cannot create the output folder"):
-        _scrape_once(f"{server}/metrics", tmp_path / "a-file")

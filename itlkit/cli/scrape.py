@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from itlkit.metrics.scrape import parse_duration_seconds, scrape_series
+from itlkit.errors import ScrapeError
+from itlkit.metrics.scrape import (
+    MAX_SPAN_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    MIN_INTERVAL_SECONDS,
+    duration_between,
+    scrape_series,
+)
+
+
+def _duration(least_seconds: float, most_seconds: float):
+    """An argparse type: a duration (`15s`, `1h30m`, seconds) within the flag's bounds."""
+
+    def parse(text: str) -> float:
+        try:
+            return duration_between(text, least_seconds=least_seconds, most_seconds=most_seconds)
+        except ScrapeError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+_INTERVAL = _duration(MIN_INTERVAL_SECONDS, MAX_SPAN_SECONDS)
+_SPAN = _duration(1e-3, MAX_SPAN_SECONDS)
+_TIMEOUT = _duration(1e-3, MAX_TIMEOUT_SECONDS)
 
 
 def add_parser(subparsers) -> None:
@@ -19,12 +44,14 @@ def add_parser(subparsers) -> None:
         ),
     )
     p.add_argument("url", metavar="URL", help="e.g. http://localhost:8000/metrics")
-    p.add_argument("--every", default="15s", help="interval, e.g. 15s, 500ms, 1m (default 15s)")
+    p.add_argument("--every", type=_INTERVAL, default="15s",
+                   help="interval, e.g. 15s, 500ms, 1m (default 15s; at least 100ms)")  # fmt: skip
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the snapshots")
-    p.add_argument("--for", dest="duration", default=None, metavar="DURATION",
+    p.add_argument("--for", dest="duration", type=_SPAN, default=None, metavar="DURATION",
                    help="stop after this long, e.g. 10m, 1h (default: until Ctrl-C)")  # fmt: skip
-    p.add_argument("--timeout", default="10s",
-                   help="give up on one scrape after this long in all (default 10s)")  # fmt: skip
+    p.add_argument("--timeout", type=_TIMEOUT, default="10s",
+                   help="give up on one scrape after this long in all (default 10s; at most "
+                        "1d)")  # fmt: skip
     p.add_argument("--append", action="store_true",
                    help="add to a folder that already holds scrapes of another URL")  # fmt: skip
     p.set_defaults(func=run)
@@ -32,17 +59,14 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     """Scrape until done or interrupted; print one line per snapshot."""
-    every = parse_duration_seconds(args.every)
-    duration = None if args.duration is None else parse_duration_seconds(args.duration)
-    timeout = parse_duration_seconds(args.timeout)
     written = failed = 0
     try:
         for snap in scrape_series(
             args.url,
             args.out,
-            every_seconds=every,
-            duration_seconds=duration,
-            timeout_seconds=timeout,
+            every_seconds=args.every,
+            duration_seconds=args.duration,
+            timeout_seconds=args.timeout,
             append=args.append,
         ):
             if snap.error:

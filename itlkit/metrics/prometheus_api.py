@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 import urllib.parse
 
 import numpy as np
@@ -20,7 +21,7 @@ import pandas as pd
 
 from itlkit.errors import PrometheusError
 from itlkit.metrics.histogram import HistogramSeries
-from itlkit.metrics.http_get import HttpGetError, HttpStatusError, http_get
+from itlkit.metrics.http_get import HttpGetError, HttpStatusError, http_get, one_line, shown_url
 from itlkit.metrics.vllm_metrics import metric
 
 _WINDOW = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\$__rate_interval|\$__range|\$__interval")
@@ -88,61 +89,162 @@ def gauge_query(metric_key: str, *, model_name=None, how: str = "sum") -> str:
 
 
 MAX_ANSWER_BYTES = 64_000_000  # a week of 15 s points for a few hundred series fits in far less
+MAX_RATE_PER_SECOND = 1e12  # no vLLM server counts a trillion of anything a second (tokens ~1e5)
+# A cumulative bucket rate may fall below the one before it by float noise (sums of rates of
+# several series); Prometheus' histogram_quantile evens such noise out. A fall larger than this
+# share of the window's total rate is not noise: the answer cannot be a histogram's.
+BUCKET_FALL_TOLERANCE = 1e-6
+
+
+class NoDataError(PrometheusError):
+    """The server answered, but holds no series for the query in the period."""
+
+
+def _utc(timestamp_seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp_seconds))
+
+
+def check_rates(values: np.ndarray, times: np.ndarray, *, where: str) -> None:
+    """Refuse (PrometheusError) rates or gauges no vLLM server can have: below 0, infinite or
+    above MAX_RATE_PER_SECOND. NaN (no data at that time) passes. `where` names the query."""
+    values = np.asarray(values, dtype=float)
+    bad = ~np.isnan(values) & ~((values >= 0) & (values <= MAX_RATE_PER_SECOND))
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        value, at = values[tuple(i)], _utc(times[i[0]])
+        why = "is negative: a rate or a count is never below 0" if value < 0 else (
+            f"is beyond any server (above {MAX_RATE_PER_SECOND:g})")  # fmt: skip
+        raise PrometheusError(f"{where}: the value {value:g} at {at} {why}")
+
+
+def check_bucket_rates(
+    upper_bounds: np.ndarray, rates: np.ndarray, times: np.ndarray, *, where: str
+) -> None:
+    """Refuse bucket rates (rows: times, columns: `upper_bounds`, cumulative) that cannot be a
+    histogram's: no +Inf bucket, a negative or impossible rate, or one that falls as le grows."""
+    if not upper_bounds.size or not math.isinf(upper_bounds[-1]):
+        highest = f"le={upper_bounds[-1]:g}" if upper_bounds.size else "no bucket"
+        raise PrometheusError(f"{where}: the buckets end at {highest}, without the +Inf bucket "
+                              "every Prometheus histogram has")  # fmt: skip
+    check_rates(rates, times, where=where)
+    if rates.shape[1] < 2:
+        return
+    tolerance = BUCKET_FALL_TOLERANCE * np.nan_to_num(rates[:, -1:])
+    falls = np.diff(rates, axis=1) < -tolerance
+    if falls.any():
+        t, j = np.argwhere(falls)[0]
+        raise PrometheusError(
+            f"{where}: at {_utc(times[t])} the bucket rates fall from "
+            f"{rates[t, j]:g}/s (le={upper_bounds[j]:g}) to {rates[t, j + 1]:g}/s "
+            f"(le={upper_bounds[j + 1]:g}); a histogram's cumulative buckets never fall as le grows"
+        )
+
+
+def _status_error(exc: HttpStatusError, where: str) -> PrometheusError:
+    """An HTTP error status with Prometheus' own explanation (its JSON `error`) when it sent one."""
+    try:
+        detail = json.loads(exc.body).get("error")
+    except (ValueError, AttributeError, RecursionError):
+        detail = None
+    said = f": {one_line(str(detail), 300)}" if detail else ""
+    if exc.code in (400, 422):  # Prometheus' bad_data and execution errors
+        return PrometheusError(f"{where}: query rejected (HTTP {exc.code}){said}")
+    return PrometheusError(f"{where}: {exc}{said}")
+
+
+def _not_json(body: bytes) -> str:
+    """What arrived instead of a JSON answer, in words."""
+    if not body.strip():
+        return "answered with an empty body, not the Prometheus API's JSON"
+    if body[:2] == b"\x1f\x8b":
+        return "answered with gzip-compressed data, which itlkit did not ask for"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return (f"answered with bytes that are not UTF-8 text (byte 0x{body[exc.start]:02x} at "
+                f"offset {exc.start:,}), not the Prometheus API's JSON")  # fmt: skip
+    if text.lstrip().startswith("<"):
+        return ("answered with an HTML page, not the Prometheus API's JSON (give the server's "
+                "base URL, e.g. http://127.0.0.1:9090)")  # fmt: skip
+    return f"answered with text that is not JSON ({one_line(text.strip(), 60)!r}...)"
 
 
 def _get_json(url: str, base_url: str, *, timeout_seconds: float) -> object:
+    where = shown_url(base_url)
     try:
         body = http_get(url, deadline_seconds=timeout_seconds, max_bytes=MAX_ANSWER_BYTES)
     except HttpStatusError as exc:
-        try:
-            detail = json.loads(exc.body).get("error", exc.reason)
-        except (ValueError, AttributeError):
-            detail = exc.reason
-        raise PrometheusError(f"{base_url}: query rejected (HTTP {exc.code}): {detail}") from None
+        raise _status_error(exc, where) from None
     except HttpGetError as exc:
-        said = str(exc).replace("cannot reach", "cannot reach Prometheus", 1)
-        raise PrometheusError(f"{base_url}: {said}") from None
+        raise PrometheusError(f"{where}: {exc}") from None
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise PrometheusError(f"{base_url}: answer is not JSON ({exc})") from None
+        return json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PrometheusError(f"{where}: {_not_json(body)}") from None
+    except ValueError:
+        raise PrometheusError(f"{where}: {_not_json(body)}") from None
+    except RecursionError:
+        raise PrometheusError(f"{where}: answered with JSON nested too deep to be the "
+                              "Prometheus API's") from None  # fmt: skip
 
 
 def _matrix(doc: object, base_url: str) -> list:
     """The `data.result` list of a `query_range` answer, its shape checked."""
+    where = shown_url(base_url)
     if not isinstance(doc, dict):
-        raise PrometheusError(f"{base_url}: answer is not a Prometheus API object")
+        raise PrometheusError(f"{where}: answer is not a Prometheus API object")
     if doc.get("status") != "success":
-        raise PrometheusError(f"{base_url}: {doc.get('errorType')}: {doc.get('error')}")
+        said = one_line(f"{doc.get('errorType')}: {doc.get('error')}", 300)
+        raise PrometheusError(f"{where}: Prometheus answered an error ({said})")
     data = doc.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("result"), list):
-        raise PrometheusError(f"{base_url}: answer has no data.result list (not a Prometheus API?)")
+        raise PrometheusError(f"{where}: answer has no data.result list (not a Prometheus API?)")
     if data.get("resultType", "matrix") != "matrix":
-        raise PrometheusError(
-            f"{base_url}: expected a range-query matrix, got resultType {data.get('resultType')!r}"
-        )
+        kind = one_line(str(data.get("resultType")), 40)
+        raise PrometheusError(f"{where}: expected a range-query matrix, got resultType {kind!r}")
     return data["result"]
 
 
-def _series_rows(series: object, base_url: str) -> list[dict]:
-    bad = PrometheusError(f"{base_url}: a result series is not {{metric, values: [[t, v], ...]}}")
+def series_points(series: object, base_url: str) -> tuple[dict[str, str], np.ndarray]:
+    """One result series as (labels, points): points is an (n, 2) float array of (time, value).
+
+    Refuses (PrometheusError) a series that is not `{metric: {...}, values: [[t, v], ...]}`, a
+    time that is not a finite number and a value that is not a number (NaN is one: Prometheus
+    writes it for 0/0).
+    """
+    where = shown_url(base_url)
+    bad = PrometheusError(f"{where}: a result series is not {{metric, values: [[t, v], ...]}}")
     if not isinstance(series, dict) or not isinstance(series.get("values", []), list):
         raise bad
     labels = series.get("metric", {})
     if not isinstance(labels, dict):
         raise bad
-    rows = []
-    for point in series.get("values", []):
-        if not (isinstance(point, list) and len(point) == 2):
-            raise bad
-        try:
-            t, v = float(point[0]), float(point[1])
-        except (TypeError, ValueError):
-            raise PrometheusError(f"{base_url}: a sample is not a number: {point!r:.80}") from None
-        if not math.isfinite(t):
-            raise bad
-        rows.append({**labels, "timestamp_seconds": t, "value": v})
-    return rows
+    values = series.get("values", [])
+    if not all(isinstance(p, list) and len(p) == 2 for p in values):
+        raise bad
+    try:
+        points = np.array(values, dtype=float).reshape(-1, 2)
+    except (TypeError, ValueError):
+        first = next((p for p in values if not all(_is_number(x) for x in p)), values[0])
+        raise PrometheusError(
+            f"{where}: a sample is not a number: {one_line(repr(first), 80)}"
+        ) from None
+    if not np.isfinite(points[:, 0]).all():
+        raise PrometheusError(f"{where}: a sample's time is not a finite number of seconds")
+    return {str(k): str(v) for k, v in labels.items()}, points
+
+
+def _is_number(x: object) -> bool:
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(x, bool)
+
+
+def _series_rows(series: object, base_url: str) -> list[dict]:
+    labels, points = series_points(series, base_url)
+    return [{**labels, "timestamp_seconds": t, "value": v} for t, v in points.tolist()]
 
 
 def range_result(
@@ -190,6 +292,26 @@ def _one_series(frame: pd.DataFrame, times: np.ndarray) -> np.ndarray:
         return np.full(times.size, math.nan)
     values = frame.groupby("timestamp_seconds")["value"].sum()
     return values.reindex(times).to_numpy()
+
+
+def model_names(
+    base_url: str,
+    metric_key: str = "itl",
+    *,
+    start_seconds: float,
+    end_seconds: float,
+    step_seconds: float,
+    timeout_seconds: float = 30.0,
+) -> list[str]:
+    """The `model_name` labels `metric_key`'s histogram carries in the period, sorted."""
+    promql = _joined([f"group by(model_name) ({n}_count)" for n in metric(metric_key).names])
+    frame = query_range(
+        base_url, promql, start_seconds=start_seconds, end_seconds=end_seconds,
+        step_seconds=step_seconds, timeout_seconds=timeout_seconds,
+    )  # fmt: skip
+    if frame.empty or "model_name" not in frame.columns:
+        return []
+    return sorted({str(n) for n in frame["model_name"].dropna().unique()} - {""})
 
 
 def fetch_vllm_summary(
@@ -257,26 +379,32 @@ def fetch_bucket_rates(
     kw = dict(model_name=model_name, rate_window=rate_window)
     span = dict(start_seconds=start_seconds, end_seconds=end_seconds, step_seconds=step_seconds,
                 timeout_seconds=timeout_seconds)  # fmt: skip
+    where = shown_url(base_url)
+    names = " or ".join(metric(metric_key).names)
     buckets = query_range(base_url, bucket_rate_query(metric_key, **kw), **span)
     if buckets.empty:
-        raise PrometheusError(f"{base_url}: no {' or '.join(metric(metric_key).names)} data")
+        raise NoDataError(f"{where}: no {names} data")
     if "le" not in buckets.columns or buckets["le"].isna().any():
-        raise PrometheusError(f"{base_url}: bucket rates came back without an 'le' label")
+        raise PrometheusError(f"{where}: bucket rates came back without an 'le' label")
     try:
         buckets = buckets.assign(le=buckets["le"].astype(float))
     except ValueError:
-        raise PrometheusError(f"{base_url}: an 'le' label is not a number") from None
+        raise PrometheusError(f"{where}: an 'le' label is not a number") from None
     table = buckets.pivot_table(
         index="timestamp_seconds", columns="le", values="value", aggfunc="sum"
     )
     table = table.dropna()
     times = table.index.to_numpy(dtype=float)
-    sums = _one_series(
-        query_range(base_url, _sum_rate(metric_key, "_sum", *kw.values()), **span), times
+    check_bucket_rates(
+        table.columns.to_numpy(dtype=float), table.to_numpy(), times, where=f"{where}: {names}"
     )
-    counts = _one_series(
-        query_range(base_url, _sum_rate(metric_key, "_count", *kw.values()), **span), times
-    )
+    sums, counts = (
+        _one_series(query_range(base_url, _sum_rate(metric_key, suffix, *kw.values()), **span),
+                    times)
+        for suffix in ("_sum", "_count")
+    )  # fmt: skip
+    for suffix, values in (("_sum", sums), ("_count", counts)):
+        check_rates(values, times, where=f"{where}: rate of {metric(metric_key).names[0]}{suffix}")
     return HistogramSeries(
         timestamps_seconds=times,
         upper_bounds=table.columns.to_numpy(dtype=float),

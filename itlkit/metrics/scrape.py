@@ -15,12 +15,29 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from itlkit.errors import ScrapeError
-from itlkit.metrics.http_get import HttpGetError, HttpStatusError, http_get
+from itlkit.errors import ScrapeError, SourceError
+from itlkit.metrics.http_get import (
+    MAX_DEADLINE_SECONDS,
+    HttpGetError,
+    checked_url,
+    http_get,
+    one_line,
+    shown_url,
+)
+from itlkit.metrics.readers import parse_prometheus_text
 from itlkit.metrics.scrape_names import scrape_file_name
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
-_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3}
+_DURATION_HINT = "e.g. 15s, 500ms, 2m, 1h30m or a number of seconds"
+
+MIN_INTERVAL_SECONDS = (
+    0.1  # a vLLM page takes milliseconds to render; faster, the scraper is the load
+)
+MAX_SPAN_SECONDS = 365 * 86_400.0  # an interval or a run of a year; longer overflows sleep timers
+MAX_TIMEOUT_SECONDS = MAX_DEADLINE_SECONDS  # a day for one scrape
+MAX_PAGE_BYTES = 32_000_000  # a vLLM page is tens of kB; a fleet's federated page a few MB
+SOURCE_FILE = ".itlkit-scrape-source"  # the URL a folder's scrapes came from
 
 
 @dataclass(frozen=True)
@@ -33,45 +50,89 @@ class Snapshot:
     error: str | None = None
 
 
-def parse_duration_seconds(text: str) -> float:
-    """Seconds in a Prometheus-style duration: `15s`, `500ms`, `2m`, `1h30m`, or plain seconds."""
+def _seconds_in(text: str) -> float:
+    """The number of seconds `text` writes (any sign, inf or NaN); ScrapeError for other text."""
     raw = str(text).strip()
     try:
-        value = float(raw)
+        return float(raw)
     except ValueError:
         parts = _DURATION.findall(raw)
         if not parts or "".join(n + u for n, u in parts) != raw:
             raise ScrapeError(
-                f"bad duration {text!r}: use e.g. 15s, 500ms, 2m, 1h30m or a number of seconds"
+                f"{one_line(text, 40)!r} is not a duration: use {_DURATION_HINT}"
             ) from None
-        value = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+def parse_duration_seconds(text: str) -> float:
+    """Seconds in a Prometheus-style duration: `15s`, `500ms`, `2m`, `1h30m`, or plain seconds."""
+    value = _seconds_in(text)
     if not (value > 0 and math.isfinite(value)):
-        raise ScrapeError(f"bad duration {text!r}: must be a positive time")
+        raise ScrapeError(f"{one_line(text, 40)!r} is not a positive time: use {_DURATION_HINT}")
     return value
 
 
-MAX_PAGE_BYTES = 32_000_000  # a vLLM page is tens of kB; a fleet's federated page a few MB
-SOURCE_FILE = ".itlkit-scrape-source"  # the URL a folder's scrapes came from
+def format_duration(seconds: float) -> str:
+    """`seconds` in the largest unit that holds it whole: 0.1 -> `100ms`, 86400 -> `1d`."""
+    for unit, size in _UNIT_SECONDS.items():
+        count = seconds / size
+        if count >= 1 and abs(count - round(count)) < 1e-9:
+            return f"{round(count)}{unit}"
+    return f"{seconds:g}s"
+
+
+def duration_between(text: str, *, least_seconds: float, most_seconds: float) -> float:
+    """`parse_duration_seconds`, refused outside [least_seconds, most_seconds] with both named."""
+    value = _seconds_in(text)
+    if not least_seconds <= value <= most_seconds:  # NaN and inf fail here
+        raise ScrapeError(
+            f"{one_line(text, 40)!r} is not a duration from {format_duration(least_seconds)} to "
+            f"{format_duration(most_seconds)}"
+        )
+    return value
+
+
+def _page_problem(text: str, url: str) -> str | None:
+    """Why a 200 answer is not a Prometheus text page that itlkit reads back, or None."""
+    start = text.lstrip()[:1]
+    if not start:
+        return "answered with an empty page, not Prometheus metrics"
+    if start == "<":
+        return "answered with an HTML page, not Prometheus metrics text (is the path /metrics?)"
+    if start in "{[":
+        return "answered with JSON, not Prometheus metrics text (is the path /metrics?)"
+    if all(not line.strip() or line.startswith("#") for line in text.splitlines()):
+        return "answered with a page of comments only, no samples"
+    try:
+        parse_prometheus_text(text, source=url)
+    except SourceError as exc:
+        detail = str(exc).removeprefix(f"{url}:")
+        return f"the page is not Prometheus metrics text that itlkit can read: line {detail}"
+    return None
 
 
 def fetch_metrics(
     url: str, *, timeout_seconds: float = 10.0, max_bytes: int = MAX_PAGE_BYTES
 ) -> str:
-    """GET one Prometheus text page within `timeout_seconds` in all, at most `max_bytes` long."""
-    if not re.match(r"https?://", url):
-        raise ScrapeError(f"{url}: only http:// and https:// URLs can be scraped")
+    """GET one Prometheus text page within `timeout_seconds` in all, at most `max_bytes` long.
+
+    A page is returned only when it reads back as `itlkit.metrics.readers` reads a saved one:
+    HTML, JSON, empty, cut-off or malformed answers are refused with the reason.
+    """
+    where = shown_url(url)
     headers = {"Accept": "text/plain;version=0.0.4"}
     try:
         body = http_get(url, deadline_seconds=timeout_seconds, max_bytes=max_bytes,
                         headers=headers)  # fmt: skip
-    except HttpStatusError as exc:
-        raise ScrapeError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except HttpGetError as exc:
-        raise ScrapeError(f"{url}: {exc}") from None
+        raise ScrapeError(f"{where}: {exc}") from None
     try:
-        return body.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise ScrapeError(f"{url}: the page is not UTF-8 text") from None
+        raise ScrapeError(f"{where}: the page is not UTF-8 text") from None
+    if problem := _page_problem(text, url):
+        raise ScrapeError(f"{where}: {problem}")
+    return text
 
 
 def claim_folder(folder: Path, url: str, *, append: bool) -> None:
@@ -109,6 +170,38 @@ def write_snapshot(folder, text: str, *, timestamp_seconds: float) -> Path:
     return path
 
 
+def _check_timing(every_seconds, duration_seconds, timeout_seconds) -> None:
+    if not MIN_INTERVAL_SECONDS <= every_seconds <= MAX_SPAN_SECONDS:
+        raise ScrapeError(f"the interval must be from {MIN_INTERVAL_SECONDS:g} to "
+                          f"{MAX_SPAN_SECONDS:g} s, got {every_seconds!r}")  # fmt: skip
+    if duration_seconds is not None and not 0 <= duration_seconds <= MAX_SPAN_SECONDS:
+        raise ScrapeError(f"the duration must be from 0 to {MAX_SPAN_SECONDS:g} s, "
+                          f"got {duration_seconds!r}")  # fmt: skip
+    if not 0 < timeout_seconds <= MAX_TIMEOUT_SECONDS:
+        raise ScrapeError(f"the timeout must be above 0 and at most {MAX_TIMEOUT_SECONDS:g} s, "
+                          f"got {timeout_seconds!r}")  # fmt: skip
+
+
+def _make_folder(folder: Path) -> None:
+    """Create the output folder; why not, in words, when it cannot be."""
+    where = one_line(str(folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ScrapeError(f"{where}: is a file, not a folder for the snapshots") from None
+    except NotADirectoryError:
+        blocker = next((p for p in folder.parents if p.exists() and not p.is_dir()), None)
+        raise ScrapeError(f"{where}: cannot be created: {one_line(str(blocker))} is a file, "
+                          "not a folder") from None  # fmt: skip
+    except PermissionError:
+        raise ScrapeError(f"{where}: no permission to create this folder") from None
+    except OSError as exc:
+        why = (exc.strerror or type(exc).__name__).lower()
+        raise ScrapeError(f"{where}: cannot create the output folder ({why})") from None
+    if not folder.is_dir():
+        raise ScrapeError(f"{where}: not a folder")
+
+
 def scrape_series(
     url: str,
     folder,
@@ -127,15 +220,13 @@ def scrape_series(
     unless `append`. Scrapes keep to a fixed grid; slots missed while a slow
     scrape ran are skipped, not bunched.
     """
-    if not every_seconds > 0:
-        raise ScrapeError(f"the interval must be positive, got {every_seconds!r}")
-    folder = Path(folder)
+    _check_timing(every_seconds, duration_seconds, timeout_seconds)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ScrapeError(f"{folder}: cannot create the output folder ({exc})") from None
-    if not folder.is_dir():
-        raise ScrapeError(f"{folder}: not a folder")
+        checked_url(url)  # a malformed URL fails before any folder is made
+    except HttpGetError as exc:
+        raise ScrapeError(f"{shown_url(url)}: {exc}") from None
+    folder = Path(folder)
+    _make_folder(folder)
     start = clock()
     end = math.inf if duration_seconds is None else start + duration_seconds
     slot = 0
