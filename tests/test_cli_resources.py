@@ -25,13 +25,20 @@ def _simulate(*args):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        # 1e12 req/s x 60 s = 6e13 requests at 600 B each: 36,000,000 GB, over the 4 GB limit.
-        (["--rate", "1e12"], "about 60,000,000,000,000 requests"),
-        (["--duration", "1e9"], "about 5,000,000,000 requests"),
+        # 1e6 req/s x 1e4 s = 1e10 requests at 600 B each: 6,000 GB, over the 4 GB limit.
+        (["--rate", "1e6", "--duration", "1e4"], "about 10,000,000,000 requests"),
+        (["--duration", "1e7"], "about 50,000,000 requests"),
+        (
+            ["--rate-profile", "0:1,10:1e6", "--duration", "1e4"],
+            "shorten --duration or lower --rate-profile's peak rate",
+        ),
         (["--workload", "/dev/zero"], "/dev/zero: is a character device, not a workload file"),
         (["--start-unix-seconds", "1e20", "--prom-out", "unused"], "between 2000 and 2099"),
         # 0.001 req/s for 10 s: the expected 0.01 requests round to none at all.
-        (["--rate", "0.001", "--duration", "10"], "no request finished: the workload is empty"),
+        (
+            ["--rate", "0.001", "--duration", "10"],
+            "--rate 0.001 requests/s sends no request within --duration 10 s",
+        ),
     ],
 )
 def test_refused_in_one_line_before_any_work(args, message, tmp_path, monkeypatch):

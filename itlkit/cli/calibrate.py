@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from itlkit.cli._args import add_deployment_arguments, deployment_from_args, positive_int
+from itlkit.cli._args import add_deployment_arguments, deployment_from_args, sequences, tokens
+from itlkit.cli.simulate import seed
 
 
 def add_parser(subparsers) -> None:
@@ -29,8 +30,8 @@ def add_parser(subparsers) -> None:
     bench.add_argument("--bench", action="append", default=[], metavar="FILE",
                        help="a detailed `vllm bench serve` result (repeatable)")  # fmt: skip
     add_deployment_arguments(bench, memory=True, inferred=True)
-    bench.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
-    bench.add_argument("--max-num-seqs", type=positive_int,
+    bench.add_argument("--max-num-batched-tokens", type=tokens, default=8192)
+    bench.add_argument("--max-num-seqs", type=sequences,
                        help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
     incident = p.add_argument_group(
         "one incident's metrics",
@@ -50,7 +51,7 @@ def add_parser(subparsers) -> None:
                    help="where to write the calibration (default: CALIBRATION.json)")  # fmt: skip
     p.add_argument("--no-leave-one-out", action="store_true",
                    help="skip the leave-one-out error (faster)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="random seed of the simulations")
+    p.add_argument("--seed", type=seed, default=0, help="random seed of the simulations")
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
     p.set_defaults(func=run)
 
@@ -60,6 +61,7 @@ def run(args) -> int:
     from itlkit.cli._runs import load_calibration
     from itlkit.physics.calibration import write_calibration
 
+    _check_output(args.output)
     if args.scrapes or args.prometheus:
         return _run_incident(args)
     runs = _runs(args)
@@ -74,6 +76,16 @@ def run(args) -> int:
         return 0
     _print_fit(fit, args.output)
     return 0
+
+
+def _check_output(path: str) -> None:
+    """Refuse an -o that cannot be written before the fit, not after it."""
+    from itlkit.errors import ConfigError
+    from itlkit.sim.export import output_problem
+
+    problem = output_problem(path, folder=False)
+    if problem:
+        raise ConfigError(f"-o/--output {path}: {problem}")
 
 
 def _run_incident(args) -> int:

@@ -6,46 +6,98 @@ import argparse
 import json
 import math
 from dataclasses import asdict
+from pathlib import Path
 
 from itlkit.cli._args import (
     add_deployment_arguments,
     deployment_from_args,
-    positive_float,
-    positive_int,
+    fraction,
+    number_between,
+    seconds_at_most,
+    sequences,
+    shown,
+    tokens,
 )
 from itlkit.errors import ConfigError
 from itlkit.sim.workload import Fixed, LogNormal, RateProfile, Uniform
 from itlkit.units import format_seconds
 
+# The flags' ranges: wider than any real server, narrow enough that the simulation's arithmetic
+# stays finite and its numbers mean something (a rate of 1e-320 is a typo, not a workload).
+rate = number_between(1e-6, 1e6, "an arrival rate in requests/s")  # one a fortnight to 1M/s
+duration = number_between(1e-3, 1e7, "a number of seconds")  # 1 ms to four months
+host_overhead = seconds_at_most(1.0)  # real host time per step is 0.1-10 ms
+kv_bandwidth = number_between(1e6, 1e13, "a bandwidth in bytes/s")  # 1 MB/s to 10 TB/s
+scrape_interval = number_between(1e-3, 86_400.0, "a number of seconds")
+profile_start = number_between(0.0, 1e7, "a start time in seconds")
+profile_rate = number_between(0.0, 1e6, "an arrival rate in requests/s")
+MOST_SEED = 2**32 - 1  # numpy's seeds of one 32-bit word, which every tool can pass on
+MOST_SHARED_PREFIX_TOKENS = 10**8
+MOST_SCRAPES = 20_000  # scrape files (or one file's scrapes): a 1-s interval over 5.5 h
+
+
+def whole_number(least: int, most: int, what: str):
+    """An argparse type: an integer in [least, most] (a seed, a token count that may be 0)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip()) if len(text) <= 30 else None
+        except ValueError:
+            value = None
+        if value is None or not least <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"{shown(text)} is not {what} from {least:,} to {most:,}"
+            )
+        return value
+
+    return parse
+
+
+seed = whole_number(0, MOST_SEED, "a seed")
+shared_prefix_tokens = whole_number(0, MOST_SHARED_PREFIX_TOKENS, "a number of tokens")
+_LENGTHS_HELP = "N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA (tokens)"
+
 
 def _lengths(text: str):
     """`4096`, `uniform:LOW:HIGH` or `lognormal:MEDIAN:SIGMA` (tokens)."""
-    parts = text.split(":")
+    kind, *values = text.split(":")
     try:
-        if len(parts) == 1:
-            return Fixed(positive_int(parts[0]))
-        if parts[0] == "uniform" and len(parts) == 3:
-            return Uniform(positive_int(parts[1]), positive_int(parts[2]))
-        if parts[0] == "lognormal" and len(parts) == 3:
-            return LogNormal(float(parts[1]), float(parts[2]))
-    except (argparse.ArgumentTypeError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(f"bad length {text!r}: {exc}") from None
-    raise argparse.ArgumentTypeError(
-        f"bad length {text!r}: use N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA"
-    )
+        if not values:
+            return Fixed(tokens(kind))
+        if kind == "uniform" and len(values) == 2:
+            return Uniform(*(tokens(v) for v in values))
+        if kind == "lognormal" and len(values) == 2:
+            return LogNormal(*(_number(v, text) for v in values))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc}") from None
+    raise argparse.ArgumentTypeError(f"{shown(text)} is not {_LENGTHS_HELP}")
+
+
+def _number(text: str, whole: str) -> float:
+    try:
+        return float(text) if len(text) <= 40 else math.nan
+    except ValueError:
+        message = f"{shown(text)} in {shown(whole)} is not a number"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def _profile(text: str) -> RateProfile:
     """`START:RATE,START:RATE,...` (seconds, requests/s), starting at 0."""
+    starts, rates = [], []
+    for item in text.split(","):
+        pair = item.split(":")
+        if len(pair) != 2:
+            where = "" if item == text else f" in {shown(text)}"
+            raise argparse.ArgumentTypeError(
+                f"{shown(item)}{where} is not START:RATE (seconds from 0, requests/s), as in "
+                "0:2,60:8,90:2"
+            )
+        starts.append(profile_start(pair[0]))
+        rates.append(profile_rate(pair[1]))
     try:
-        pairs = [item.split(":") for item in text.split(",")]
-        starts = tuple(float(a) for a, _ in pairs)
-        rates = tuple(float(b) for _, b in pairs)
-        return RateProfile(starts, rates)
-    except (ValueError, ConfigError) as exc:
-        raise argparse.ArgumentTypeError(
-            f"bad rate profile {text!r}: use START:RATE,... from 0 s ({exc})"
-        ) from None
+        return RateProfile(tuple(starts), tuple(rates))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc}") from None
 
 
 def add_parser(subparsers) -> None:
@@ -62,28 +114,26 @@ def add_parser(subparsers) -> None:
     add_deployment_arguments(dep, memory=True)
     dep.add_argument(
         "--efficiency",
-        type=positive_float,
+        type=fraction,
         default=1.0,
-        help="fraction of the roofline step speed the server reaches (0, 1]",
+        help="fraction of the roofline step speed the server reaches, 0.001 to 1",
     )
-    dep.add_argument("--host-overhead", type=float, default=0.0, metavar="SECONDS",
-                     help="per-step host time added to every step")  # fmt: skip
+    dep.add_argument("--host-overhead", type=host_overhead, default=0.0, metavar="SECONDS",
+                     help="per-step host time added to every step, 0 to 1 s")  # fmt: skip
     work = p.add_argument_group("workload")
-    work.add_argument("--rate", type=positive_float, default=5.0, help="arrivals per second")
+    work.add_argument("--rate", type=rate, default=5.0, help="arrivals per second")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
                       help="arrivals/s by time instead of --rate, e.g. 0:2,60:8,90:2")  # fmt: skip
-    work.add_argument("--prompt-tokens", type=_lengths, default=Fixed(4096),
-                      help="N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA")  # fmt: skip
-    work.add_argument("--output-tokens", type=_lengths, default=Fixed(256),
-                      help="N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA")  # fmt: skip
-    work.add_argument("--shared-prefix-tokens", type=int, default=0,
+    work.add_argument("--prompt-tokens", type=_lengths, default=Fixed(4096), help=_LENGTHS_HELP)
+    work.add_argument("--output-tokens", type=_lengths, default=Fixed(256), help=_LENGTHS_HELP)
+    work.add_argument("--shared-prefix-tokens", type=shared_prefix_tokens, default=0,
                       help="system-prompt tokens every request shares (served from the prefix "
                            "cache, their KV held once)")  # fmt: skip
     work.add_argument("--workload", metavar="FILE",
                       help="replay a CSV (columns arrival_seconds, prompt_tokens, "
                            "output_tokens; optional cached_prompt_tokens, prefix_group) or a "
                            "`vllm bench serve` result JSON")  # fmt: skip
-    work.add_argument("--duration", type=positive_float, default=60.0, metavar="SECONDS",
+    work.add_argument("--duration", type=duration, default=60.0, metavar="SECONDS",
                       help="arrival window and simulated time")  # fmt: skip
     work.add_argument("--drain", action="store_true",
                       help="after --duration, run on until every request has finished")  # fmt: skip
@@ -94,22 +144,22 @@ def add_parser(subparsers) -> None:
                       help="CALIBRATION.json from `itlkit calibrate`, 'bundled' (fitted "
                            "on real vLLM runs) or 'none'; default none (--runs: bundled)",
                       )  # fmt: skip
-    work.add_argument("--seed", type=int, default=0, help="random seed (reproducible runs)")
+    work.add_argument("--seed", type=seed, default=0, help="random seed (reproducible runs)")
     eng = p.add_argument_group("engine")
-    eng.add_argument("--max-num-batched-tokens", type=positive_int, default=8192,
+    eng.add_argument("--max-num-batched-tokens", type=tokens, default=8192,
                      help="token budget per step, decode + prefill tokens")  # fmt: skip
-    eng.add_argument("--max-num-seqs", type=positive_int,
+    eng.add_argument("--max-num-seqs", type=sequences,
                      help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
     eng.add_argument("--no-chunked-prefill", action="store_true", help="prefill prompts whole")
     eng.add_argument("--disaggregated", action="store_true",
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
-    eng.add_argument("--kv-transfer-bandwidth", type=positive_float, default=50e9,
+    eng.add_argument("--kv-transfer-bandwidth", type=kv_bandwidth, default=50e9,
                      metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     out.add_argument("--prom-out", metavar="DIR", help="write vLLM /metrics scrapes here")
     out.add_argument("--openmetrics-out", metavar="FILE", help="write OpenMetrics for backfill")
-    out.add_argument("--scrape-interval", type=positive_float, default=15.0, metavar="SECONDS",
+    out.add_argument("--scrape-interval", type=scrape_interval, default=15.0, metavar="SECONDS",
                      help="time between exported scrapes")  # fmt: skip
     out.add_argument("--start-unix-seconds", type=float, default=None,
                      help="wall-clock time of simulated t = 0 in the exports "
@@ -126,6 +176,7 @@ def run(args) -> int:
 
         return simulate_runs(args)
     _check(args)
+    _check_outputs(args, args.duration)
     calibration = _calibration(args)
     dep = _calibrated(deployment_from_args(args), calibration)
     _check_memory(args, dep)
@@ -136,8 +187,10 @@ def run(args) -> int:
         disaggregated=args.disaggregated,
         kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
     )
+    workload = _workload(args)
+    _check_workload(args, workload, config)
     result = simulate_deployment(
-        _workload(args),
+        workload,
         deployment=dep,
         config=config,
         efficiency=calibration.efficiency if calibration else args.efficiency,
@@ -145,7 +198,9 @@ def run(args) -> int:
         until_seconds=None if args.drain else args.duration,
         jitter=_jitter(calibration, args.seed),
     )
-    _check_something_finished(result)
+    if not result.finished.any():
+        raise ConfigError(_none_finished(args, result, dep, calibration))
+    _check_outputs(args, result.end_seconds)
     _export(args, result, model_name=dep.model.hf_id or dep.model.slug)
     if args.json:
         values = _json_values(result, dep, config)
@@ -190,17 +245,38 @@ def _jitter(calibration, seed: int):
 
 
 def _check(args) -> None:
-    if not args.efficiency <= 1:
-        raise ConfigError(f"--efficiency must be in (0, 1], got {args.efficiency}")
-    if args.host_overhead < 0 or not math.isfinite(args.host_overhead):
-        raise ConfigError(f"--host-overhead must be >= 0 seconds, got {args.host_overhead}")
     start = args.start_unix_seconds
     if start is not None and not 9.46e8 <= start <= 4.1e9:
         raise ConfigError(
             f"--start-unix-seconds must be a Unix time between 2000 and 2099, got {start:g}"
         )
-    if args.shared_prefix_tokens < 0:
-        raise ConfigError(f"--shared-prefix-tokens must be >= 0, got {args.shared_prefix_tokens}")
+
+
+def _check_outputs(args, seconds: float) -> None:
+    """Refuse, before the work (and again once the run's end is known), exports that cannot be
+    written or would write too many scrapes."""
+    from itlkit.sim.export import output_problem
+
+    for flag, path, folder in (("--prom-out", args.prom_out, True),
+                               ("--openmetrics-out", args.openmetrics_out, False)):  # fmt: skip
+        problem = path and output_problem(path, folder=folder)
+        if problem:
+            raise ConfigError(f"{flag} {path}: {problem}")
+    if args.prom_out and Path(args.prom_out).is_dir():
+        earlier = len(list(Path(args.prom_out).glob("metrics-*.prom")))
+        if earlier:
+            raise ConfigError(
+                f"--prom-out {args.prom_out}: already holds {earlier:,} scrapes (metrics-*.prom) "
+                "of an earlier export, which a reader would mix with this run's; give an empty "
+                "or new folder"
+            )
+    scrapes = math.ceil(seconds / args.scrape_interval) + 1
+    if (args.prom_out or args.openmetrics_out) and scrapes > MOST_SCRAPES:
+        raise ConfigError(
+            f"--scrape-interval {args.scrape_interval:g} s over a {seconds:g}-s run would write "
+            f"{scrapes:,} scrapes; at most {MOST_SCRAPES:,}: give an interval of at least "
+            f"{seconds / (MOST_SCRAPES - 1):.3g} s"
+        )
 
 
 MEMORY_LIMIT_BYTES = 4e9
@@ -220,22 +296,84 @@ def _check_memory(args, dep) -> None:
     steps = args.duration / fastest_step
     needed = requests * _BYTES_PER_REQUEST + min(steps, requests * 8192) * _BYTES_PER_STEP
     if needed > MEMORY_LIMIT_BYTES:
+        lower = "lower --rate-profile's peak rate" if args.rate_profile else "lower --rate"
         raise ConfigError(
             f"this run would simulate about {requests:,.0f} requests over up to {steps:,.0f} "
             f"steps and need about {needed / 1e9:,.1f} GB (limit {MEMORY_LIMIT_BYTES / 1e9:g} "
-            "GB): shorten --duration or lower --rate"
+            f"GB): shorten --duration or {lower}"
         )
 
 
-def _check_something_finished(result) -> None:
-    if not result.finished.any():
-        why = (
-            "the workload is empty" if result.workload.num_requests == 0
-            else f"none of its {result.workload.num_requests:,} requests could finish in "
-            f"{result.end_seconds:g} s (a prompt longer than the KV cache, or too short "
-            "a --duration)"
-        )  # fmt: skip
-        raise ConfigError(f"no request finished: {why}")
+def _check_workload(args, workload, config) -> None:
+    """Refuse a workload with no request, and one that vLLM would not serve as configured."""
+    if workload.num_requests == 0:
+        if args.workload:
+            raise ConfigError(f"{args.workload}: the file holds no request to replay")
+        if args.rate_profile:
+            profile = args.rate_profile
+            pairs = zip(profile.start_seconds, profile.rates_per_second, strict=True)
+            sends = "--rate-profile " + ",".join(f"{a:g}:{b:g}" for a, b in pairs)
+        else:
+            sends = f"--rate {args.rate:g} requests/s"
+        raise ConfigError(
+            f"{sends} sends no request within --duration {args.duration:g} s; raise either"
+        )
+    if not config.enable_chunked_prefill:
+        need = workload.prompt_tokens + workload.output_tokens
+        i = int(need.argmax())
+        if need[i] > config.max_num_batched_tokens:
+            raise ConfigError(
+                "--no-chunked-prefill needs --max-num-batched-tokens of at least max_model_len "
+                "(vLLM's SchedulerConfig refuses to start otherwise), and max_model_len must hold "
+                f"every request: {workload.request_name(i)} has {int(need[i]):,} tokens (prompt "
+                f"{int(workload.prompt_tokens[i]):,} + output {int(workload.output_tokens[i]):,}); "
+                f"raise --max-num-batched-tokens from {config.max_num_batched_tokens:,} to "
+                f"{int(need[i]):,}, or leave chunked prefill on"
+            )
+
+
+def _none_finished(args, result, dep, calibration) -> str:
+    """Why no request finished: the first request's steps, and the settings that slowed them."""
+    w, config = result.workload, result.config
+    prefill = int(w.prompt_tokens[0] - w.cached_prompt_tokens[0])
+    budget = config.max_num_batched_tokens
+    prefill_steps = math.ceil(prefill / budget) if config.enable_chunked_prefill else 1
+    steps = prefill_steps + int(w.output_tokens[0]) - 1
+    took = (f"they took {format_seconds(float(result.step_duration_seconds.mean()))} on average"
+            if result.steps else "none ran")  # fmt: skip
+    causes = _slowing_settings(args, calibration)
+    if prefill_steps > _MANY_PREFILL_STEPS:
+        causes.append(f"--max-num-batched-tokens {budget:,} cuts its {prefill:,}-token prompt "
+                      f"into {prefill_steps:,} steps")  # fmt: skip
+    if config.disaggregated:
+        bandwidth = config.kv_transfer_bytes_per_second
+        moved = prefill * dep.model.kv_bytes_per_token(dep.kv) / bandwidth
+        causes.append(f"its KV transfer takes {format_seconds(moved)} at "
+                      f"--kv-transfer-bandwidth {bandwidth:g} B/s")  # fmt: skip
+    why = f" ({'; '.join(causes)})" if causes else ""
+    return (
+        f"no request finished: none of its {w.num_requests:,} requests finished in "
+        f"{result.end_seconds:g} s; the first needs about {steps:,} steps, and {took}{why}: "
+        "give a longer --duration, or --drain"
+    )
+
+
+_MANY_PREFILL_STEPS = 16  # a 4,096-token prompt at a 256-token budget: worth naming the budget
+
+
+def _slowing_settings(args, calibration) -> list[str]:
+    """The step-time flags set slower than their defaults, each with how much slower."""
+    causes = []
+    if calibration is None and args.efficiency < 1:
+        causes.append(f"--efficiency {args.efficiency:g} makes each step "
+                      f"{1 / args.efficiency:,.0f}x the roofline's")  # fmt: skip
+    if calibration is None and args.host_overhead > 0:
+        causes.append(f"--host-overhead adds {format_seconds(args.host_overhead)} to each step")
+    default_mfu = 0.5  # add_deployment_arguments' default
+    if args.mfu < default_mfu:
+        causes.append(f"--mfu {args.mfu:g} makes prefill compute {default_mfu / args.mfu:,.0f}x "
+                      f"slower than at {default_mfu:g}")  # fmt: skip
+    return causes
 
 
 def _workload(args):

@@ -176,4 +176,12 @@ def read_calibration(path) -> Calibration:
 
 
 def write_calibration(calibration: Calibration, path) -> None:
-    Path(path).write_text(json.dumps(calibration.to_json(), indent=2) + "\n", encoding="utf-8")
+    """Write `CALIBRATION.json` (missing folders on the way are created, as for exports)."""
+    path = Path(path)
+    text = json.dumps(calibration.to_json(), indent=2) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:  # a folder at the path, a file where a folder should be, no rights
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError(f"{path}: cannot write the calibration there ({why.lower()})") from None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,38 @@ DEFAULT_START_UNIX_SECONDS = 1_796_223_600.0  # 2026-12-02T15:00:00Z, a fixed, r
 DEFAULT_MODEL_NAME = "simulated"
 _TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
                   100000, math.inf)  # fmt: skip
+
+
+def output_problem(path: str | Path, *, folder: bool) -> str | None:
+    """What stops writing `path` (a folder of scrapes, or one file), in words; None if nothing.
+
+    Missing folders on the way are created, as `mkdir -p` would; what exists must be of the
+    right kind and writable. Checked before a long computation, so that it is not lost."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return "is a link to a place that does not exist"
+    if path.exists():
+        if folder and not path.is_dir():
+            return "is a file, not a folder for the scrapes"
+        if not folder and path.is_dir():
+            return "is a folder; give the name of a file to write"
+        if not os.access(path, os.W_OK):
+            return "is not writable"
+        return None
+    parent = path.parent
+    while not parent.exists():  # the first folder (or file) on the way that exists
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, so nothing can be created under it"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot be created: {parent} is not writable"
+    return None
+
+
+def _writable(path: Path, *, folder: bool) -> None:
+    problem = output_problem(path, folder=folder)
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,6 +267,7 @@ def export_prometheus_scrapes(
     with the deprecated TPOT twin of ITL, or "0.12"); `cover_end` as in `scrape_times`.
     """
     out = Path(out_dir)
+    _writable(out, folder=True)
     out.mkdir(parents=True, exist_ok=True)
     times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
     series = scrape_series(result, times_seconds=times)
@@ -316,8 +350,10 @@ def export_openmetrics(
     model_name: str = DEFAULT_MODEL_NAME,
     engine: str = "0",
 ) -> Path:
-    """Write `render_openmetrics` to `path` (for `promtool tsdb create-blocks-from openmetrics`)."""
+    """Write `render_openmetrics` to `path` (for `promtool tsdb create-blocks-from openmetrics`);
+    missing folders on the way are created, as `export_prometheus_scrapes` creates its folder."""
     path = Path(path)
+    _writable(path, folder=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         render_openmetrics(

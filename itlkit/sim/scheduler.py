@@ -232,10 +232,15 @@ def _checked(workload: Workload, config: SchedulerConfig, kv_capacity_tokens, un
         raise ConfigError(f"KV capacity must be >= 1 token, got {kv_capacity_tokens!r}")
     capacity_tokens = int(kv_capacity_tokens)
     need = workload.prompt_tokens + workload.output_tokens
-    if workload.num_requests and int(need.max()) > capacity_tokens:
+    too_long = np.flatnonzero(need > capacity_tokens)
+    if too_long.size:
+        i = int(too_long[0])
+        more = f" (and {too_long.size - 1:,} more)" if too_long.size > 1 else ""
         raise ConfigError(
-            f"a request needs {int(need.max())} KV tokens (prompt + output) but the KV cache "
-            f"holds {capacity_tokens}: it could never finish"
+            f"{workload.request_name(i)}{more} needs {int(need[i]):,} KV tokens (prompt "
+            f"{int(workload.prompt_tokens[i]):,} + output {int(workload.output_tokens[i]):,}) "
+            f"but the KV cache holds {capacity_tokens:,}: it could never finish; shorten it, or "
+            "give the KV cache more room (more GPUs, a larger memory share, FP8 KV)"
         )
     end_limit = math.inf if until_seconds is None else float(until_seconds)
     if not end_limit > 0:

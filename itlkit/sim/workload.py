@@ -23,6 +23,13 @@ from itlkit.input_files import file_problem, read_input_text
 
 Seed = int | np.random.Generator | None
 
+# The longest request length a distribution may give: no model reads 100M tokens, and token
+# counts times KV bytes per token stay finite (the workload CSV's columns share the bound).
+MOST_TOKENS = 10**8
+# The widest lognormal spread: sigma 3 already puts the p99 length 1,000x above the median
+# (exp(2.33 x 3)); measured prompt and output lengths spread with sigma ~0.5-1.5.
+MOST_LOGNORMAL_SIGMA = 3.0
+
 
 def make_rng(seed: Seed) -> np.random.Generator:
     """A Generator from an int seed (or the Generator itself; None draws fresh entropy)."""
@@ -40,8 +47,11 @@ class Fixed:
 
     tokens: int
 
+    def __post_init__(self) -> None:
+        _tokens("a fixed length", self.tokens)
+
     def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
-        return np.full(size, _positive_int("fixed length tokens", self.tokens), dtype=np.int64)
+        return np.full(size, self.tokens, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -51,12 +61,14 @@ class Uniform:
     low_tokens: int
     high_tokens: int
 
-    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
-        low = _positive_int("uniform low tokens", self.low_tokens)
-        high = _positive_int("uniform high tokens", self.high_tokens)
+    def __post_init__(self) -> None:
+        low = _tokens("uniform LOW", self.low_tokens)
+        high = _tokens("uniform HIGH", self.high_tokens)
         if high < low:
-            raise ConfigError(f"uniform lengths need low <= high, got {low} > {high}")
-        return rng.integers(low, high + 1, size=size, dtype=np.int64)
+            raise ConfigError(f"uniform lengths need low <= high, got LOW {low} > HIGH {high}")
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        return rng.integers(self.low_tokens, self.high_tokens + 1, size=size, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -67,15 +79,25 @@ class LogNormal:
     sigma: float
     max_tokens: int | None = None
 
-    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
-        if not (self.median_tokens >= 1 and math.isfinite(self.median_tokens)):
-            raise ConfigError(f"lognormal median must be >= 1 token, got {self.median_tokens}")
-        if not (self.sigma >= 0 and math.isfinite(self.sigma)):
-            raise ConfigError(f"lognormal sigma must be a finite number >= 0, got {self.sigma}")
-        draws = rng.lognormal(mean=math.log(self.median_tokens), sigma=self.sigma, size=size)
-        tokens = np.maximum(np.rint(draws), 1).astype(np.int64)
+    def __post_init__(self) -> None:
+        median, sigma = self.median_tokens, self.sigma
+        if isinstance(median, bool) or not (1 <= median <= MOST_TOKENS):  # NaN fails too
+            raise ConfigError(
+                f"the lognormal MEDIAN must be a number of tokens from 1 to {MOST_TOKENS:,}, "
+                f"got {median!r:.40}"
+            )
+        if isinstance(sigma, bool) or not (0 <= sigma <= MOST_LOGNORMAL_SIGMA):
+            raise ConfigError(
+                f"the lognormal SIGMA must be a number from 0 to {MOST_LOGNORMAL_SIGMA:g} (at 3 "
+                f"the p99 is already 1,000x the median), got {sigma!r:.40}"
+            )
         if self.max_tokens is not None:
-            tokens = np.minimum(tokens, _positive_int("lognormal max tokens", self.max_tokens))
+            _tokens("a lognormal max_tokens", self.max_tokens)
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        draws = rng.lognormal(mean=math.log(self.median_tokens), sigma=self.sigma, size=size)
+        # A draw past MOST_TOKENS is longer than any KV cache: the simulation refuses it either way.
+        tokens = np.clip(np.rint(draws), 1, self.max_tokens or MOST_TOKENS).astype(np.int64)
         return tokens
 
 
@@ -85,11 +107,14 @@ class Sampled:
 
     values_tokens: tuple[int, ...]
 
+    def __post_init__(self) -> None:
+        if not self.values_tokens:
+            raise ConfigError("sampled lengths need at least one value")
+        for value in self.values_tokens:
+            _tokens("a sampled length", value)
+
     def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
-        values = np.asarray(self.values_tokens, dtype=np.int64)
-        if values.size == 0 or np.any(values < 1):
-            raise ConfigError("sampled lengths need at least one value, all >= 1 token")
-        return rng.choice(values, size=size, replace=True)
+        return rng.choice(np.asarray(self.values_tokens, dtype=np.int64), size=size, replace=True)
 
 
 Lengths = Fixed | Uniform | LogNormal | Sampled
@@ -192,6 +217,10 @@ class Workload:
     Of those cached tokens, the first `shared_prompt_tokens` are a prefix that every request of
     the same `prefix_group` starts with (a system prompt): vLLM holds those KV blocks once, however
     many running requests use them (its block pool counts references). -1: no group.
+
+    A workload read from a file keeps where each request came from, so that an error can point
+    at it: `origin` (its CSV line, its index in a bench file) and `source`, a template that
+    names origin k in the user's words (`'trace.csv:{}'`).
     """
 
     arrival_seconds: np.ndarray
@@ -200,6 +229,8 @@ class Workload:
     cached_prompt_tokens: np.ndarray
     shared_prompt_tokens: np.ndarray = None  # None: zeros (nothing shared)
     prefix_group: np.ndarray = None  # None: -1 everywhere
+    origin: np.ndarray | None = None  # each request's place in `source` (None: not from a file)
+    source: str | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_seconds)
@@ -240,6 +271,13 @@ class Workload:
     def last_arrival_seconds(self) -> float:
         return float(self.arrival_seconds[-1]) if self.num_requests else 0.0
 
+    def request_name(self, i: int) -> str:
+        """Request `i` as its user finds it: its file's line or index, and its arrival time."""
+        at = f"arriving at {float(self.arrival_seconds[i]):.3f} s"
+        if self.source is None or self.origin is None:
+            return f"the request {at}"
+        return f"{self.source.format(int(self.origin[i]))} ({at})"
+
 
 def make_workload(
     *,
@@ -249,22 +287,31 @@ def make_workload(
     cached_prompt_tokens=0,
     shared_prompt_tokens=0,
     prefix_group=-1,
+    origin=None,
+    source: str | None = None,
 ) -> Workload:
-    """A workload from explicit arrays (sorted by arrival here; scalars broadcast)."""
+    """A workload from explicit arrays (sorted by arrival here; scalars broadcast). `origin` and
+    `source`: where each request came from (see `Workload`)."""
     arrival = np.asarray(arrival_seconds, dtype=float).reshape(-1)
     n = arrival.size
     order = np.argsort(arrival, kind="stable")
 
-    def column(values):
-        return np.broadcast_to(np.asarray(values, dtype=np.int64), (n,))[order].copy()
+    def column(name, values):
+        try:
+            values = np.asarray(values, dtype=np.int64)
+        except OverflowError:  # a Python int past 2**63: far beyond any real request
+            raise ConfigError(f"workload {name} holds a number too large to count") from None
+        return np.broadcast_to(values, (n,))[order].copy()
 
     return Workload(
         arrival_seconds=arrival[order].copy(),
-        prompt_tokens=column(prompt_tokens),
-        output_tokens=column(output_tokens),
-        cached_prompt_tokens=column(cached_prompt_tokens),
-        shared_prompt_tokens=column(shared_prompt_tokens),
-        prefix_group=column(prefix_group),
+        prompt_tokens=column("prompt_tokens", prompt_tokens),
+        output_tokens=column("output_tokens", output_tokens),
+        cached_prompt_tokens=column("cached_prompt_tokens", cached_prompt_tokens),
+        shared_prompt_tokens=column("shared_prompt_tokens", shared_prompt_tokens),
+        prefix_group=column("prefix_group", prefix_group),
+        origin=None if origin is None else column("origin", origin),
+        source=source,
     )
 
 
@@ -289,8 +336,10 @@ def synthetic_workload(
         raise ConfigError("give exactly one of rate_per_second and profile")
     if not 0 <= shared_prefix_fraction <= 1:
         raise ConfigError(f"shared prefix fraction must be in [0, 1], got {shared_prefix_fraction}")
-    if shared_prefix_tokens < 0:
-        raise ConfigError(f"shared prefix tokens must be >= 0, got {shared_prefix_tokens}")
+    if isinstance(shared_prefix_tokens, bool) or not 0 <= shared_prefix_tokens <= MOST_TOKENS:
+        raise ConfigError(
+            f"shared prefix tokens must be from 0 to {MOST_TOKENS:,}, got {shared_prefix_tokens}"
+        )
     rng = make_rng(seed)
     if profile is None:
         if not (rate_per_second > 0 and math.isfinite(rate_per_second)):
@@ -366,6 +415,7 @@ def read_workload_csv(path: str | Path) -> Workload:
     text = read_input_text(path, kind="workload CSV", max_bytes=1_000_000_000)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     columns = {name: [] for name in _CSV_COLUMNS}
+    lines = []
     try:
         missing = {"arrival_seconds", "prompt_tokens", "output_tokens"} - set(
             name.strip() for name in reader.fieldnames or ()
@@ -382,6 +432,7 @@ def read_workload_csv(path: str | Path) -> Workload:
                 raise ConfigError(f"{where}: the row has more values than the header has columns")
             for name in columns:
                 columns[name].append(_csv_value(row, name, where))
+            lines.append(reader.line_num)
     except csv.Error as exc:
         raise ConfigError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
     groups = np.asarray(columns["prefix_group"], dtype=np.int64)
@@ -393,6 +444,8 @@ def read_workload_csv(path: str | Path) -> Workload:
             cached_prompt_tokens=columns["cached_prompt_tokens"],
             shared_prompt_tokens=np.where(groups >= 0, columns["cached_prompt_tokens"], 0),
             prefix_group=groups,
+            origin=lines,
+            source=f"{path}:{{}}",
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
@@ -445,9 +498,18 @@ def read_vllm_bench_result(path: str | Path, *, seed: Seed = None) -> Workload:
     ok = (prompt > 0) & (output > 0)
     if sent.errors is not None:
         ok &= np.array([not e for e in sent.errors], dtype=bool)
+    if not ok.any():
+        raise ConfigError(
+            f"{path}: none of its {len(prompt):,} requests can be replayed (each has "
+            "input_lens or output_lens 0, or an entry in errors)"
+        )
     arrival = _bench_arrivals(sent, len(prompt), ok, seed, path)
     return make_workload(
-        arrival_seconds=arrival[ok], prompt_tokens=prompt[ok], output_tokens=output[ok]
+        arrival_seconds=arrival[ok],
+        prompt_tokens=prompt[ok],
+        output_tokens=output[ok],
+        origin=np.flatnonzero(ok),
+        source=f"{path}: request input_lens[{{}}]",
     )
 
 
@@ -465,6 +527,15 @@ def read_workload(path: str | Path, *, seed: Seed = None) -> Workload:
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+def _tokens(name: str, value) -> int:
+    """A whole number of tokens from 1 to MOST_TOKENS, or a ConfigError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"{name} must be a whole number of tokens, got {value!r:.40}")
+    if not 1 <= value <= MOST_TOKENS:
+        raise ConfigError(f"{name} must be from 1 to {MOST_TOKENS:,} tokens, got {value:,}")
+    return int(value)
 
 
 def _positive_int(name: str, value) -> int:
