@@ -238,6 +238,16 @@ def test_a_bench_file_with_nothing_to_replay_says_so(tmp_path):
         read_vllm_bench_result(path)
 
 
+def test_a_bench_rate_that_spreads_the_requests_over_centuries_is_refused(tmp_path):
+    # without start times the replay redraws Poisson arrivals at request_rate: 1e-300/s put
+    # every request after the first beyond any --duration, and the run reported one request
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"input_lens": [100, 100], "output_lens": [5, 5], "completed": 2,
+                                "request_rate": 1e-300}))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"request_rate 1e-300 requests/s spreads its 2 "):
+        read_vllm_bench_result(path)
+
+
 # ---- the library's lengths: bounded when made, not when sampled -------------------------------
 
 

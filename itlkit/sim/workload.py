@@ -462,6 +462,12 @@ def _bench_arrivals(sent, n: int, ok: np.ndarray, seed: Seed, path: Path) -> np.
         )
     if math.isinf(rate):
         return np.zeros(n)
+    most = _CSV_COLUMNS["arrival_seconds"][2]  # the span a replayed workload may have
+    if n / rate > most:
+        raise ConfigError(
+            f"{path}: request_rate {rate:g} requests/s spreads its {n:,} requests over about "
+            f"{n / rate:.3g} s, more than the {most:g} s (three years) a replay may span"
+        )
     arrival = np.cumsum(make_rng(seed).exponential(1.0 / rate, size=n))
     return arrival - arrival[0]
 
