@@ -150,14 +150,18 @@ def add_parser(subparsers) -> None:
                      help="token budget per step, decode + prefill tokens")  # fmt: skip
     eng.add_argument("--max-num-seqs", type=sequences,
                      help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
-    eng.add_argument("--no-chunked-prefill", action="store_true", help="prefill prompts whole")
+    eng.add_argument("--no-chunked-prefill", action="store_true",
+                     help="prefill prompts whole (vLLM then needs --max-num-batched-tokens of at "
+                          "least every request's prompt + output)")  # fmt: skip
     eng.add_argument("--disaggregated", action="store_true",
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
     eng.add_argument("--kv-transfer-bandwidth", type=kv_bandwidth, default=50e9,
                      metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object in SI units")
-    out.add_argument("--prom-out", metavar="DIR", help="write vLLM /metrics scrapes here")
+    out.add_argument("--prom-out", metavar="DIR",
+                     help="write vLLM /metrics scrapes into this new or scrape-free "
+                          "folder")  # fmt: skip
     out.add_argument("--openmetrics-out", metavar="FILE", help="write OpenMetrics for backfill")
     out.add_argument("--scrape-interval", type=scrape_interval, default=15.0, metavar="SECONDS",
                      help="time between exported scrapes")  # fmt: skip
