@@ -82,5 +82,5 @@ def test_empty_period_and_unreachable_server(incident):
         PrometheusError, match=r"127\.0\.0\.1:9: nothing is listening at 127\.0\.0\.1:9 \("
     ):
         timeline_from_prometheus("http://127.0.0.1:9", start=start, end=start + 600)
-    with pytest.raises(EvidenceError, match="cannot read time"):
+    with pytest.raises(EvidenceError, match="the start 'yesterday' is not a time: use unix"):
         timeline_from_prometheus(url, start="yesterday", end=start)

@@ -144,7 +144,7 @@ def test_timestamps_in_file_names():
     assert timestamp_from_name("20261202T152436.prom") == want  # no zone: UTC
     assert timestamp_from_name("metrics.prom") is None
     assert timestamp_to_name(want + 0.25) == "20261202T152436.250Z"
-    with pytest.raises(SourceError, match="bad timestamp"):
+    with pytest.raises(SourceError, match="is not a valid time"):
         timestamp_from_name("20261302T152436Z.prom")
 
 

@@ -207,7 +207,10 @@ def test_a_refusing_prometheus_is_one_line(fleet_server):
     ex = _explorer("http://127.0.0.1:9", start)
     ex.scan.click()
     said = _text(ex.fleet_status.value)
-    assert said.startswith("Cannot scan the fleet: http://127.0.0.1:9: cannot reach Prometheus")
+    assert said.startswith(
+        "Cannot scan the fleet: http://127.0.0.1:9: nothing is listening at 127.0.0.1:9 "
+        "(connection refused)"
+    )
     assert "\n" not in said and "Traceback" not in said
     assert ex.fleet_table.value == "" and ex.instance.disabled
     assert ex.busy.value == ""

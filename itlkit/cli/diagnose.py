@@ -65,8 +65,10 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     """Diagnose and print a short postmortem (or JSON)."""
-    if bool(args.paths) == bool(args.prometheus):
-        raise ValueError("give scrape PATHs or --prometheus URL (with --start and --end), not both")
+    if not args.paths and not args.prometheus:
+        raise ValueError("give scrape PATHs or --prometheus URL with --start and --end")
+    if args.paths and args.prometheus:
+        raise ValueError("give scrape PATHs or --prometheus URL, not both")
     if args.all:
         return _run_fleet(args)
     if not args.prometheus and len(args.paths) == 1 and args.paths[0].endswith(".json"):
@@ -75,9 +77,14 @@ def run(args) -> int:
         result = read_bench_result(args.paths[0])
         if result.samples is None:
             return _run_bench_summary(args, result)
-    frame = None if args.prometheus else _chosen_model(read_paths(args.paths), args.model_name)
+    if args.prometheus:
+        frame, period = None, _prometheus_period(args, count_points=True)
+        served = _prometheus_model(args, period)
+    else:
+        frame = _chosen_model(read_paths(args.paths), args.model_name)
+        served = served_model_names(frame)
     gpu_stated = args.gpu is not None
-    assumptions = fill_deployment_from_metrics(args, served_model_names(frame))
+    assumptions = fill_deployment_from_metrics(args, served)
     gpus = PLAUSIBLE_GPUS
     if not gpu_stated and args.paths:
         gpus = _gpus_from_kv_cache(args, assumptions) or gpus
@@ -85,11 +92,10 @@ def run(args) -> int:
     if args.prometheus:
         from itlkit.diagnosis.evidence import timeline_from_prometheus
 
-        if not (args.start and args.end):
-            raise ValueError("--prometheus needs --start and --end")
         timeline = timeline_from_prometheus(
-            args.prometheus, start=args.start, end=args.end, window_seconds=args.window
-        )
+            args.prometheus, start=period[0], end=period[1], window_seconds=args.window,
+            model_name=args.model_name,
+        )  # fmt: skip
     else:
         timeline = timeline_from_frame(frame, window_seconds=args.window)
     settings = dict(batch_size=args.batch, context_tokens=args.context,
@@ -145,11 +151,13 @@ def _run_fleet(args) -> int:
     import copy
 
     from itlkit.diagnosis.fleet import diagnose_fleet, fetch_fleet_evidence, to_table
+    from itlkit.metrics.http_get import shown_url
 
-    if not (args.prometheus and args.start and args.end):
+    if not args.prometheus:
         raise ValueError("--all needs --prometheus URL with --start and --end")
     if args.model_name or args.batch or args.context:
         raise ValueError("--all diagnoses every model: drop --model-name, --batch and --context")
+    start, end = _prometheus_period(args)
     deployments: dict[str, tuple] = {}
 
     def deployment_for(model_name: str):
@@ -160,13 +168,16 @@ def _run_fleet(args) -> int:
         return deployments[model_name]
 
     evidence = fetch_fleet_evidence(
-        args.prometheus, start=args.start, end=args.end, window_seconds=args.window
+        args.prometheus, start=start, end=end, window_seconds=args.window
     )
     rows = diagnose_fleet(
         evidence, deployment_for, max_num_batched_tokens=args.max_num_batched_tokens
     )
     if not rows:
-        raise ValueError(f"{args.prometheus}: no vLLM metrics in that period")
+        raise ValueError(f"{shown_url(args.prometheus)}: no vLLM metrics in that period")
+    if all(r.member in evidence.problems for r in rows):  # nothing to rank: say why
+        raise ValueError(f"{shown_url(args.prometheus)}: {rows[0].member.describe()}: "
+                         f"{rows[0].problem}")  # fmt: skip
     if args.json:
         doc = {"window_seconds": evidence.window_seconds, "queries": list(evidence.queries),
                "rows": [r.to_json() for r in rows]}  # fmt: skip
@@ -176,6 +187,46 @@ def _run_fleet(args) -> int:
         print("\n".join(f"assumed: {a}" for a in said) + ("\n" if said else ""))
         print(to_table(rows, window_seconds=evidence.window_seconds))
     return 0
+
+
+def _prometheus_period(args, *, count_points: bool = False) -> tuple[float, float]:
+    """--start and --end in Unix seconds, each refusal naming the flag; with `count_points`,
+    refused when the period holds more windows than Prometheus returns points (a fleet scan
+    widens its window instead)."""
+    from itlkit.diagnosis.evidence import MAX_QUERY_POINTS, period_seconds
+
+    if args.start is None or args.end is None:
+        flags = (("--start", args.start), ("--end", args.end))
+        missing = " and ".join(flag for flag, value in flags if value is None)
+        raise ValueError(f"--prometheus needs {missing} (RFC 3339 or unix seconds)")
+    return period_seconds(
+        args.start, args.end, args.window, names=("--start", "--end", "--window"),
+        max_windows=MAX_QUERY_POINTS if count_points else None,
+    )  # fmt: skip
+
+
+def _prometheus_model(args, period: tuple[float, float]) -> list[str]:
+    """The served model to diagnose, as `[name]` (or [] when the server names none): the
+    --model-name asked for, or the only one the server holds; several is an error."""
+    from itlkit.metrics.http_get import shown_url
+    from itlkit.metrics.prometheus_api import model_names
+
+    names = model_names(args.prometheus, start_seconds=period[0], end_seconds=period[1],
+                        step_seconds=max(args.window, (period[1] - period[0]) / 1000))  # fmt: skip
+    if args.model_name is not None:
+        if names and args.model_name not in names:
+            raise ValueError(
+                f"no model_name {args.model_name!r} at {shown_url(args.prometheus)} in that "
+                f"period (it holds: {', '.join(repr(n) for n in names[:8])})"
+            )
+        return [args.model_name]
+    if len(names) > 1:
+        raise ValueError(
+            f"{shown_url(args.prometheus)} holds {len(names)} models in that period "
+            f"({', '.join(repr(n) for n in names[:8])}); choose one with --model-name, or "
+            "rank them all with --all"
+        )
+    return names
 
 
 def _chosen_model(frame, model_name: str | None):

@@ -27,6 +27,7 @@ from itlkit.metrics.histogram import (
     series_window,
     sum_histograms,
 )
+from itlkit.metrics.http_get import one_line, shown_url
 from itlkit.metrics.series import histogram_series, scalar_series
 
 DEFAULT_WINDOW_SECONDS = 60.0
@@ -342,26 +343,60 @@ def timeline_from_frame(
     )
 
 
-def parse_time_seconds(text: str) -> float:
-    """Unix seconds, or an RFC 3339 / ISO 8601 time (UTC when no zone is given)."""
-    text = str(text).strip()
+PLAUSIBLE_UNIX_SECONDS = (946_684_800.0, 4_102_444_800.0)  # 2000-01-01 to 2100-01-01 UTC
+MAX_QUERY_POINTS = 11_000  # Prometheus refuses a range query of more points per series
+PERIOD_NAMES = ("the start", "the end", "the window")  # how messages name the three values
+_TIME_HINT = "use unix seconds or e.g. 2026-12-02T15:00:00Z"
+
+
+def _utc(timestamp_seconds: float) -> str:
+    return pd.Timestamp(timestamp_seconds, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _iso_seconds(raw: str, *, name: str) -> float:
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = pd.Timestamp(text)
-    except ValueError:
-        raise EvidenceError(
-            f"cannot read time {text!r}: use unix seconds or e.g. 2026-12-02T15:00:00Z"
-        ) from None
+        when = pd.Timestamp(raw)
+    except (ValueError, OverflowError):
+        when = pd.NaT
+    if pd.isna(when):
+        raise EvidenceError(f"{name} {one_line(raw, 40)!r} is not a time: {_TIME_HINT}")
     if when.tzinfo is None:
         when = when.tz_localize("UTC")
     return when.timestamp()
 
 
+def parse_time_seconds(text: str, *, name: str = "the time") -> float:
+    """Unix seconds, or an RFC 3339 / ISO 8601 time (UTC when no zone is given), from 2000 to
+    2099; `name` says which time a refusal is about (`--start`)."""
+    raw = str(text).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        value = _iso_seconds(raw, name=name)
+    low, high = PLAUSIBLE_UNIX_SECONDS
+    if not low <= value < high:
+        hint = ""
+        if math.isfinite(value) and low <= value / 1e3 < high:
+            hint = f" (milliseconds? {value / 1e3:.0f} s is {_utc(value / 1e3)})"
+        raise EvidenceError(
+            f"{name} {one_line(raw, 40)!r} is not a time from 2000 to 2099{hint}: {_TIME_HINT}"
+        )
+    return value
+
+
+def _span_in_words(seconds: float) -> str:
+    for unit, size in (("days", 86_400.0), ("hours", 3_600.0), ("minutes", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:g} s"
+
+
 def _histograms_from_rates(rates: HistogramSeries, window_seconds: float) -> tuple[Histogram, ...]:
-    """Each step's `rate(bucket[w])` times w: Prometheus' own `increase` per window."""
+    """Each step's `rate(bucket[w])` times w: Prometheus' own `increase` per window.
+
+    `fetch_bucket_rates` refused buckets that fall as le grows; what is left is float noise,
+    evened out as Prometheus' `histogram_quantile` does.
+    """
     return tuple(
         Histogram.create(
             upper_bounds=rates.upper_bounds,
@@ -383,25 +418,26 @@ class _PrometheusQueries:
 
     def series(self, promql: str, *, scale: float = 1.0) -> np.ndarray:
         """The query's values summed over series at each window end (NaN with a note if empty)."""
-        from itlkit.metrics.prometheus_api import query_range
+        from itlkit.metrics.prometheus_api import check_rates, query_range
 
         frame = query_range(self.base_url, promql, **self.span)
         if frame.empty:
             self.notes.append(f"Prometheus returned nothing for {promql}")
             return np.full(self.times.size, math.nan)
         values = frame.groupby("timestamp_seconds")["value"].sum()
-        return values.reindex(self.times).to_numpy(dtype=float) * scale
+        values = values.reindex(self.times).to_numpy(dtype=float)
+        check_rates(values, self.times, where=f"{shown_url(self.base_url)}: {promql}")
+        return values * scale
 
     def ttft_total(self, model_name: str | None, window: str, window_seconds: float):
         """The TTFT histogram over the whole period (None, with a note, when absent)."""
-        from itlkit.errors import PrometheusError
-        from itlkit.metrics.prometheus_api import fetch_bucket_rates
+        from itlkit.metrics.prometheus_api import NoDataError, fetch_bucket_rates
 
         try:
             ttft = fetch_bucket_rates(
                 self.base_url, "ttft", model_name=model_name, rate_window=window, **self.span
             )
-        except PrometheusError:
+        except NoDataError:
             self.notes.append("no TTFT histogram in that period")
             return None
         return Histogram.create(
@@ -413,22 +449,41 @@ class _PrometheusQueries:
         )
 
 
-def period_seconds(start, end, window_seconds: float) -> tuple[float, float]:
-    """The period's start and end in Unix seconds; refused unless it holds one window."""
-    start_seconds, end_seconds = parse_time_seconds(start), parse_time_seconds(end)
+def period_seconds(
+    start, end, window_seconds: float, *, names=PERIOD_NAMES, max_windows: int | None = None
+) -> tuple[float, float]:
+    """The period's start and end in Unix seconds; refused unless it holds one window, and,
+    with `max_windows`, unless it holds at most that many. `names` (start, end, window) are the
+    words the refusals use: `("--start", "--end", "--window")` on the command line."""
+    first, last, window_name = names
+    start_seconds = parse_time_seconds(start, name=first)
+    end_seconds = parse_time_seconds(end, name=last)
     if not end_seconds > start_seconds:
-        raise EvidenceError(f"the end ({end}) is not after the start ({start})")
-    if not end_seconds - start_seconds >= window_seconds:
         raise EvidenceError(
-            f"the period ({end_seconds - start_seconds:g} s) must span at least one window "
-            f"({window_seconds:g} s)"
+            f"{last} ({one_line(end, 40)}) is not after {first} ({one_line(start, 40)})"
+        )
+    period = end_seconds - start_seconds
+    if not period >= window_seconds:
+        raise EvidenceError(
+            f"the period ({period:g} s) must span at least one window ({window_seconds:g} s)"
+        )
+    windows = math.floor(period / window_seconds + 1e-9)
+    if max_windows is not None and windows > max_windows:
+        raise EvidenceError(
+            f"{first} to {last} span {_span_in_words(period)}: {windows:,} windows of "
+            f"{window_seconds:g} s, more than the {max_windows:,} points Prometheus returns "
+            f"per query; shorten the period to at most "
+            f"{_span_in_words(max_windows * window_seconds)} or make {window_name} at least "
+            f"{math.ceil(period / max_windows):,} s"
         )
     return start_seconds, end_seconds
 
 
 def _prometheus_span(start, end, window_seconds: float, timeout_seconds: float):
     """The range-query window (`60s`) and span: one step per window, ending at each window."""
-    start_seconds, end_seconds = period_seconds(start, end, window_seconds)
+    start_seconds, end_seconds = period_seconds(
+        start, end, window_seconds, max_windows=MAX_QUERY_POINTS
+    )
     span = dict(
         start_seconds=start_seconds + window_seconds,
         end_seconds=end_seconds,
@@ -452,21 +507,26 @@ def timeline_from_prometheus(
     Each window's histogram is `sum by(le) (rate(bucket[w]))` times w, i.e. Prometheus' own
     `increase`, so quantiles match what Grafana shows for the same window.
     """
-    from itlkit.errors import PrometheusError
     from itlkit.metrics.prometheus_api import (
+        NoDataError,
         count_rate_query,
         counter_rate_query,
         fetch_bucket_rates,
         gauge_query,
+        model_names,
     )
 
     window, span = _prometheus_span(start, end, window_seconds, timeout_seconds)
     try:
         itl = fetch_bucket_rates(base_url, "itl", model_name=model_name, rate_window=window, **span)
-    except PrometheusError as exc:
-        if "no " in str(exc) and "data" in str(exc):
-            raise EvidenceError(f"no ITL histogram in that period: {exc}") from None
-        raise
+    except NoDataError as exc:
+        served = model_names(base_url, **span) if model_name is not None else []
+        if served:
+            raise EvidenceError(
+                f"no ITL histogram of model_name {one_line(model_name, 80)!r} in that period "
+                f"(the server holds: {', '.join(repr(n) for n in served[:8])})"
+            ) from None
+        raise EvidenceError(f"no ITL histogram in that period: {exc}") from None
     times = itl.timestamps_seconds
     histograms = _histograms_from_rates(itl, window_seconds)
     total = sum_histograms(histograms)

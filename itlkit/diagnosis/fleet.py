@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from itlkit.diagnosis.evidence import Timeline, period_seconds
 from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis, diagnose
-from itlkit.errors import EvidenceError
+from itlkit.errors import EvidenceError, PrometheusError
 from itlkit.metrics.histogram import Histogram, sum_histograms
-from itlkit.metrics.prometheus_api import range_result
+from itlkit.metrics.http_get import one_line, shown_url
+from itlkit.metrics.prometheus_api import (
+    check_bucket_rates,
+    check_rates,
+    range_result,
+    series_points,
+)
 from itlkit.metrics.vllm_metrics import metric
 from itlkit.physics.roofline import Deployment
 from itlkit.units import format_percent, format_seconds
@@ -58,6 +64,11 @@ class Member:
     instance: str
     model_name: str
     engine: str
+
+    def describe(self) -> str:
+        """The member as messages name it: `instance 'h:8000', model_name 'm', engine '0'`."""
+        instance, model = one_line(self.instance, 80), one_line(self.model_name, 80)
+        return f"instance {instance!r}, model_name {model!r}, engine {one_line(self.engine, 20)!r}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,11 +136,13 @@ class FleetRow:
 
 @dataclass(frozen=True)
 class FleetEvidence:
-    """What the aggregated queries returned, per member (None: no ITL observations)."""
+    """What the aggregated queries returned, per member (None: no ITL observations, or an
+    answer that cannot be right, said in `problems`)."""
 
     timelines: dict[Member, Timeline | None]
     window_seconds: float
     queries: tuple[str, ...]
+    problems: dict[Member, str] = field(default_factory=dict)  # impossible answers, in words
 
 
 # ---- PromQL -----------------------------------------------------------------------------------
@@ -166,30 +179,34 @@ def _range_query(base_url: str, promql: str, span: dict) -> list:
     )  # fmt: skip
 
 
-def _grid(result: list, span: dict, steps: int) -> dict[tuple[Member, str | None], np.ndarray]:
-    """Each series' values on the step grid (NaN where absent), keyed by member and `le`."""
+def _grid(
+    result: list, span: dict, steps: int, base_url: str
+) -> dict[tuple[Member, str | None], np.ndarray]:
+    """Each series' values on the step grid (NaN where absent), keyed by member and `le`; a
+    series of the wrong shape is refused (`series_points`)."""
     out: dict[tuple[Member, str | None], np.ndarray] = {}
     for series in result:
-        labels = series.get("metric", {}) if isinstance(series, dict) else {}
-        points = np.asarray(series.get("values", []) if isinstance(series, dict) else [], float)
-        member = Member(*(str(labels.get(k, "")) for k in GROUP_LABELS))
-        key = (member, labels.get("le"))
-        row = out.setdefault(key, np.full(steps, math.nan))
-        if points.size:
-            at = np.rint((points[:, 0] - span["start"]) / span["step"]).astype(int)
-            keep = (at >= 0) & (at < steps)
-            row[at[keep]] = np.nan_to_num(row[at[keep]]) + points[keep, 1]
+        labels, points = series_points(series, base_url)
+        member = Member(*(labels.get(k, "") for k in GROUP_LABELS))
+        row = out.setdefault((member, labels.get("le")), np.full(steps, math.nan))
+        at = np.rint((points[:, 0] - span["start"]) / span["step"])
+        keep = (at >= 0) & (at < steps)
+        index = at[keep].astype(int)
+        row[index] = np.nan_to_num(row[index]) + points[keep, 1]
     return out
 
 
-def _bucket_tables(grid: dict, steps: int) -> dict[Member, tuple[np.ndarray, np.ndarray]]:
+def _bucket_tables(grid: dict, base_url: str) -> dict[Member, tuple[np.ndarray, np.ndarray]]:
     """Per member: the sorted upper bounds and a (steps x buckets) table of bucket rates."""
     by_member: dict[Member, dict[float, np.ndarray]] = {}
     for (member, le), values in grid.items():
         try:
             by_member.setdefault(member, {})[float(le)] = values
         except (TypeError, ValueError):
-            raise EvidenceError(f"{member.instance}: an ITL bucket has no numeric 'le'") from None
+            raise PrometheusError(
+                f"{shown_url(base_url)}: an ITL bucket series of {member.describe()} has "
+                f"le={one_line(str(le), 40)!r}, not a number"
+            ) from None
     tables = {}
     for member, columns in by_member.items():
         bounds = np.array(sorted(columns))
@@ -200,14 +217,20 @@ def _bucket_tables(grid: dict, steps: int) -> dict[Member, tuple[np.ndarray, np.
 def _member_timeline(
     bounds: np.ndarray, rates: np.ndarray, scalars: dict[str, np.ndarray], times, window_seconds
 ) -> Timeline | None:
-    """The windows where every bucket answered; None when they hold no observation."""
+    """The windows where every bucket answered; None when they hold no observation.
+
+    Rates no server can have (below 0 or beyond any server, buckets that fall as le grows, no
+    +Inf bucket) raise PrometheusError, which `fetch_fleet_evidence` keeps as the member's
+    problem.
+    """
     ok = np.isfinite(rates).all(axis=1)
-    if not ok.any() or not math.isinf(bounds[-1]):
+    if not ok.any():
         return None
+    check_bucket_rates(bounds, rates[ok], times[ok], where="its ITL bucket rates")
     increases = rates[ok] * window_seconds
     sums = np.nan_to_num(scalars["itl_sum"][ok])
     histograms = tuple(
-        Histogram.create(
+        Histogram.create(  # falls beyond float noise were refused above; noise is evened out
             upper_bounds=bounds, cumulative_counts=np.maximum.accumulate(row), sum=float(s)
         )
         for row, s in zip(increases, sums, strict=True)
@@ -261,21 +284,29 @@ def fetch_fleet_evidence(
     steps = math.floor((end_seconds - span["start"]) / window + 1e-9) + 1
     times = span["start"] + window * np.arange(steps)
     promql = {key: fleet_promql(how, m, rate_window) for key, (m, how, _) in FLEET_QUERIES.items()}
-    grids = {key: _grid(_range_query(base_url, q, span), span, steps) for key, q in promql.items()}
+    grids = {key: _grid(_range_query(base_url, q, span), span, steps, base_url)
+             for key, q in promql.items()}  # fmt: skip
     scale = {key: window if increase else 1.0 for key, (_, _, increase) in FLEET_QUERIES.items()}
-    tables = _bucket_tables(grids.pop("itl_buckets"), steps)
+    tables = _bucket_tables(grids.pop("itl_buckets"), base_url)
     members = set(tables) | {member for grid in grids.values() for member, _ in grid}
     nothing = np.full(steps, math.nan)
     timelines: dict[Member, Timeline | None] = {}
+    problems: dict[Member, str] = {}
     for member in sorted(members):
+        timelines[member] = None
         if member not in tables:
-            timelines[member] = None
             continue
-        scalars = {
-            key: grid.get((member, None), nothing) * scale[key] for key, grid in grids.items()
-        }
-        timelines[member] = _member_timeline(*tables[member], scalars, times, window)
-    return FleetEvidence(timelines, window, tuple(promql.values()))
+        try:
+            scalars = {}
+            for key, grid in grids.items():
+                rates = grid.get((member, None), nothing)
+                name = metric(FLEET_QUERIES[key][0]).names[0]
+                check_rates(rates, times, where=f"its {key.replace('_', ' ')} ({name})")
+                scalars[key] = rates * scale[key]
+            timelines[member] = _member_timeline(*tables[member], scalars, times, window)
+        except PrometheusError as exc:  # this member's numbers are impossible; the rest stand
+            problems[member] = f"the server's answer cannot be right: {exc}"
+    return FleetEvidence(timelines, window, tuple(promql.values()), problems)
 
 
 def diagnose_fleet(
@@ -289,6 +320,9 @@ def diagnose_fleet(
     rows = []
     for member, timeline in evidence.timelines.items():
         deployment, assumptions = deployment_for(member.model_name)
+        if member in evidence.problems:
+            rows.append(FleetRow(member, assumptions, problem=evidence.problems[member]))
+            continue
         if timeline is None:
             rows.append(FleetRow(member, assumptions, problem=NO_TRAFFIC))
             continue
