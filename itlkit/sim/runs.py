@@ -346,7 +346,7 @@ def _check_engine(r: _Reader, engine: dict) -> None:
         raise r.fail(
             "engine.max_num_batched_tokens",
             f"({budget:,}) is below engine.max_model_len ({longest:,}) with chunked_prefill "
-            "false: vLLM refuses to start so (a prompt must fit in one step)",
+            "false, a setting vLLM refuses at start-up (unchunked, a prompt must fit one step)",
         )
 
 
