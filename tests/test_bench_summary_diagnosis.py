@@ -62,3 +62,24 @@ def test_a_summary_of_an_unknown_model_is_refused_in_one_line():
                         "bench.json"))  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "is not in the catalog: pass --model" in done.stderr
+
+
+def test_a_detailed_bench_file_takes_its_batch_from_the_clients_concurrency(tmp_path):
+    # a bench file has no running-requests gauge: the client's max_concurrency is the batch,
+    # and the report says it assumed so; an open-loop file (no concurrency) names itself
+    from itlkit.bundled import bundled_path
+
+    doc = json.loads(bundled_path("synthetic-vllm-bench-serve.json").read_text())
+    doc.pop("max_concurrency", None)
+    open_loop = tmp_path / "open.json"
+    open_loop.write_text(json.dumps(doc))
+    done = diagnose(str(open_loop), "--gpu", "h100-sxm")
+    assert done.returncode == 2
+    assert f"{open_loop}: a bench result does not record how many requests ran at once" in (
+        done.stderr
+    )
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps({**doc, "max_concurrency": 16}))
+    done = diagnose(str(closed), "--gpu", "h100-sxm")
+    assert done.returncode == 0, done.stderr
+    assert "assumed: batch 16 (the bench client's max_concurrency; --batch)" in done.stdout

@@ -77,6 +77,7 @@ def run(args) -> int:
         result = read_bench_result(args.paths[0])
         if result.samples is None:
             return _run_bench_summary(args, result)
+        _batch_from_bench(args, result)
     if args.prometheus:
         frame, period = None, _prometheus_period(args, count_points=True)
         served = _prometheus_model(args, period)
@@ -84,7 +85,7 @@ def run(args) -> int:
         frame = _chosen_model(read_paths(args.paths), args.model_name)
         served = served_model_names(frame)
     gpu_stated = args.gpu is not None
-    assumptions = fill_deployment_from_metrics(args, served)
+    assumptions = fill_deployment_from_metrics(args, served) + getattr(args, "from_bench", [])
     gpus = PLAUSIBLE_GPUS
     if not gpu_stated and args.paths:
         gpus = _gpus_from_kv_cache(args, assumptions) or gpus
@@ -116,6 +117,35 @@ def run(args) -> int:
         print("\n".join(f"assumed: {a}" for a in assumptions) + ("\n" if assumptions else ""))
         print(to_text(build_report(result)))
     return 0
+
+
+def _batch_from_bench(args, result) -> None:
+    """A bench file has no running-requests gauge or token counters: the client's concurrency
+    stands in for the batch and its request lengths for the context (said so), or the user
+    gives them."""
+    from itlkit.diagnosis.bench_summary import mean_context_tokens
+
+    args.from_bench = []
+    if args.batch is None:
+        concurrency = result.requests.max_concurrency if result.requests else None
+        if concurrency is None:
+            raise ValueError(
+                f"{result.source}: a bench result does not record how many requests ran at "
+                "once (no max_concurrency: an open-loop run): give the batch with --batch"
+            )
+        args.batch = float(concurrency)
+        args.from_bench.append(f"batch {concurrency} (the bench client's max_concurrency; --batch)")
+    if args.context is None:
+        context = mean_context_tokens(result)
+        if context is None:
+            raise ValueError(
+                f"{result.source}: a bench result without request lengths (input_lens, "
+                "total_input_tokens) does not give the context: give it with --context"
+            )
+        args.context = context
+        args.from_bench.append(
+            f"context {context:,.0f} tokens (the bench's mean prompt + half its output)"
+        )
 
 
 def _run_bench_summary(args, result) -> int:
