@@ -40,6 +40,7 @@ ANSWERS = {
         }
     ),
     "/deep": b"[" * 100_000 + b"]" * 100_000,
+    "/no-status": json.dumps({"data": {"resultType": "matrix", "result": []}}),
 }
 
 
@@ -248,8 +249,12 @@ SPAN = dict(start_seconds=0, end_seconds=60, step_seconds=15, timeout_seconds=2)
         ("/deep", "answered with JSON nested too deep to be the Prometheus API's"),
         ("/error", r"query rejected \(HTTP 400\): parse error at char 3"),
         ("/trickle", "no complete answer within 2 s"),
+        ("/no-status", r"answer has no status \(not a Prometheus API\?\)"),
+        ("/missing", r"answered HTTP 404 Not Found at /api/v1/query_range \(is it a Prometheus "
+                     r"server's base URL, e.g. http://127.0.0.1:9090\?\)$"),
+        ("/ok?x=1", r"a Prometheus base URL has no \?query or #fragment"),
     ],
-)
+)  # fmt: skip
 def test_prometheus_answers_of_the_wrong_shape_are_one_error(server, path, message):
     with pytest.raises(PrometheusError, match=message):
         query_range(f"{server}{path}", "up", **SPAN)

@@ -98,6 +98,10 @@ def _answer(mode: str, params: dict) -> tuple[int, bytes, dict]:
         "ts-str": lambda s: {**s, "values": [["noon", v] for _, v in s["values"]]},
         "inf-ts": lambda s: {**s, "values": [["+Inf", v] for _, v in s["values"]]},
         "series-str": lambda s: "abc",
+        "le-missing": lambda s: {
+            **s,
+            "metric": {k: v for k, v in s["metric"].items() if k != "le"},
+        },
     }
     if mode in shapes:
         result = [shapes[mode](s) for s in result]
@@ -184,8 +188,10 @@ def test_an_answer_that_cannot_be_right_is_refused_not_repaired(prometheus, mode
         ("values-str", "a sample is not a number"),
         ("ts-str", "a sample is not a number"),
         ("inf-ts", "a sample's time is not a finite number of seconds"),
+        ("le-missing", "an ITL bucket series of instance 'h1:8000', model_name 'llama-3.1-8b', "
+                       "engine '0' has no le label"),
     ],
-)
+)  # fmt: skip
 def test_fleet_answers_of_the_wrong_shape_are_one_error(prometheus, mode, message, capsys):
     url = f"{prometheus}/{mode}"
     with pytest.raises(PrometheusError, match=f"^{re.escape(url)}: {message}"):

@@ -203,9 +203,9 @@ def _bucket_tables(grid: dict, base_url: str) -> dict[Member, tuple[np.ndarray, 
         try:
             by_member.setdefault(member, {})[float(le)] = values
         except (TypeError, ValueError):
+            has = "no le label" if le is None else f"le={one_line(le, 40)!r}, not a number"
             raise PrometheusError(
-                f"{shown_url(base_url)}: an ITL bucket series of {member.describe()} has "
-                f"le={one_line(str(le), 40)!r}, not a number"
+                f"{shown_url(base_url)}: an ITL bucket series of {member.describe()} has {has}"
             ) from None
     tables = {}
     for member, columns in by_member.items():

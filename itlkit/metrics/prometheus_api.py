@@ -149,6 +149,9 @@ def _status_error(exc: HttpStatusError, where: str) -> PrometheusError:
     said = f": {one_line(str(detail), 300)}" if detail else ""
     if exc.code in (400, 422):  # Prometheus' bad_data and execution errors
         return PrometheusError(f"{where}: query rejected (HTTP {exc.code}){said}")
+    if exc.code == 404:
+        said = (" at /api/v1/query_range (is it a Prometheus server's base URL, e.g. "
+                "http://127.0.0.1:9090?)")  # fmt: skip
     return PrometheusError(f"{where}: {exc}{said}")
 
 
@@ -193,6 +196,8 @@ def _matrix(doc: object, base_url: str) -> list:
     where = shown_url(base_url)
     if not isinstance(doc, dict):
         raise PrometheusError(f"{where}: answer is not a Prometheus API object")
+    if "status" not in doc:
+        raise PrometheusError(f"{where}: answer has no status (not a Prometheus API?)")
     if doc.get("status") != "success":
         said = one_line(f"{doc.get('errorType')}: {doc.get('error')}", 300)
         raise PrometheusError(f"{where}: Prometheus answered an error ({said})")
@@ -260,6 +265,9 @@ def range_result(
 
     `timeout_seconds` bounds the whole request; answers over `MAX_ANSWER_BYTES` are refused.
     """
+    if re.search(r"[?#]", base_url):  # the API path and parameters go after it
+        raise PrometheusError(f"{shown_url(base_url)}: a Prometheus base URL has no ?query or "
+                              "#fragment; give one like http://127.0.0.1:9090")  # fmt: skip
     params = urllib.parse.urlencode(
         {"query": promql, "start": f"{start_seconds:.3f}", "end": f"{end_seconds:.3f}",
          "step": f"{step_seconds:g}"}
