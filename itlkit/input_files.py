@@ -75,8 +75,10 @@ def decode_text(data: bytes, *, source: str, kind: str, error=ConfigError) -> st
     """UTF-8 text (a leading byte-order mark dropped), or `error` saying what the bytes are."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise error(f"{source}: UTF-16 text; save the {kind} file as UTF-8")
-    if b"\x00" in data[:4096]:
-        raise error(f"{source}: binary data (NUL bytes), not a {kind} file")
+    nul = data.find(b"\x00", 0, 1 << 20)
+    if nul >= 0:
+        line = data[:nul].count(b"\n") + 1
+        raise error(f"{source}:{line}: binary data (a NUL byte), not a {kind} file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

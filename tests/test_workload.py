@@ -158,7 +158,21 @@ def test_vllm_bench_result_without_start_times_redraws_poisson(tmp_path):
             ".csv",
             r":2: prompt_tokens is 'x'; it must be a whole number of tokens from 1 to 100,000,000",
         ),
-        ("arrival_seconds,prompt_tokens,output_tokens\n1,5\n", ".csv", ":2: the row has fewer"),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens\n1,5\n",
+            ".csv",
+            r":2: the row has fewer values than the header has columns \(no output_tokens\)",
+        ),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens\n1,5,5\n2,5" + "9" * 200_000 + ",5\n",
+            ".csv",
+            ":3: a value longer than 131,072 characters",
+        ),
+        (
+            "arrival_seconds,prompt_tokens,output_tokens\n1,5,5\n2,5\x0012,5\n",
+            ".csv",
+            r":3: binary data \(a NUL byte\)",
+        ),
         ("arrival_seconds,prompt_tokens,output_tokens\n1,5,5,9\n", ".csv", ":2: the row has more"),
         (
             "arrival_seconds,prompt_tokens,output_tokens\nnan,5,5\n",

@@ -19,19 +19,26 @@ def shown(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def count_at_most(most: int = MOST_COUNT, what: str = "a whole number"):
-    """An argparse type: an integer in [1, most], or a clear argparse error."""
+def whole_number(least: int, most: int, what: str = "a whole number"):
+    """An argparse type: an integer in [least, most], or a clear argparse error."""
 
     def parse(text: str) -> int:
         try:
             value = int(text.strip()) if len(text) <= 30 else None
         except ValueError:
             value = None
-        if value is None or not 1 <= value <= most:
-            raise argparse.ArgumentTypeError(f"{shown(text)} is not {what} from 1 to {most:,}")
+        if value is None or not least <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"{shown(text)} is not {what} from {least:,} to {most:,}"
+            )
         return value
 
     return parse
+
+
+def count_at_most(most: int = MOST_COUNT, what: str = "a whole number"):
+    """An argparse type: an integer in [1, most] (a count of things there is at least one of)."""
+    return whole_number(1, most, what)
 
 
 def number_between(least: float, most: float, what: str = "a number"):
@@ -52,6 +59,7 @@ def number_between(least: float, most: float, what: str = "a number"):
 
 
 positive_int = count_at_most()
+seed = whole_number(0, 2**32 - 1, "a seed")  # numpy's seeds are unsigned 32-bit words
 positive_float = number_between(LEAST_NUMBER, MOST_NUMBER, "a positive number")
 fraction = number_between(LEAST_FRACTION, 1.0, "a fraction")
 above_one = number_between(1.000001, 1e6, "a factor above 1")

@@ -6,8 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from itlkit.cli._args import add_deployment_arguments, deployment_from_args, sequences, tokens
-from itlkit.cli.simulate import seed
+from itlkit.cli._args import (
+    add_deployment_arguments,
+    deployment_from_args,
+    seed,
+    sequences,
+    tokens,
+)
 
 
 def add_parser(subparsers) -> None:

@@ -14,9 +14,11 @@ from itlkit.cli._args import (
     fraction,
     number_between,
     seconds_at_most,
+    seed,
     sequences,
     shown,
     tokens,
+    whole_number,
 )
 from itlkit.errors import ConfigError
 from itlkit.sim.workload import Fixed, LogNormal, RateProfile, Uniform
@@ -31,29 +33,10 @@ kv_bandwidth = number_between(1e6, 1e13, "a bandwidth in bytes/s")  # 1 MB/s to 
 scrape_interval = number_between(1e-3, 86_400.0, "a number of seconds")
 profile_start = number_between(0.0, 1e7, "a start time in seconds")
 profile_rate = number_between(0.0, 1e6, "an arrival rate in requests/s")
-MOST_SEED = 2**32 - 1  # numpy's seeds of one 32-bit word, which every tool can pass on
 MOST_SHARED_PREFIX_TOKENS = 10**8
 MOST_SCRAPES = 20_000  # scrape files (or one file's scrapes): a 1-s interval over 5.5 h
 
 
-def whole_number(least: int, most: int, what: str):
-    """An argparse type: an integer in [least, most] (a seed, a token count that may be 0)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip()) if len(text) <= 30 else None
-        except ValueError:
-            value = None
-        if value is None or not least <= value <= most:
-            raise argparse.ArgumentTypeError(
-                f"{shown(text)} is not {what} from {least:,} to {most:,}"
-            )
-        return value
-
-    return parse
-
-
-seed = whole_number(0, MOST_SEED, "a seed")
 shared_prefix_tokens = whole_number(0, MOST_SHARED_PREFIX_TOKENS, "a number of tokens")
 _LENGTHS_HELP = "N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA (tokens)"
 

@@ -392,7 +392,9 @@ def _csv_value(row: dict, column: str, where: str):
         return _CSV_DEFAULTS[column]
     raw = row[column]
     if raw is None:  # DictReader's filler for the values a short row lacks
-        raise ConfigError(f"{where}: the row has fewer values than the header has columns")
+        raise ConfigError(
+            f"{where}: the row has fewer values than the header has columns (no {column})"
+        )
     if not raw.strip() and column in _CSV_DEFAULTS:
         return _CSV_DEFAULTS[column]
     try:
@@ -434,6 +436,11 @@ def read_workload_csv(path: str | Path) -> Workload:
                 columns[name].append(_csv_value(row, name, where))
             lines.append(reader.line_num)
     except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise ConfigError(  # the reader stops before it counts the line it failed on
+                f"{path}:{reader.line_num + 1}: a value longer than {csv.field_size_limit():,} "
+                "characters: not a row of numbers"
+            ) from None
         raise ConfigError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
     groups = np.asarray(columns["prefix_group"], dtype=np.int64)
     try:
