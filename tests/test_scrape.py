@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import signal
 import socket
 import subprocess
@@ -39,6 +40,8 @@ BAD_PAGES = {  # path -> (status, body): answers that are not a Prometheus text 
     "/no-content": (204, b""),
     "/comments": (200, b"# HELP nothing here\n# TYPE nothing counter\n"),
     "/malformed": (200, b"vllm:inter_token_latency_seconds_bucket{le=0.1 5\n"),
+    "/gzip": (200, gzip.compress(b"# TYPE x counter\nx 1\n")),
+    "/latin1": (200, b"# HELP x Histogr\xe4m\nx 1\n"),
 }
 
 
@@ -160,6 +163,8 @@ def test_a_bad_duration_names_its_flag_and_the_range(tmp_path, capsys, flag, val
         ("/comments", "answered with a page of comments only, no samples"),
         ("/malformed", "is not Prometheus metrics text that itlkit can read: line 1: malformed"),
         ("/short", "the answer stopped after 100 of the 5,000 bytes it announced"),
+        ("/gzip", "answered with gzip-compressed data, which itlkit did not ask for"),
+        ("/latin1", r"the page is not UTF-8 text \(byte 0xe4 at offset 16\)"),
     ],
 )
 def test_an_answer_that_is_not_a_whole_metrics_page_is_not_saved(server, tmp_path, path, message):
@@ -317,3 +322,10 @@ def test_folder_of_unknown_scrapes_is_refused(server, tmp_path):
     (tmp_path / "metrics-20261202T000000.000Z.prom").write_text(PAGE.format(n=1, s=0.02))
     with pytest.raises(ScrapeError, match="already holds 1 scrapes of unknown origin"):
         _scrape_once(f"{server}/metrics", tmp_path)
+
+
+def test_an_empty_url_is_named_as_empty(tmp_path, capsys):
+    assert main(["scrape", "", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        "itlkit scrape: error: '': the URL is empty; give one like http://127.0.0.1:8000/metrics\n"
+    )

@@ -51,6 +51,8 @@ def one_line(text: str, max_chars: int = _SHOWN_URL_CHARS) -> str:
 
 def shown_url(url: str) -> str:
     """A URL as a message repeats it: one line, at most 200 characters, a password hidden."""
+    if not str(url):
+        return "''"
     return one_line(re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", str(url)))
 
 

@@ -126,10 +126,15 @@ def fetch_metrics(
                         headers=headers)  # fmt: skip
     except HttpGetError as exc:
         raise ScrapeError(f"{where}: {exc}") from None
+    if body[:2] == b"\x1f\x8b":
+        raise ScrapeError(
+            f"{where}: answered with gzip-compressed data, which itlkit did not ask for"
+        )
     try:
         text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ScrapeError(f"{where}: the page is not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        raise ScrapeError(f"{where}: the page is not UTF-8 text (byte 0x{body[exc.start]:02x} at "
+                          f"offset {exc.start:,})") from None  # fmt: skip
     if problem := _page_problem(text, url):
         raise ScrapeError(f"{where}: {problem}")
     return text
