@@ -24,7 +24,6 @@ from itlkit.metrics.http_get import (
     one_line,
     shown_url,
 )
-from itlkit.metrics.readers import parse_prometheus_text
 from itlkit.metrics.scrape_names import scrape_file_name
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
@@ -103,6 +102,8 @@ def _page_problem(text: str, url: str) -> str | None:
         return "answered with JSON, not Prometheus metrics text (is the path /metrics?)"
     if all(not line.strip() or line.startswith("#") for line in text.splitlines()):
         return "answered with a page of comments only, no samples"
+    from itlkit.metrics.readers import parse_prometheus_text  # pandas: only once a page came
+
     try:
         parse_prometheus_text(text, source=url)
     except SourceError as exc:
