@@ -14,12 +14,12 @@ import gzip
 import json
 import math
 import re
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
 import pytest
+from _http_server import serving
 
 from itlkit.cli import main
 from itlkit.diagnosis.evidence import timeline_from_prometheus
@@ -136,14 +136,8 @@ class _FakePrometheus(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def prometheus():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    with serving(_FakePrometheus) as url:
+        yield url
 
 
 def _diagnose(capsys, *args: str) -> tuple[int, str]:

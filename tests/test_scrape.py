@@ -7,11 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from _http_server import serving
 
 from itlkit.cli import main
 from itlkit.errors import ScrapeError
@@ -87,13 +87,8 @@ class _MetricsHandler(BaseHTTPRequestHandler):
 def server():
     _MetricsHandler.hits = 0
     _MetricsHandler.fail_after = None
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _MetricsHandler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    with serving(_MetricsHandler) as url:
+        yield url
 
 
 @pytest.fixture
