@@ -67,7 +67,8 @@ def test_fp8_page_is_diagnosed_as_fp8_and_the_gpu_is_an_assumption():
 
 def test_given_values_are_not_assumptions():
     page = str(REAL / "francetravail-llama3-8b-v0.4" / "metrics.prom")
-    given = ("--model", "llama-3.1-8b", "--gpu", "l4", "--weights-precision", "bf16", "--tp", "1")
+    given = ("--model", "llama-3.1-8b", "--gpu", "l4", "--weights-precision", "bf16", "--tp", "1",
+             "--kv-precision", "bf16")  # fmt: skip
     doc = _diagnose_json(page, *given)
     assert doc["assumptions"] == []
     assert doc["gpu"] == "l4"

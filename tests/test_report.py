@@ -20,6 +20,8 @@ JSON_KEYS = {
     "windows", "duration_seconds", "healthy", "healthy_below", "verdict", "causes", "notes",
     # issue 11: the clusters, the step they imply, a healthy host's cost, the GPU range
     "clusters", "step_seconds", "healthy_host_seconds", "gpu_range",
+    # issue 19: why the deployment cannot have made the steps (null when it can)
+    "impossible",
 }  # fmt: skip
 ITL_KEYS = {
     "count", "mean_seconds", "p50_seconds", "p90_seconds", "p99_seconds", "p99_bucket_seconds",
@@ -75,7 +77,8 @@ def test_json_keys_are_unchanged(result):
     out = result.to_json()
     assert set(out) == JSON_KEYS
     assert set(out["itl"]) == ITL_KEYS
-    assert set(out["causes"][0]) == {"cause", "title", "score", "evidence", "confirm", "fixes"}
+    assert set(out["causes"][0]) == {
+        "cause", "title", "score", "named", "evidence", "confirm", "fixes"}  # fmt: skip
 
 
 def test_a_step_below_the_slowest_gpu_time_leaves_no_host_time_and_no_negative_multiple():

@@ -92,7 +92,8 @@ def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = F
     parser.add_argument("--gpu", default=d["gpu"], help="catalog GPU name")
     parser.add_argument("--weights-precision", default=d["weights_precision"],
                         help="bf16, fp16, fp8, int8, int4")  # fmt: skip
-    parser.add_argument("--kv-precision", default="bf16", help="bf16, fp16, fp8")
+    parser.add_argument("--kv-precision", default=None if inferred else "bf16",
+                        help="bf16, fp16, fp8")  # fmt: skip
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
     parser.add_argument("--mfu", type=fraction, default=0.5, help="matmul efficiency (0, 1]")
     if memory:

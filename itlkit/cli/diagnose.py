@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from itlkit.cli._args import (
-    DEFAULT_DEPLOYMENT,
     add_deployment_arguments,
     deployment_from_args,
     mean_sequences,
@@ -15,11 +13,11 @@ from itlkit.cli._args import (
     tokens,
     window_seconds,
 )
+from itlkit.diagnosis.deployment import PageFacts, Stated, infer_deployment
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
+from itlkit.diagnosis.gpu_range import diagnose_deployment
 from itlkit.diagnosis.report import build_report, to_text
-from itlkit.diagnosis.scoring import PLAUSIBLE_GPUS, diagnose, diagnose_across_gpus
 from itlkit.metrics.readers import read_paths
-from itlkit.physics.model_names import guess_model
 
 
 def add_parser(subparsers) -> None:
@@ -84,12 +82,8 @@ def run(args) -> int:
     else:
         frame = _chosen_model(read_paths(args.paths), args.model_name)
         served = served_model_names(frame)
-    gpu_stated = args.gpu is not None
-    assumptions = fill_deployment_from_metrics(args, served) + getattr(args, "from_bench", [])
-    gpus = PLAUSIBLE_GPUS
-    if not gpu_stated and args.paths:
-        gpus = _gpus_from_kv_cache(args, assumptions) or gpus
-    deployment = deployment_from_args(args)
+    inferred = infer_from_args(args, served, paths=args.paths)
+    assumptions = [*inferred.assumptions, *getattr(args, "from_bench", [])]
     if args.prometheus:
         from itlkit.diagnosis.evidence import timeline_from_prometheus
 
@@ -106,10 +100,7 @@ def run(args) -> int:
 
         settings["calibration"] = load_calibration(args.calibration)
         assumptions.append(f"healthy host: {settings['calibration'].describe()}")
-    if gpu_stated:
-        result = diagnose(timeline, deployment, **settings)
-    else:  # the page does not name its GPU: say whether the verdict hangs on it
-        result = diagnose_across_gpus(timeline, deployment, gpus, **settings)
+    result = diagnose_deployment(timeline, inferred, **settings)
     if args.json:
         doc = {**result.to_json(), "assumptions": assumptions}
         print(json.dumps(doc, indent=2, default=_json_default))
@@ -284,77 +275,27 @@ def served_model_names(frame) -> list[str]:
     return sorted({str(n) for n in itl["model_name"].unique()} - {""})
 
 
-def fill_deployment_from_metrics(args, served_names: list[str]) -> list[str]:
-    """Set --model/--weights-precision/--gpu that were not given, from the page or by default;
-    return one sentence per value that was not given, saying where it came from."""
-    said = []
-    guess = guess_model(served_names[0]) if len(served_names) == 1 else None
-    if args.model is None:
-        if guess is not None:
-            args.model = guess.slug
-            said.append(f"model {guess.slug}, {guess.reason}")
-        else:
-            args.model = DEFAULT_DEPLOYMENT["model"]
-            why = f"model_name {served_names[0]!r} is not in the catalog" if served_names else (
-                "the metrics name no model")  # fmt: skip
-            said.append(f"model {args.model} ({why}; pass --model NAME or a config.json)")
-    if args.weights_precision is None:
-        stated = guess.weight_precision if guess is not None and guess.slug == args.model else None
-        args.weights_precision = stated or DEFAULT_DEPLOYMENT["weights_precision"]
-        if not stated:
-            said.append(f"{args.weights_precision} weights (not stated; --weights-precision)")
-    if args.gpu is None:
-        args.gpu = DEFAULT_DEPLOYMENT["gpu"]
-        said.append(f"GPU {args.gpu} (vLLM's metrics do not name it; pass --gpu)")
-    if getattr(args, "tp", 1) is None:
-        tp = tp_from_name(served_names[0]) if len(served_names) == 1 else None
-        args.tp = tp or 1
-        said.append(
-            f"TP {tp}, from model_name {served_names[0]!r}" if tp
-            else "TP 1 (the metrics do not state it; pass --tp)"
-        )  # fmt: skip
-    return said
-
-
-def _gpus_from_kv_cache(args, assumptions: list[str]) -> tuple[str, ...]:
-    """The GPUs the page's `vllm:cache_config_info` (its KV cache size) allows; the first
-    becomes --gpu and the GPU assumption says why. () when the page cannot tell."""
+def infer_from_args(args, served_names: list[str], *, paths=()):
+    """The deployment the flags state and the metrics (served names; the pages' cache config,
+    when `paths` are pages) imply, by `infer_deployment`; the flags not given are set to it."""
     from itlkit.metrics.page_info import cache_config_of_files
-    from itlkit.physics.gpu_from_kv import gpus_matching, kv_evidence
 
-    if any(a.startswith("model ") and "pass --model" in a for a in assumptions):
-        return ()  # the KV size says nothing about the GPU without the model's KV bytes
-    config = cache_config_of_files(args.paths) or {}
-    try:
-        blocks, size = int(config["num_gpu_blocks"]), int(config["block_size"])
-        share = float(config["gpu_memory_utilization"])
-    except (KeyError, ValueError):
-        return ()
-    if not (blocks > 0 and size > 0 and 0 < share <= 1):
-        return ()
-    deployment = deployment_from_args(args)
-    evidence = kv_evidence(deployment, num_gpu_blocks=blocks, block_size=size,
-                           gpu_memory_utilization=share)  # fmt: skip
-    matches = gpus_matching(deployment, evidence)
-    where = (
-        f"the KV cache ({blocks:,} blocks x {size} tokens = "
-        f"{evidence.kv_bytes_per_gpu / 1e9:.1f} GB per GPU beside "
-        f"{evidence.weight_bytes_per_gpu / 1e9:.1f} GB of weights in {share:.0%} of memory) "
-        f"implies {evidence.low_hbm_bytes / 1e9:.0f}-{evidence.high_hbm_bytes / 1e9:.0f} GB per GPU"
-    )
-    index = next(i for i, a in enumerate(assumptions) if a.startswith("GPU "))
-    if not matches:
-        assumptions[index] += f"; {where}, which no catalog GPU has"
-        return ()
-    args.gpu = matches[0]
-    assumptions[index] = f"GPU one of {', '.join(matches)}: {where} (pass --gpu)"
-    return matches
+    stated = Stated(model=args.model, gpu=args.gpu, weight_precision=args.weights_precision,
+                    kv_precision=args.kv_precision, tp=getattr(args, "tp", 1),
+                    mfu=args.mfu)  # fmt: skip
+    config = cache_config_of_files(paths) if paths else None
+    inferred = infer_deployment(stated, PageFacts(tuple(served_names), config))
+    d = inferred.deployment
+    args.model = args.model or d.model.slug
+    args.gpu, args.weights_precision, args.kv_precision = d.gpu.slug, d.weights.name, d.kv.name
+    if hasattr(args, "tp"):
+        args.tp = d.tp
+    return inferred
 
 
-def tp_from_name(served_name: str) -> int | None:
-    """The tensor-parallel size a served name states (`opt-125m-tp2`, `llama_TP8`), else None."""
-    match = re.search(r"(?:^|[-_./])tp[-_]?(\d+)(?=$|[-_./])", served_name, re.IGNORECASE)
-    return int(match.group(1)) if match and int(match.group(1)) > 0 else None
+def fill_deployment_from_metrics(args, served_names: list[str]) -> list[str]:
+    """`infer_from_args` without pages: the sentences saying what was not given."""
+    return list(infer_from_args(args, served_names).assumptions)
 
 
 def _json_default(value):

@@ -85,11 +85,11 @@ class FleetRow:
         """The top cause, "healthy", "no traffic" or "cannot diagnose"."""
         if self.diagnosis is None:
             return NO_TRAFFIC if self.problem == NO_TRAFFIC else CANNOT_DIAGNOSE
-        return "healthy" if self.diagnosis.healthy else self.diagnosis.top.cause
+        return self.diagnosis.verdict_key
 
     @property
     def score(self) -> float:
-        return self.diagnosis.top.score if self.diagnosis is not None else math.nan
+        return self.diagnosis.lead.score if self.diagnosis is not None else math.nan
 
     @property
     def check_next(self) -> str:
@@ -101,9 +101,9 @@ class FleetRow:
                 if self.problem == NO_TRAFFIC
                 else str(self.problem)
             )
-        if d.healthy or not d.top.confirm:
+        if d.healthy or not d.lead.confirm:
             return "-"
-        return d.top.confirm[0]
+        return d.lead.confirm[0]
 
     @property
     def severity(self) -> tuple[int, float, float]:
@@ -113,7 +113,7 @@ class FleetRow:
         if d is None:
             return (0 if self.problem == NO_TRAFFIC else 2, 0.0, 0.0)
         p99_over_floor = d.itl_quantiles_seconds[0.99] / d.floor_seconds
-        return (3 if not d.healthy else 1, d.top.score, p99_over_floor)
+        return (3 if not d.healthy else 1, d.lead.score, p99_over_floor)
 
     def to_json(self) -> dict:
         """One machine-readable row (SI units), the member's full diagnosis inside."""
@@ -121,7 +121,7 @@ class FleetRow:
         numbers = dict.fromkeys(ROW_NUMBERS)
         if d is not None:
             q = d.itl_quantiles_seconds
-            numbers = dict(zip(ROW_NUMBERS, (d.top.score, d.fingerprint.slow_share, q[0.5],
+            numbers = dict(zip(ROW_NUMBERS, (d.lead.score, d.fingerprint.slow_share, q[0.5],
                                              q[0.99], d.floor_seconds), strict=True))  # fmt: skip
         row = {
             **vars(self.member),
@@ -353,7 +353,7 @@ def _cells(row: FleetRow) -> tuple[str, ...]:
     q, share = d.itl_quantiles_seconds, d.fingerprint.slow_share
     return (
         *head,
-        f"{d.top.score:.2f}",
+        f"{d.lead.score:.2f}",
         format_percent(share) if math.isfinite(share) else "-",
         format_seconds(q[0.5]),
         format_seconds(q[0.99]),

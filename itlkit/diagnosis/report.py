@@ -27,6 +27,21 @@ class Section:
     evidence: tuple[str, ...]
     checks: tuple[str, ...]
     fixes: tuple[Fix, ...]
+    only_on: tuple[str, ...] = ()  # the GPU was not given: the plausible GPUs that name it
+
+    @property
+    def actionable(self) -> bool:
+        """Whether its checks and fixes are shown: named, or named on some plausible GPUs."""
+        return self.named or bool(self.only_on)
+
+    @property
+    def status(self) -> str:
+        """What to print after its score: nothing when named."""
+        if self.named:
+            return ""
+        if self.only_on:
+            return f"  (named only on {', '.join(self.only_on)}: pass --gpu)"
+        return "  (below threshold)"
 
 
 @dataclass(frozen=True)
@@ -42,35 +57,33 @@ class Report:
     gpu_range: tuple[str, ...] = ()  # when the GPU was not given: does the verdict hang on it?
 
 
-def _name(verdict: str) -> str:
-    return "healthy" if verdict == "healthy" else TITLES[verdict]
-
-
 def gpu_range_lines(d: Diagnosis) -> tuple[str, ...]:
-    """The verdict on each plausible GPU, in words: that it holds, or which GPU flips it and why."""
+    """When the page did not name its GPU: the GPU the report judges on, then per cause the
+    plausible GPUs that name it, the GPUs the steps rule out, and those the weights do not fit."""
     if not d.alternatives:
         return ()
-    fits = [a for a in d.alternatives if a.weights_fit]
-    lines = []
-    if not d.flips:
-        lines.append(
-            f"the GPU is not on the page; the verdict ({_name(d.verdict_key)}) holds on every "
-            f"plausible GPU: {', '.join(a.gpu for a in fits)}"
-        )
-    else:
-        lines.append(
-            f"the GPU is not on the page and the verdict hangs on it: {_name(d.verdict_key)} on "
-            + (", ".join(a.gpu for a in fits if a.verdict == d.verdict_key) or "none alone")
-            + "; it flips on "
-            + ", ".join(a.gpu for a in d.flips)
-        )
-        for a in d.flips:
+    plausible = d.plausible_gpus
+    lines = [
+        f"the page does not name its GPU; this report judges {d.deployment.gpu.slug}, one "
+        f"of {len(plausible)} plausible: {', '.join(a.gpu for a in plausible) or 'none'}"
+    ]
+    for cause, title in TITLES.items():
+        scores = {a.gpu: dict(a.scores)[cause] for a in plausible}
+        if not scores:
+            break
+        named = [gpu for gpu, score in scores.items() if score >= HEALTHY_BELOW]
+        where = ("every plausible GPU" if len(named) == len(scores) else
+                 ", ".join(named) if named else "no plausible GPU")  # fmt: skip
+        low, high = f"{min(scores.values()):.2f}", f"{max(scores.values()):.2f}"
+        spread = f"score {low}" if low == high else f"scores {low}-{high}"
+        lines.append(f"{title}: named on {where} ({spread})")
+    p25_end = format_seconds(d.itl_quantile_buckets[0.25][1])
+    for a in d.alternatives:
+        if a.weights_fit and not a.plausible:
             lines.append(
-                f"on {a.gpu}: {_name(a.verdict)}"
-                + (f" (score {a.score:.2f})" if a.verdict != "healthy" else "")
-                + f", because its floor is {format_seconds(a.floor_seconds)}, so the "
-                f"{format_seconds(a.step_seconds)} step is {a.step_seconds / a.floor_seconds:.1f}x "
-                "the floor there"
+                f"ruled out {a.gpu}: a quarter of the gaps end within {p25_end}, under its "
+                f"{format_seconds(a.floor_seconds)} floor for {d.deployment.model.slug} "
+                f"{d.deployment.weights.name}, and no step is faster than its floor"
             )
     unfit = [a.gpu for a in d.alternatives if not a.weights_fit]
     if unfit:
@@ -102,9 +115,10 @@ def build_report(d: Diagnosis) -> Report:
         ("clusters", shape_sentence(fp)),
     )  # fmt: skip
     sections = tuple(
-        Section(f.title, f.score, f.score >= HEALTHY_BELOW, f.evidence, f.confirm, f.fixes)
-        for f in d.findings
-    )
+        Section(f.title, f.score, f in d.named, f.evidence, f.confirm, f.fixes,
+                tuple(d.gpus_naming(f.cause)) if f in d.depends_on_gpu else ())
+        for f in d.ranked
+    )  # fmt: skip
     return Report(
         period, d.verdict_with_range, d.healthy, facts, sections, d.notes, gpu_range_lines(d)
     )
@@ -119,11 +133,9 @@ def to_text(report: Report) -> str:
               for i, g in enumerate(report.gpu_range)]  # fmt: skip
     lines += [""]
     for rank, s in enumerate(report.sections, 1):
-        lines.append(
-            f"{rank}. {s.title}: score {s.score:.2f}{'' if s.named else '  (below threshold)'}"
-        )
+        lines.append(f"{rank}. {s.title}: score {s.score:.2f}{s.status}")
         lines += [f"   - {e}" for e in s.evidence]
-        if s.named:
+        if s.actionable:
             lines.append("   check next:")
             lines += [f"   - {c}" for c in s.checks]
             lines.append("   fixes and their price:")
@@ -140,9 +152,10 @@ def _items(texts) -> str:
 
 
 def _section_html(s: Section) -> str:
-    style = "" if s.named else " style='color:#888'"
-    parts = [f"<h4{style}>{html.escape(s.title)} — score {s.score:.2f}</h4>", _items(s.evidence)]
-    if s.named:
+    style = "" if s.actionable else " style='color:#888'"
+    parts = [f"<h4{style}>{html.escape(s.title)} — score {s.score:.2f}"
+             f"{html.escape(s.status)}</h4>", _items(s.evidence)]  # fmt: skip
+    if s.actionable:
         fixes = "".join(
             f"<li><b>{html.escape(f.action)}</b>: {html.escape(f.effect)}. "
             f"<i>Price:</i> {html.escape(f.price)}.</li>"

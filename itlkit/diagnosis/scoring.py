@@ -17,7 +17,6 @@ produces a confident verdict. HEALTHY_BELOW is the score no cause reaches in a h
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from itlkit.bundled import bundled_path
+from itlkit.diagnosis.deployment import PLAUSIBLE_GPUS
 from itlkit.diagnosis.evidence import Timeline
 from itlkit.diagnosis.findings import TITLES, TYPICAL_MBU, Finding, explain, measurement_notes
 from itlkit.diagnosis.fingerprint import (
@@ -35,13 +35,12 @@ from itlkit.diagnosis.fingerprint import (
     fingerprint,
 )
 from itlkit.physics.calibration import Calibration, read_calibration
-from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment
 from itlkit.units import format_seconds
 
 __all__ = [
     "CAUSES", "HEALTHY_BELOW", "PLAUSIBLE_GPUS", "RULES", "TITLES", "TYPICAL_MBU", "Alternative",
-    "Diagnosis", "diagnose", "diagnose_across_gpus",
+    "Diagnosis", "diagnose", "floor_contradiction",
 ]  # fmt: skip
 
 CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
@@ -50,9 +49,7 @@ UNEXPLAINED_OBSERVATIONS = 10  # or this many behind an empty bucket (not bucket
 HEALTHY_BELOW = 0.5  # a cause is named at this score; under MIN_OBSERVATIONS / 2 none can be
 MIN_OBSERVATIONS = 500  # below this, scores shrink in proportion
 GATE = None  # a rule without a weight multiplies the cause's score by its credit
-# When the page does not name its GPU: the range a vLLM deployment plausibly runs on, from a
-# 300 GB/s inference card to a 8 TB/s one (names of itlkit.physics.hardware.GPUS).
-PLAUSIBLE_GPUS = ("l4", "a10", "l40s", "a100-80gb-sxm", "h100-sxm", "h200-sxm", "b200")
+IMPOSSIBLE = "below_floor"  # the verdict where the observed steps beat the bandwidth floor
 
 
 @dataclass(frozen=True)
@@ -153,11 +150,17 @@ class Alternative:
     """The verdict the same evidence gets on another GPU (the page did not name its own)."""
 
     gpu: str
-    verdict: str  # a cause, or "healthy"
+    verdict: str  # a cause, "healthy", or IMPOSSIBLE (the steps beat the floor there)
     score: float  # the top cause's score
     floor_seconds: float
     step_seconds: float
     weights_fit: bool
+    scores: tuple[tuple[str, float], ...] = ()  # every cause's score there, in CAUSES order
+
+    @property
+    def plausible(self) -> bool:
+        """The weights fit and the observed steps do not beat the floor there."""
+        return self.weights_fit and self.verdict != IMPOSSIBLE
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,18 +174,24 @@ class Diagnosis:
     findings: tuple[Finding, ...]
     notes: tuple[str, ...] = field(default=())
     alternatives: tuple[Alternative, ...] = field(default=())  # empty: the GPU was given
+    impossible: str = ""  # why the deployment cannot have made these steps ("" when it can)
 
     @property
     def verdict_key(self) -> str:
-        """The top cause, or "healthy"."""
-        return "healthy" if self.healthy else self.top.cause
+        """The top cause, "healthy", or IMPOSSIBLE (the steps beat this deployment's floor)."""
+        if self.impossible:
+            return IMPOSSIBLE
+        return "healthy" if self.healthy else self.named[0].cause
+
+    @property
+    def plausible_gpus(self) -> tuple[Alternative, ...]:
+        """The GPUs the page may have run on: the weights fit, the steps do not beat the floor."""
+        return tuple(a for a in self.alternatives if a.plausible)
 
     @property
     def flips(self) -> tuple[Alternative, ...]:
-        """The plausible GPUs (weights fit) on which the verdict would differ."""
-        return tuple(
-            a for a in self.alternatives if a.weights_fit and a.verdict != self.verdict_key
-        )
+        """The plausible GPUs on which the verdict would differ."""
+        return tuple(a for a in self.plausible_gpus if a.verdict != self.verdict_key)
 
     def __getattr__(self, name: str):
         if name == "fingerprint":  # not yet set (copy, unpickle): no recursion
@@ -191,7 +200,7 @@ class Diagnosis:
 
     @property
     def healthy(self) -> bool:
-        return all(f.score < HEALTHY_BELOW for f in self.findings)
+        return not self.impossible and not self.named
 
     @property
     def top(self) -> Finding:
@@ -199,12 +208,61 @@ class Diagnosis:
 
     @property
     def named(self) -> tuple[Finding, ...]:
-        """The findings at or above HEALTHY_BELOW, best first."""
-        return tuple(f for f in self.findings if f.score >= HEALTHY_BELOW)
+        """The findings at or above HEALTHY_BELOW, best first; when the page did not name its
+        GPU, only those at or above it on every plausible GPU (a cause one guess names and
+        another does not is `depends_on_gpu`). None when the steps beat the floor: no score
+        means anything against a deployment that cannot have made them."""
+        if self.impossible:
+            return ()
+        return tuple(f for f in self.findings if all(
+            score >= HEALTHY_BELOW for score in self._scores_everywhere(f)))  # fmt: skip
+
+    @property
+    def depends_on_gpu(self) -> tuple[Finding, ...]:
+        """The findings named on some plausible GPUs and not on others."""
+        if self.impossible:
+            return ()
+        return tuple(f for f in self.findings if f not in self.named and any(
+            score >= HEALTHY_BELOW for score in self._scores_everywhere(f)))  # fmt: skip
+
+    def _scores_everywhere(self, finding: Finding) -> list[float]:
+        plausible = self.plausible_gpus
+        return [dict(a.scores)[finding.cause] for a in plausible] if plausible else [finding.score]
+
+    def gpus_naming(self, cause: str) -> list[str]:
+        """The plausible GPUs on which `cause` is named."""
+        return [a.gpu for a in self.plausible_gpus if dict(a.scores)[cause] >= HEALTHY_BELOW]
+
+    @property
+    def ranked(self) -> tuple[Finding, ...]:
+        """The findings in the verdict's order: named, then named on some GPUs only, then the
+        rest; by score within each."""
+        named, some = self.named, self.depends_on_gpu
+        return (*named, *some, *(f for f in self.findings if f not in named and f not in some))
+
+    @property
+    def lead(self) -> Finding:
+        """The finding a verdict leads with: the best named one, else the best scored."""
+        return (self.named or self.findings)[0]
 
     @property
     def verdict(self) -> str:
         p50, floor = self.itl_quantiles_seconds[0.5], self.floor_seconds
+        if self.impossible:
+            return (
+                f"No cause can be named: {self.impossible}. These metrics did not come from "
+                f"{self.deployment.label}; state the model (a name or a config.json), its "
+                "precision, the TP and the GPU (--model, --weights-precision, --tp, --gpu)."
+            )
+        if self.healthy and self.depends_on_gpu:
+            return (
+                f"No cause is named on every GPU the page may have run on: ITL p50 "
+                f"{format_seconds(p50)} is {p50 / floor:.1f}x the {format_seconds(floor)} floor "
+                f"on {self.deployment.gpu.slug}, and "
+                + "; ".join(f"{f.title} is named only on {', '.join(self.gpus_naming(f.cause))}"
+                            for f in self.depends_on_gpu)
+                + ". Pass --gpu to decide." + self.unexplained_clusters_text
+            )  # fmt: skip
         if self.healthy:
             return (
                 f"No cause stands out (every score < {HEALTHY_BELOW}): ITL p50 "
@@ -247,12 +305,30 @@ class Diagnosis:
         """The verdict, and whether it hangs on the GPU the page did not name."""
         if not self.alternatives:
             return self.verdict
-        fit = [a.gpu for a in self.alternatives if a.weights_fit]
-        tail = (f" It holds on every plausible GPU ({len(fit)} checked)." if not self.flips else
-                f" The page does not name its GPU; scores are the lowest over {len(fit)} "
-                f"plausible GPUs, and on {', '.join(a.gpu for a in self.flips)} the verdict "
-                "would differ (see GPU range).")  # fmt: skip
-        return self.verdict + tail
+        plausible = [a.gpu for a in self.plausible_gpus]
+        ruled_out = [a.gpu for a in self.alternatives if a.weights_fit and not a.plausible]
+        gpu = self.deployment.gpu.slug
+        if not plausible:
+            return (
+                f"No cause can be named: the observed steps beat the floor of "
+                f"{self.deployment.model.slug} {self.deployment.weights.name} at TP "
+                f"{self.deployment.tp} on every GPU it fits ({', '.join(ruled_out)}), so the "
+                "model, its precision or the TP is not what was assumed; state them (--model "
+                "NAME or a config.json, --weights-precision, --tp)."
+            )
+        text = self.verdict
+        if not self.depends_on_gpu:
+            text += f" It holds on every plausible GPU ({', '.join(plausible)})."
+        elif self.named:
+            text += f" Named on every plausible GPU ({', '.join(plausible)}); " + "; ".join(
+                f"{f.title} only on {', '.join(self.gpus_naming(f.cause))}"
+                for f in self.depends_on_gpu) + f" (this report's scores are {gpu}'s)."  # fmt: skip
+        if ruled_out:
+            text += (
+                f" Ruled out: {', '.join(ruled_out)} (the steps beat the floor of "
+                f"{self.deployment.model.slug} {self.deployment.weights.name} there)."
+            )
+        return text
 
     def to_json(self) -> dict:
         """SI values for `itlkit diagnose --json`."""
@@ -285,18 +361,25 @@ class Diagnosis:
                     "cause": f.cause,
                     "title": f.title,
                     "score": f.score,
+                    "named": f in self.named,
                     "evidence": list(f.evidence),
                     "confirm": list(f.confirm),
                     "fixes": [vars(x) for x in f.fixes],
                 }
-                for f in self.findings
+                for f in self.ranked
             ],
             "notes": list(self.notes),
+            "impossible": self.impossible or None,
             "gpu_range": None if not self.alternatives else {
                 "gpu_stated": False,
-                "verdict_holds": not self.flips,
+                "judged_on": self.deployment.gpu.slug,
+                "verdict_holds": bool(self.plausible_gpus) and not self.depends_on_gpu,
+                "depends_on_gpu": [f.cause for f in self.depends_on_gpu],
                 "flipped_by": [a.gpu for a in self.flips],
-                "gpus": [vars(a) for a in self.alternatives],
+                "ruled_out": [a.gpu for a in self.alternatives
+                              if a.weights_fit and not a.plausible],
+                "gpus": [{**vars(a), "scores": dict(a.scores), "plausible": a.plausible}
+                         for a in self.alternatives],
             },
             "clusters": [vars(c) for c in fp.clusters],
             "step_seconds": fp.step_seconds,
@@ -355,30 +438,23 @@ def diagnose(
         for cause in CAUSES
     ]
     findings.sort(key=lambda f: -f.score)
-    return Diagnosis(deployment, timeline, fp, tuple(findings), tuple(dict.fromkeys(notes)))
+    return Diagnosis(deployment, timeline, fp, tuple(findings), tuple(dict.fromkeys(notes)),
+                     impossible=floor_contradiction(fp, deployment))  # fmt: skip
 
 
-def diagnose_across_gpus(
-    timeline: Timeline, deployment: Deployment, gpus=PLAUSIBLE_GPUS, **settings
-) -> Diagnosis:
-    """`diagnose` for a page that does not name its GPU: each cause scores its lowest over
-    `deployment` and every GPU of `gpus` its weights fit on (same model, precision, TP), so no
-    verdict rests on the guess; the verdict on each GPU is attached (`alternatives`)."""
-    from itlkit.physics.roofline import capacity
-
-    base = diagnose(timeline, deployment, **settings)
-    alternatives, lowest = [], {f.cause: f.score for f in base.findings}
-    for name in gpus:
-        other = dataclasses.replace(deployment, gpu=get_gpu(name))
-        d = base if other.gpu == deployment.gpu else diagnose(timeline, other, **settings)
-        fits = capacity(other, context_tokens=d.context_tokens).weights_fit
-        if fits:
-            for f in d.findings:
-                lowest[f.cause] = min(lowest[f.cause], f.score)
-        alternatives.append(Alternative(name, d.verdict_key, d.top.score, d.floor_seconds,
-                                        d.step_seconds, fits))  # fmt: skip
-    findings = sorted(
-        (dataclasses.replace(f, score=lowest[f.cause]) for f in base.findings),
-        key=lambda f: -f.score,
+def floor_contradiction(fp: Fingerprint, deployment: Deployment) -> str:
+    """Why `deployment` cannot have made the observed steps, or "" when it can: the p25's whole
+    bucket lies below the lowest window floor, so at least a quarter of the gaps were shorter
+    than reading the weights and the KV cache once at the datasheet's HBM bandwidth allows (the
+    bucket's upper bound, not the interpolated p25: no guess inside a bucket decides it)."""
+    upper = fp.itl_quantile_buckets[0.25][1]
+    floors = np.asarray(fp.floor_seconds_by_window, dtype=float)
+    floors = floors[np.isfinite(floors) & (floors > 0)]
+    floor = float(floors.min()) if floors.size else fp.floor_seconds
+    if not (math.isfinite(upper) and upper < floor):
+        return ""
+    return (
+        f"a quarter of the gaps are shorter than {format_seconds(upper)} (where the p25's bucket "
+        f"ends), below the {format_seconds(floor)} floor of {deployment.label} at batch "
+        f"~{fp.batch_size:.0f}: no step reads the weights and the KV cache faster than HBM allows"
     )
-    return dataclasses.replace(base, findings=tuple(findings), alternatives=tuple(alternatives))
