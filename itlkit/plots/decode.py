@@ -43,9 +43,9 @@ class DecodeView:
     mixed: StepTime
     capacity: Capacity
     batch_floor_seconds: np.ndarray  # the bandwidth floor: weights + KV read at HBM speed
-    batch_decode_seconds: (
-        np.ndarray
-    )  # the decode step: above the floor once GEMMs turn compute-bound
+    # the decode step: above the floor by all-reduce and host time, and once GEMMs turn
+    # compute-bound
+    batch_decode_seconds: np.ndarray
     batch_mixed_seconds: np.ndarray
 
     @property
@@ -54,8 +54,14 @@ class DecodeView:
 
     @property
     def compute_bound(self) -> bool:
-        """The decode step is slower than its bandwidth floor (GEMMs past the ridge)."""
-        return bool(self.decode.step_seconds > self.decode.floor_seconds * (1 + 1e-6))
+        """The decode step's GEMMs take longer than streaming the weights: its tokens are past
+        the ridge at this MFU (a step can exceed its floor without it: all-reduce, host)."""
+        return bool(self.decode.compute_bound)
+
+    @property
+    def over_floor(self) -> tuple[tuple[str, float], ...]:
+        """What makes the decode step longer than its bandwidth floor (see `over_floor_terms`)."""
+        return over_floor_terms(self.decode)
 
     @property
     def chunk_label(self) -> str:
@@ -63,6 +69,32 @@ class DecodeView:
         if not self.chunk_tokens:
             return "no prefill chunk"
         return f"with {self.chunk_tokens}-token chunk"
+
+
+def over_floor_terms(step: StepTime) -> tuple[tuple[str, float], ...]:
+    """The terms that make `step` longer than its bandwidth floor, (name, seconds), largest
+    first; empty at the floor. From `roofline.step_time`'s formula at efficiency 1:
+    step - floor = (max(GEMMs, weight read) - weight read) + prefill attention + all-reduce + host.
+    """
+    floor = float(step.floor_seconds)
+    terms = (
+        ("compute-bound", float(step.gemm_seconds) - float(step.weight_read_seconds)),
+        ("prefill attention", float(step.prefill_attention_seconds)),
+        ("all-reduce", float(step.allreduce_seconds)),
+        ("host overhead", float(step.host_overhead_seconds)),
+    )
+    # below a millionth of the floor a term is float noise, not a cause worth a label
+    kept = [(name, seconds) for name, seconds in terms if seconds > floor * 1e-6]
+    return tuple(sorted(kept, key=lambda term: -term[1]))
+
+
+def over_floor_label(terms: tuple[tuple[str, float], ...]) -> str:
+    """The terms' names as the step's formula reads: "compute-bound" when the GEMMs set it
+    (the floor is then not a part of it), else "floor + all-reduce + host overhead"."""
+    names = [name for name, _ in terms]
+    if "compute-bound" in names:
+        return " + ".join(["compute-bound", *(n for n in names if n != "compute-bound")])
+    return " + ".join(["floor", *names])
 
 
 def decode_view(
@@ -87,8 +119,8 @@ def decode_view(
 
 
 def figure_title(view: DecodeView) -> str:
-    """The setting, then its headline numbers: bandwidth floor, the decode step when it is
-    compute-bound (a different, larger number), the step with the chunk."""
+    """The setting, then its headline numbers: bandwidth floor, the decode step when it exceeds
+    the floor (named by what adds the time), the step with the chunk."""
     dep = view.deployment
     tp = f" x{dep.tp}" if dep.tp > 1 else ""
     ms = MILLISECOND
@@ -97,8 +129,11 @@ def figure_title(view: DecodeView) -> str:
         f"context {view.context_tokens}"
     )
     numbers = [f"floor {view.decode.floor_seconds / ms:.2f} ms"]
-    if view.compute_bound:
-        numbers.append(f"decode step {view.decode.step_seconds / ms:.2f} ms (compute-bound)")
+    if view.over_floor:
+        numbers.append(
+            f"decode step {view.decode.step_seconds / ms:.2f} ms "
+            f"({over_floor_label(view.over_floor)})"
+        )
     if view.chunk_tokens:
         numbers.append(
             f"with {view.chunk_tokens}-token chunk {view.mixed.step_seconds / ms:.2f} ms"

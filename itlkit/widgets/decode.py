@@ -15,6 +15,7 @@ from itlkit.plots.decode import (
     decode_figure,
     decode_view,
     figure_title,
+    over_floor_label,
     trace_data,
 )
 from itlkit.units import (
@@ -166,9 +167,13 @@ def status_html(view: DecodeView) -> str:
         ("KV read per step", format_bytes(dec.kv_bytes), format_seconds(dec.kv_read_seconds)),
         ("bandwidth floor", "weights + KV at HBM speed", format_seconds(dec.floor_seconds)),
         (
-            "decode step (compute-bound)" if view.compute_bound else "decode step",
+            f"decode step ({over_floor_label(view.over_floor)})"
+            if view.over_floor
+            else "decode step",
             f"{dec.matmul_flops / 1e12:.1f} TFLOP",
-            f"{format_seconds(dec.step_seconds)} ({dec.over_floor:.2f}× floor)",
+            f"{format_seconds(dec.step_seconds)} ({dec.over_floor:.2f}× floor"
+            + "".join(f"; +{format_seconds(s)} {name}" for name, s in view.over_floor)
+            + ")",
         ),
         (
             f"step {view.chunk_label}" if view.chunk_tokens else view.chunk_label,
