@@ -98,7 +98,7 @@ def test_follow_ups_unlock_after_a_check(drill):
     assert "10.53 ms" in drill.follow_up_answers[1].value
     assert drill.follow_up_answers[0].value == ""  # only the one clicked
     assert drill.follow_ups.titles[2] == (
-        "Chunked prefill causes the stalls, so why not run with chunked prefill off?"
+        "Someone proposes turning chunked prefill off to get rid of the slow steps. Good idea?"
     )
 
 
@@ -131,7 +131,7 @@ def test_same_seed_same_scenarios():
 def test_figure_builder_without_widgets():
     fig = answer_figure(None)
     assert [t.name for t in fig.data] == ["your answer", "worked"]
-    assert fig.layout.yaxis.title.text == "time (ms)"
+    assert fig.layout.yaxis.title.text == "time (ms, log scale)"
     assert trace_data(None)[1]["y"] == [None, None, None]
 
 

@@ -49,23 +49,34 @@ SYMPTOMS: dict[str, Symptom] = {
 }
 SYMPTOM_WEIGHTS = {"bimodal": 0.55, "shift": 0.15, "host": 0.15, "gaps": 0.15}
 
+# The labels are noun phrases and the fixes imperatives, as the feedback quotes them: "You chose
+# <p99 or signal>", "You chose to <fix>".
+# The causes as noun phrases, for feedback sentences ("It is the fingerprint of ..."); the
+# ranking menus show the diagnosis' TITLES, which are clauses ("the batch or the context grew").
+CAUSE_NAMES = {
+    "prefill_interference": "prefill interference",
+    "batch_or_context_growth": "batch or context growth",
+    "host_overhead": "host overhead",
+    "preemption": "preemption",
+}
+
 P99_CHOICES = {
     "slowest_request": "the slowest 1% of requests: a few unlucky users",
     "slow_steps": "the slowest 1% of token gaps: the engine steps that carried extra work",
-    "mean_plus_sigma": "about the mean plus two standard deviations",
+    "mean_plus_sigma": "the mean plus about two standard deviations",
 }
 P99_RIGHT = "slow_steps"
 
 SIGNALS = {
     "itl_buckets_vs_arrivals": (
-        "ITL histogram buckets (slow share) against the arrival rate "
+        "the ITL histogram's buckets (slow share) against the arrival rate "
         "(rate of vllm:time_to_first_token_seconds_count)"
     ),
     "p50_vs_running": "how ITL p50 moves with the running requests and their context",
     "nsight_gaps": "an Nsight Systems trace: idle gaps between kernels",
-    "preemptions": "rate of vllm:num_preemptions_total and KV-cache usage",
-    "gpu_utilisation": "GPU utilisation (nvidia-smi / DCGM)",
-    "mean_itl": "mean ITL over the last hour",
+    "preemptions": "the rate of vllm:num_preemptions_total and the KV-cache usage",
+    "gpu_utilisation": "the GPU utilisation (nvidia-smi / DCGM)",
+    "mean_itl": "the mean ITL over the last hour",
 }
 SIGNAL_FOR_CAUSE = {
     "prefill_interference": "itl_buckets_vs_arrivals",
@@ -79,7 +90,9 @@ FIXES = {
     "disaggregate": "disaggregate prefill from decode",
     "cap_or_fp8_kv": "cap max_num_seqs or quantise the KV cache to FP8",
     "add_replicas": "add GPUs / replicas",
-    "cuda_graphs": "CUDA graphs on; sampling and detokenising no longer block the next step",
+    "cuda_graphs": (
+        "turn CUDA graphs on, and keep sampling and detokenising from blocking the next step"
+    ),
     "chunked_off": "turn chunked prefill off",
 }
 FIXES_FOR_CAUSE = {

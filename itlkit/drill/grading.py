@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from itlkit.diagnosis.scoring import CAUSES, TITLES
 from itlkit.drill.content import (
+    CAUSE_NAMES,
     FIXES,
     FIXES_FOR_CAUSE,
     MISTAKES,
@@ -156,8 +157,10 @@ def _grade_mixed(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
         else "still memory-bound: short of the ridge"
     )
     how = (
-        f"{w.mixed_tokens:,} tokens through the GEMMs ({bound}, which {w.ridge_flops_per_byte:.0f} "
-        f"FLOP/B puts at about {w.ridge_tokens_per_step:.0f} tokens per step) take "
+        f"the budget of {scenario.budget_tokens:,} tokens counts the {scenario.batch_size} "
+        f"decodes, so the chunk is {scenario.chunk_tokens:,} tokens and {w.mixed_tokens:,} "
+        f"tokens go through the GEMMs ({bound}, which {w.ridge_flops_per_byte:.0f} "
+        f"FLOP/B puts at about {w.ridge_tokens_per_step:.0f} tokens per step); they take "
         f"{w.mixed_matmul_flops / 1e12:.1f} TFLOP at "
         f"{format_rate(MFU * dep.peak_flops_per_second)} = "
         f"{format_seconds(w.mixed_matmul_seconds)}, plus the {format_seconds(w.kv_read_seconds)} "
@@ -169,10 +172,12 @@ def _grade_mixed(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
 def _grade_prefill_steps(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
     s = scenario
     how = (
+        f"the {s.batch_size} decodes take their tokens first, so a budget of "
+        f"{s.smaller_budget_tokens:,} leaves chunks of {s.smaller_chunk_tokens:,}: "
         f"ceil({s.prompt_tokens:,} / {s.smaller_chunk_tokens:,}) = {w.smaller_prefill_steps} steps "
-        f"instead of {w.prefill_steps} at {s.chunk_tokens:,}: the TTFT price of the smaller "
-        f"budget, whose slow step drops from {format_seconds(w.mixed_step_seconds)} to "
-        f"{format_seconds(w.smaller_mixed_step_seconds)}"
+        f"instead of ceil({s.prompt_tokens:,} / {s.chunk_tokens:,}) = {w.prefill_steps} at "
+        f"{s.budget_tokens:,}: the TTFT price of the smaller budget, whose slow step drops from "
+        f"{format_seconds(w.mixed_step_seconds)} to {format_seconds(w.smaller_mixed_step_seconds)}"
     )
     steps = answer.prefill_steps
     if steps is None or steps <= 0:
@@ -231,10 +236,12 @@ def grade_ranking(scenario: Scenario, ranking: tuple[str | None, ...]) -> ItemGr
     if picked[:2] == expected[:2]:
         verdict, why = CORRECT, "the two causes that matter are in the right order"
     elif picked[0] == expected[0]:
-        verdict, why = CLOSE, f"right first cause, but second is {TITLES[expected[1]]}"
+        verdict, why = CLOSE, f"right first cause, but second is {CAUSE_NAMES[expected[1]]}"
     else:
         verdict = WRONG
-        why = f"the symptom points at {TITLES[expected[0]]} first, not {TITLES[picked[0]]}"
+        why = (
+            f"the symptom points at {CAUSE_NAMES[expected[0]]} first, not {CAUSE_NAMES[picked[0]]}"
+        )
     return ItemGrade(
         "ranking",
         verdict,
@@ -275,12 +282,14 @@ def _grade_fix(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
             None,
             fits,
             None,
-            f"You left this blank; for this symptom: {FIXES[fits[0]]}.",
+            f"You left this blank; for this symptom, {FIXES[fits[0]]}.",
         )
     verdict = CORRECT if answer.fix in fits else WRONG
     effect = fix_effect(scenario, w, answer.fix)
     if verdict == WRONG:
-        effect += f" It does not address {TITLES[scenario.top_cause]}: try {FIXES[fits[0]]}."
+        effect += (
+            f" It does not address {CAUSE_NAMES[scenario.top_cause]}; instead, {FIXES[fits[0]]}."
+        )
     return ItemGrade(
         "fix",
         verdict,
@@ -296,8 +305,8 @@ def fix_effect(scenario: Scenario, w: Worked, fix: str) -> str:
     s, dep = scenario, scenario.deployment
     if fix == "lower_budget":
         return (
-            f"At {s.smaller_chunk_tokens:,} tokens per step the slow step shrinks from "
-            f"{format_seconds(w.mixed_step_seconds)} to "
+            f"At a budget of {s.smaller_budget_tokens:,} tokens per step the slow step shrinks "
+            f"from {format_seconds(w.mixed_step_seconds)} to "
             f"{format_seconds(w.smaller_mixed_step_seconds)}, but a prompt of {s.prompt_tokens:,} "
             f"tokens needs {w.smaller_prefill_steps} steps instead of {w.prefill_steps}, so TTFT "
             "rises."
@@ -385,7 +394,7 @@ def find_mistakes(scenario: Scenario, w: Worked, answer: Answer) -> tuple[Mistak
             Mistake(
                 "budget_without_ttft_check",
                 MISTAKES["budget_without_ttft_check"],
-                f"A budget of {scenario.smaller_chunk_tokens:,} tokens turns the prefill of a "
+                f"A budget of {scenario.smaller_budget_tokens:,} tokens turns the prefill of a "
                 f"prompt of {scenario.prompt_tokens:,} tokens into {w.smaller_prefill_steps} "
                 f"steps (from {w.prefill_steps}); confirm TTFT p99 still meets its SLO before "
                 "shipping.",
@@ -460,7 +469,7 @@ def grade(scenario: Scenario, answer: Answer) -> Grade:
             answer.signal,
             SIGNAL_FOR_CAUSE[top],
             SIGNALS,
-            f"It is the fingerprint of {TITLES[top]}.",
+            f"It is the fingerprint of {CAUSE_NAMES[top]}.",
         ),
         _grade_fix(scenario, w, answer),
         _grade_prefill_steps(scenario, w, answer),

@@ -1,10 +1,21 @@
 """The drill's scenarios: a random "TTFT is fine, ITL is bad" deployment and load, and its
 worked numbers from `physics.roofline`.
 
-For Llama 3.1 8B / H100 SXM / batch 64 / 4K / 2,048-token chunk they are the reference answer's
-15.05 ms floor, 10.26 ms KV term and 79 ms mixed step (`shared/spec/worked-example.txt`).
-Scenarios are drawn with an explicit `numpy.random.Generator`, so a seed reproduces them, and
-only deployments that are valid for their TP degree and fit in GPU memory are posed.
+The token budget is vLLM's `max_num_batched_tokens`, and it counts the decodes: vLLM V1's
+`Scheduler.schedule` (vllm-project/vllm `vllm/v1/core/sched/scheduler.py`, commit 00024d31)
+starts from `token_budget = max_num_scheduled_tokens` (= `max_num_batched_tokens`), schedules
+the RUNNING requests first (a decode takes one token: `token_budget -= num_new_tokens`), then
+gives a waiting prompt `min(num_new_tokens, token_budget)`, and asserts
+`total_num_scheduled_tokens <= max_num_scheduled_tokens`. So a step carries the decodes and a
+chunk of budget - decodes prompt tokens, and a prompt takes ceil(prompt / (budget - decodes))
+steps to prefill: the rule `itlkit.sim` (`Engine`: budget - decoders) and `itlkit diagnose`
+(max_num_batched_tokens - batch) use, and what `itlkit explain --chunk` is given.
+
+For Llama 3.1 8B / H100 SXM / batch 64 / 4K / a 2,048-token chunk (a budget of 2,112) they are
+the reference answer's 15.05 ms floor, 10.26 ms KV term and 79 ms mixed step
+(`shared/spec/worked-example.txt`). Scenarios are drawn with an explicit
+`numpy.random.Generator`, so a seed reproduces them, and only deployments that are valid for their
+TP degree and fit in GPU memory are posed.
 """
 
 from __future__ import annotations
@@ -49,9 +60,12 @@ DRILL_GPUS = ("h100-sxm", "h200-sxm", "a100-80gb-sxm", "b200", "mi300x", "l40s")
 TP_CHOICES = (1, 2, 4, 8)
 BATCH_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256)
 CONTEXT_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
-CHUNK_CHOICES = (1024, 2048, 4096, 8192)
-PROMPT_CHUNKS = (2, 4)  # the prompt asked about is this many chunks long
-SMALLER_BUDGET_DIVISOR = 4  # the "lower the token budget" fix: 2,048 -> 512
+BUDGET_CHOICES = (1024, 2048, 4096, 8192)  # max_num_batched_tokens (vLLM's default is 2,048-8,192)
+PROMPT_BUDGETS = (2, 4)  # the prompt asked about is this many budgets long
+SMALLER_BUDGET_DIVISOR = 4  # the "lower the token budget" fix: 4,096 -> 1,024
+# A drawn scenario's decodes take at most this share of the smaller budget, so its chunks still
+# carry the prompt forward (vLLM itself only needs max_num_batched_tokens >= max_num_seqs).
+MAX_DECODE_SHARE = 0.5
 OBSERVED_MBU = (0.55, 0.72)  # real servers stream HBM at 50-70% of the datasheet rate
 HOST_P50_FACTOR = 2.5  # the host-overhead symptom's p50 sits this far above a normal one
 MAX_DRAWS = 10_000
@@ -59,16 +73,31 @@ MAX_DRAWS = 10_000
 
 @dataclass(frozen=True)
 class Scenario:
-    """One drill question: a deployment, its load, the chunk budget and the symptom."""
+    """One drill question: a deployment, its load, the token budget and the symptom.
+
+    `budget_tokens` is vLLM's max_num_batched_tokens: the decodes and a prefill chunk together.
+    """
 
     deployment: Deployment
     batch_size: int
     context_tokens: int
-    chunk_tokens: int
+    budget_tokens: int
     prompt_tokens: int
-    smaller_chunk_tokens: int
+    smaller_budget_tokens: int
     symptom: str
     observed_p50_seconds: float
+
+    @property
+    def chunk_tokens(self) -> int:
+        """Prompt tokens a step carries beside the decodes at the budget."""
+        return chunk_beside_decodes(budget_tokens=self.budget_tokens, decodes=self.batch_size)
+
+    @property
+    def smaller_chunk_tokens(self) -> int:
+        """... and at the smaller budget of the "lower the token budget" fix."""
+        return chunk_beside_decodes(
+            budget_tokens=self.smaller_budget_tokens, decodes=self.batch_size
+        )
 
     @property
     def expected_ranking(self) -> tuple[str, ...]:
@@ -103,6 +132,18 @@ class Worked:
     observed_mbu: float
 
 
+def chunk_beside_decodes(*, budget_tokens: int, decodes: int) -> int:
+    """Prefill tokens a step can carry: budget - decodes (vLLM V1 schedules running requests
+    first; see the module docstring). ConfigError when the decodes leave no room."""
+    chunk = int(budget_tokens) - int(decodes)
+    if chunk <= 0:
+        raise ConfigError(
+            f"a token budget (max_num_batched_tokens) of {int(budget_tokens):,} is used up by "
+            f"{int(decodes):,} decodes: no prefill chunk would ever run"
+        )
+    return chunk
+
+
 def drill_deployment(
     *, model: str, gpu: str, weight_precision: str = "bf16", kv_precision: str = "bf16", tp: int = 1
 ) -> Deployment:
@@ -123,12 +164,21 @@ def make_scenario(
     *,
     batch_size: int,
     context_tokens: int,
-    chunk_tokens: int,
+    budget_tokens: int,
     prompt_tokens: int,
+    smaller_budget_tokens: int | None = None,
     symptom: str = "bimodal",
     observed_mbu: float = 0.63,
 ) -> Scenario:
-    """A scenario from explicit settings; raises ConfigError if it does not fit in memory."""
+    """A scenario from explicit settings (the smaller budget defaults to a quarter of the
+    budget); raises ConfigError if it does not fit in memory or the decodes fill a budget."""
+    smaller = (
+        max(int(budget_tokens) // SMALLER_BUDGET_DIVISOR, 1)
+        if smaller_budget_tokens is None
+        else int(smaller_budget_tokens)
+    )
+    for budget in (budget_tokens, smaller):
+        chunk_beside_decodes(budget_tokens=budget, decodes=batch_size)
     if symptom not in SYMPTOMS:
         raise ConfigError(f"unknown symptom {symptom!r}; valid symptoms: {', '.join(SYMPTOMS)}")
     cap = capacity(deployment, context_tokens=context_tokens)
@@ -142,22 +192,27 @@ def make_scenario(
         deployment=deployment,
         batch_size=int(batch_size),
         context_tokens=int(context_tokens),
-        chunk_tokens=int(chunk_tokens),
+        budget_tokens=int(budget_tokens),
         prompt_tokens=int(prompt_tokens),
-        smaller_chunk_tokens=max(int(chunk_tokens) // SMALLER_BUDGET_DIVISOR, 1),
+        smaller_budget_tokens=smaller,
         symptom=symptom,
         observed_p50_seconds=round(p50 / MILLISECOND, 1) * MILLISECOND,
     )
 
 
 def worked_example() -> Scenario:
-    """The reference interview answer: Llama 3.1 8B BF16 on one H100 SXM, 64 x 4K, 2,048 chunk."""
+    """The reference interview answer: Llama 3.1 8B BF16 on one H100 SXM, 64 x 4K, 2,048 chunk.
+
+    Its chunks of 2,048 and 512 tokens ride beside 64 decodes, so in vLLM's terms the budgets are
+    2,112 and 576 tokens: the reference's 79 ms and 29 ms steps, 2 and 8 steps for 4,096 tokens.
+    """
     return make_scenario(
         drill_deployment(model="llama-3.1-8b", gpu="h100-sxm"),
         batch_size=64,
         context_tokens=4096,
-        chunk_tokens=2048,
+        budget_tokens=2048 + 64,
         prompt_tokens=4096,
+        smaller_budget_tokens=512 + 64,
         symptom="bimodal",
         observed_mbu=0.627,  # the reference's "measured 24 ms p50"
     )
@@ -174,10 +229,12 @@ def draw_scenario(rng: np.random.Generator) -> Scenario:
         kv_precision = str(rng.choice(["bf16", "fp8"], p=[0.6, 0.4]))
         batch = int(rng.choice(BATCH_CHOICES))
         context = int(rng.choice(CONTEXT_CHOICES))
-        chunk = int(rng.choice(CHUNK_CHOICES))
-        prompt = chunk * int(rng.choice(PROMPT_CHUNKS))
+        budget = int(rng.choice(BUDGET_CHOICES))
+        prompt = budget * int(rng.choice(PROMPT_BUDGETS))
         symptom = str(rng.choice(symptoms, p=weights / weights.sum()))
         observed = float(rng.uniform(*OBSERVED_MBU))
+        if batch > MAX_DECODE_SHARE * (budget // SMALLER_BUDGET_DIVISOR):
+            continue
         for tp in TP_CHOICES:
             try:
                 dep = drill_deployment(
@@ -191,7 +248,7 @@ def draw_scenario(rng: np.random.Generator) -> Scenario:
                     dep,
                     batch_size=batch,
                     context_tokens=context,
-                    chunk_tokens=chunk,
+                    budget_tokens=budget,
                     prompt_tokens=prompt,
                     symptom=symptom,
                     observed_mbu=observed,
@@ -202,7 +259,8 @@ def draw_scenario(rng: np.random.Generator) -> Scenario:
 
 
 def worked_numbers(scenario: Scenario) -> Worked:
-    """Floor, its two terms, the step with a chunk and the prefill steps, from the roofline."""
+    """Floor, its two terms, the step that fills the budget (decodes + chunk) and the prefill
+    steps at both budgets, from the roofline."""
     s, dep = scenario, scenario.deployment
     load = dict(batch_size=s.batch_size, context_tokens=s.context_tokens)
     decode = decode_step(dep, **load)
@@ -253,12 +311,14 @@ def question_text(scenario: Scenario) -> tuple[str, ...]:
         f"{format_bandwidth(gpu.hbm_bytes_per_second)} HBM, "
         f"{format_rate(dep.peak_flops_per_second)} dense {dep.compute_precision.upper()}.",
         f"Load: {s.batch_size} running sequences at a mean context of {s.context_tokens:,} "
-        f"tokens; chunked prefill with a budget of {s.chunk_tokens:,} tokens per step; typical "
-        f"prompts are {s.prompt_tokens:,} tokens. Assume GEMMs run at {MFU:.0%} of peak once "
-        "compute-bound; ignore all-reduce and host time.",
+        f"tokens; chunked prefill with a token budget (max_num_batched_tokens) of "
+        f"{s.budget_tokens:,} tokens per step; typical prompts are {s.prompt_tokens:,} tokens. "
+        f"Assume GEMMs run at {MFU:.0%} of peak once compute-bound; ignore all-reduce and host "
+        "time.",
         "Symptom: " + SYMPTOMS[s.symptom].text.format(p50=format_seconds(s.observed_p50_seconds)),
-        "Your turn: the decode floor, its KV term and the time of a step that carries a full "
-        "chunk (ms); the four causes ranked; what ITL p99 describes; the signal you would read; "
-        f"the fix; and how many chunked steps a prompt of {s.prompt_tokens:,} tokens needs at a "
-        f"budget of {s.smaller_chunk_tokens:,} tokens per step.",
+        "Your turn: the decode floor, its KV term and the time of a step that fills the token "
+        "budget with a prefill chunk (ms); the four causes ranked; what ITL p99 describes; the "
+        f"signal you would read; the fix; and how many chunked steps a prompt of "
+        f"{s.prompt_tokens:,} tokens needs at a budget of {s.smaller_budget_tokens:,} tokens per "
+        "step.",
     )

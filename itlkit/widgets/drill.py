@@ -14,7 +14,7 @@ from itlkit.drill.content import FIXES, P99_CHOICES, SIGNALS
 from itlkit.drill.followups import follow_ups
 from itlkit.drill.grading import CLOSE, CORRECT, MISSING, STRONG_HIRE, WEAK, Answer, Grade, grade
 from itlkit.drill.scenarios import Scenario, draw_scenario, question_text, worked_example
-from itlkit.plots.drill import answer_figure, figure_title, trace_data
+from itlkit.plots.drill import answer_figure, figure_title, trace_data, y_range
 from itlkit.units import MILLISECOND
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
 from itlkit.widgets._style import checkbox, columns
@@ -209,6 +209,11 @@ class InterviewDrill:
         with self.figure.batch_update():
             update_traces(self.figure, trace_data(self.grade))
             self.figure.layout.title.text = figure_title(self.grade)
+            limits = y_range(self.grade)
+            if limits is None:
+                self.figure.layout.yaxis.autorange = True
+            else:
+                self.figure.layout.yaxis.range = limits
 
 
 def question_html(scenario: Scenario, *, number: int, seed: int) -> str:
