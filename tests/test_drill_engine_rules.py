@@ -15,6 +15,7 @@ Its numbers are derived here from the catalog's sources (shared/spec): 70,553,70
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from itlkit.drill.content import FIXES, P99_CHOICES, SIGNALS, SYMPTOMS
 from itlkit.drill.followups import follow_ups
 from itlkit.drill.grading import CLOSE, CORRECT, Answer, grade
 from itlkit.drill.scenarios import (
+    DRILL_MODELS,
     draw_scenario,
     drill_deployment,
     make_scenario,
@@ -205,8 +207,12 @@ def test_the_70b_question_asks_for_the_tp_that_holds_the_load():
 def test_the_scale_question_never_poses_the_scenario_itself(scenario):
     dep = scenario.deployment
     question = follow_ups(scenario)[1].question
-    poses_itself = f"the model is {dep.model.slug} on" in question and f"TP={dep.tp})" in question
-    assert not poses_itself, question
+    asked_model = next(slug for slug in DRILL_MODELS if slug in question)
+    asked_tp = int(re.search(r"TP=(\d+)", question).group(1))
+    assert (asked_model, asked_tp) != (dep.model.slug, dep.tp), question
+    # "What if it were 70B?" only of a model with under half the 70B's parameters.
+    if dep.model.total_params >= PARAMS_70B / 2:
+        assert "the model is llama-3.1-70b" not in question, question
 
 
 # 4. Choices that read as English
