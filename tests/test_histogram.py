@@ -194,7 +194,7 @@ def test_split_modes_near_floor_and_slow():
 def test_split_modes_warns_when_floor_and_slow_mode_share_a_bucket():
     h = from_samples([0.16] * 10, upper_bounds=VLLM_ITL)
     m = split_modes(h, floor_seconds=0.16, slow_factor=1.2)
-    assert not m.resolved and "(150, 200] ms" in m.warning
+    assert not m.resolved and "(150.00 ms, 200.00 ms]" in m.warning
     assert math.isnan(m.near_floor_share)
     with pytest.raises(HistogramError, match="slow_factor"):
         split_modes(h, floor_seconds=0.01, slow_factor=1)

@@ -1,9 +1,11 @@
 """`itlkit histogram PATH... [--metric itl] [--json]`: read a vLLM histogram as buckets.
 
 PATHs are saved /metrics pages, folders of timestamped scrapes, or `vllm bench serve` JSON files
-(detailed files are binned into vLLM's buckets; summary-only files print their statistics beside).
-One scrape gives the histogram since the server started; two or more give the window between the
-first and the last (counter resets are reported). Quantiles are Prometheus' `histogram_quantile`.
+(summary-only files print their statistics beside). One scrape gives the histogram since the server
+started; two or more give the window between the first and the last (counter resets are reported),
+and each must carry its time, as for `itlkit diagnose`. Quantiles of buckets are Prometheus'
+`histogram_quantile`. A detailed bench file is binned into vLLM's buckets (what /metrics would
+hold) and its exact quantiles are printed beside, from its own samples as vllm bench computes them.
 JSON: counts and seconds as numbers, +Inf as the string "+Inf", unknown values (NaN) as null.
 """
 
@@ -14,6 +16,7 @@ import json
 import math
 
 from itlkit.cli._args import above_one, step_seconds
+from itlkit.metrics.bench import sample_quantiles
 from itlkit.metrics.histogram import Summary, series_window, summarize
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS, metric
 from itlkit.units import format_percent, format_seconds
@@ -66,7 +69,36 @@ def _bucket_text(lower: float, upper: float) -> str:
     return f"({lo}, {hi}]"
 
 
-def to_json(summary: Summary, *, metric_key: str, family: str, scrapes: int, window) -> dict:
+def _exact(result, metric_key: str) -> dict | None:
+    """A detailed bench file's exact quantiles of `metric_key` from its own samples, and the
+    percentiles its summary states (None when the file keeps no samples of that metric)."""
+    values = result.samples.values_seconds(metric_key) if result is not None else None
+    if values is None:
+        return None
+    stated = {}  # q -> (the file's field, its value)
+    name = _BENCH_NAMES.get(metric_key)
+    if name in result.summaries:
+        s = result.summaries[name]
+        stated = {q: (f"{_level(q)}_{name}_ms", v) for q, v in s.percentiles_seconds.items()}
+        if math.isfinite(s.median_seconds):
+            stated.setdefault(0.5, (f"median_{name}_ms", s.median_seconds))
+    levels = sorted({*QUANTILES, *stated})
+    return {
+        "source": result.source,
+        "field": name,
+        "count": int(values.size),
+        "quantiles": sample_quantiles(values, levels),
+        "stated": dict(sorted(stated.items())),
+    }
+
+
+def _level(q: float) -> str:
+    return f"p{q * 100:g}"
+
+
+def to_json(
+    summary: Summary, *, metric_key: str, family: str, scrapes: int, window, exact=None
+) -> dict:
     """The JSON document for one summary (see the module docstring for Inf/NaN)."""
     h = summary.histogram
     doc = {
@@ -91,6 +123,14 @@ def to_json(summary: Summary, *, metric_key: str, family: str, scrapes: int, win
             "duration_seconds": _num(window.duration_seconds),
             "counter_resets": [_iso(t) for t in window.reset_times_seconds],
         }
+    if exact is not None:
+        doc["exact"] = {
+            "method": "numpy.percentile (linear) over the file's samples, as vllm bench serve",
+            "source": exact["source"],
+            "count": exact["count"],
+            **{f"{_level(q)}_seconds": _num(v) for q, v in exact["quantiles"].items()},
+            "stated_in_file_seconds": {field: _num(v) for field, v in exact["stated"].values()},
+        }
     if summary.modes is not None:
         m = summary.modes
         doc["modes"] = {
@@ -105,11 +145,37 @@ def to_json(summary: Summary, *, metric_key: str, family: str, scrapes: int, win
     return doc
 
 
-def to_text(summary: Summary, *, metric_key: str, family: str, scrapes: int, window) -> str:
-    """A table of buckets and the numbers under it."""
+def _exact_lines(exact: dict, metric_key: str) -> list[str]:
+    """The exact quantiles, named as such, and the file's own percentiles checked against them."""
+    n = f"{exact['count']:,}"
+    lines = [
+        f"exact quantiles of the file's {n} {metric_key} samples (numpy.percentile, linear, as "
+        f"vllm bench serve computes its p<P>_{exact['field']}_ms):"
+    ]
+    for q, value in exact["quantiles"].items():
+        line = f"exact {_level(q)} {format_seconds(value)}"
+        if q in exact["stated"]:
+            field, stated = exact["stated"][q]
+            agrees = math.isclose(stated, value, rel_tol=1e-6, abs_tol=1e-9)
+            line += f"  (the file's own {field}: {format_seconds(stated)}" + (
+                ", agrees)" if agrees else ": differs: the summary and the samples disagree)"
+            )
+        lines.append(line)
+    return lines
+
+
+def to_text(
+    summary: Summary, *, metric_key: str, family: str, scrapes: int, window, exact=None
+) -> str:
+    """A table of buckets and the numbers under it (with a bench file's exact quantiles)."""
     h = summary.histogram
     lines = [f"{family} ({metric_key})"]
-    if window is None:
+    if exact is not None:
+        lines.append(
+            f"{exact['source']}: vllm bench samples binned into vLLM's buckets (what /metrics "
+            "would hold); the bucketed quantiles below are interpolated, the exact ones are not"
+        )
+    elif window is None:
         lines.append(f"{scrapes} scrape: everything since the server started")
     else:
         lines.append(
@@ -128,11 +194,14 @@ def to_text(summary: Summary, *, metric_key: str, family: str, scrapes: int, win
     lines.append(
         f"count {total:,.0f}   sum {format_seconds(h.sum)}   mean {format_seconds(h.mean)}"
     )
+    named = "bucketed " if exact is not None else ""
     for est in summary.quantiles:
         where = _bucket_text(est.bucket_lower, est.bucket_upper)
         lines.append(
-            f"p{est.q * 100:g} {format_seconds(est.value)}  (interpolated in bucket {where})"
+            f"{named}p{est.q * 100:g} {format_seconds(est.value)}  (interpolated in bucket {where})"
         )
+    if exact is not None:
+        lines += _exact_lines(exact, metric_key)
     if summary.modes is not None:
         m = summary.modes
         if m.warning:
@@ -150,19 +219,21 @@ def to_text(summary: Summary, *, metric_key: str, family: str, scrapes: int, win
 _BENCH_NAMES = {"itl": "itl", "ttft": "ttft", "tpot": "tpot", "e2e": "e2el"}
 
 
-def _split_bench_summaries(paths: list[str]) -> tuple[list[str], list]:
-    """Paths to read as histograms, and the summary-only bench results among `paths`."""
+def _split_bench_summaries(paths: list[str]) -> tuple[list[str], list, dict]:
+    """Paths to read as histograms, the summary-only bench results among `paths`, and the
+    detailed ones by path."""
     from itlkit.metrics.bench import read_bench_result
 
-    rest, summaries = [], []
+    rest, summaries, detailed = [], [], {}
     for path in paths:
         if path.endswith(".json"):
             result = read_bench_result(path)
             if result.samples is None:
                 summaries.append(result)
                 continue
+            detailed[path] = result
         rest.append(path)
-    return rest, summaries
+    return rest, summaries, detailed
 
 
 def _bench_summary(result, metric_key: str):
@@ -199,12 +270,18 @@ def bench_summary_text(result, metric_key: str) -> str:
     )
 
 
-def _histogram_doc(args, paths: list[str]) -> tuple[dict, str]:
-    from itlkit.metrics.readers import read_paths  # pandas: only when a table is built
+def _histogram_doc(args, paths: list[str], detailed: dict) -> tuple[dict, str]:
+    from itlkit.diagnosis.evidence import require_scrape_times
+    from itlkit.metrics.readers import bench_frame, read_paths  # pandas: only for a table
     from itlkit.metrics.series import histogram_series
 
-    frame = read_paths(paths, metrics=(args.metric,))
+    bench = detailed.get(paths[0]) if len(paths) == 1 else None
+    if bench is not None:  # read once: its samples are binned here and quantiled exactly below
+        frame = bench_frame(bench.samples)
+    else:
+        frame = read_paths(paths, metrics=(args.metric,))
     series = histogram_series(frame, args.metric, model_name=args.model_name, engine=args.engine)
+    require_scrape_times(series)  # the window between untimed scrapes is unknown
     used = frame.loc[frame["metric"] == args.metric, "family"].astype(str).unique()
     family = " + ".join(sorted(used)) or metric(args.metric).names[0]
     window = series_window(series) if len(series) >= 2 else None
@@ -212,7 +289,8 @@ def _histogram_doc(args, paths: list[str]) -> tuple[dict, str]:
     summary = summarize(
         h, quantiles=QUANTILES, floor_seconds=args.floor_seconds, slow_factor=args.slow_factor
     )
-    kw = dict(metric_key=args.metric, family=family, scrapes=len(series), window=window)
+    kw = dict(metric_key=args.metric, family=family, scrapes=len(series), window=window,
+              exact=_exact(bench, args.metric))  # fmt: skip
     doc, text = to_json(summary, **kw), to_text(summary, **kw)
     if series.notes:
         doc["warnings"] = list(series.notes)
@@ -222,8 +300,8 @@ def _histogram_doc(args, paths: list[str]) -> tuple[dict, str]:
 
 def run(args) -> int:
     """Read the paths, summarise the histogram, print it (and any bench summaries beside it)."""
-    paths, summaries = _split_bench_summaries(args.paths)
-    doc, text = _histogram_doc(args, paths) if paths else ({"metric": args.metric}, "")
+    paths, summaries, detailed = _split_bench_summaries(args.paths)
+    doc, text = _histogram_doc(args, paths, detailed) if paths else ({"metric": args.metric}, "")
     if args.json:
         if summaries:
             doc["bench_summaries"] = [bench_summary_json(r, args.metric) for r in summaries]

@@ -250,6 +250,15 @@ class _Aligner:
         return self._increase(_count_series(self.frame, key))
 
 
+def require_scrape_times(series: HistogramSeries) -> None:
+    """Refuse two or more scrapes when some carry no time: their order, and so the window
+    between them, is unknown (`itlkit diagnose` and `itlkit histogram` share this check)."""
+    if len(series) >= 2 and not np.all(np.isfinite(series.timestamps_seconds)):
+        raise EvidenceError(
+            "scrapes without timestamps: name each file with its ISO time or pass one file"
+        )
+
+
 def _itl_windows(frame: pd.DataFrame, window_seconds: float, notes: list[str]):
     """The ITL histogram series, cut into windows, with the snapshot edges of each window."""
     try:
@@ -262,11 +271,8 @@ def _itl_windows(frame: pd.DataFrame, window_seconds: float, notes: list[str]):
             f"vllm:time_per_output_token_seconds): {exc}"
         ) from None
     notes.extend(itl.notes)
+    require_scrape_times(itl)
     times = itl.timestamps_seconds
-    if len(itl) >= 2 and not np.all(np.isfinite(times)):
-        raise EvidenceError(
-            "scrapes without timestamps: name each file with its ISO time or pass one file"
-        )
     if len(itl) == 1:
         notes.append(
             "a single scrape has no time axis: it holds everything since the server started, so "

@@ -271,7 +271,7 @@ def _cluster_mode(h: Histogram, fast: float) -> tuple[float, float]:
 
 def _split_mode(h: Histogram, fast: float) -> tuple[float, float]:
     """The slow mode past the fixed-factor split (NaN where the buckets cannot tell it)."""
-    split = split_modes(h, floor_seconds=fast, slow_factor=SLOW_FACTOR)
+    split = split_modes(h, floor_seconds=fast, slow_factor=SLOW_FACTOR, reference="fast mode")
     if not split.resolved:
         return math.nan, math.nan
     slow = max(split.slow_share - gap_count(h) / h.count, 0.0)
@@ -365,7 +365,9 @@ def _slow_mode(t: Timeline, fasts: np.ndarray, fast: float) -> dict:
     factors = np.array([m[1] for m in modes], dtype=float)
     resolved = np.isfinite(shares)
     with_factor = resolved & np.isfinite(factors)
-    split = split_modes(t.itl_total, floor_seconds=fast, slow_factor=SLOW_FACTOR)
+    split = split_modes(
+        t.itl_total, floor_seconds=fast, slow_factor=SLOW_FACTOR, reference="fast mode"
+    )
     running, arrivals = t.running, t.first_tokens_per_second
     known = np.isfinite(running).any()
     return dict(

@@ -45,6 +45,11 @@ class BenchSamples:
     itl_per_request_seconds: tuple[np.ndarray, ...]
     source: str
 
+    def values_seconds(self, metric_key: str) -> np.ndarray | None:
+        """The samples of itlkit metric `metric_key` ("itl", "ttft"); None for a metric the
+        file keeps no per-request values of (tpot, e2e)."""
+        return {"itl": self.itl_seconds, "ttft": self.ttft_seconds}.get(metric_key)
+
 
 @dataclass(frozen=True)
 class BenchRequests:
@@ -312,6 +317,19 @@ def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
         samples=samples,
         requests=_requests(doc, source),
     )
+
+
+def sample_quantiles(values_seconds, quantiles) -> dict[float, float]:
+    """Quantiles of a bench file's own samples, as `vllm bench serve` computes its
+    `p<P>_<metric>_ms` and `median_<metric>_ms`: numpy's percentile with its default linear
+    interpolation over every successful request's values, concatenated (vllm
+    `vllm/benchmarks/serve.py` `calculate_metrics`: `itls += outputs[i].itl`, then
+    `np.percentile(itls or 0, p)`). NaN for no samples."""
+    values = np.asarray(values_seconds, dtype=float)
+    if values.size == 0:
+        return {float(q): math.nan for q in quantiles}
+    found = np.percentile(values, [100 * q for q in quantiles])
+    return {float(q): float(v) for q, v in zip(quantiles, found, strict=True)}
 
 
 def require_latencies(result: BenchResult) -> BenchResult:

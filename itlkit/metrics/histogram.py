@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from itlkit.errors import HistogramError
+from itlkit.units import format_seconds
 
 # promql/quantile.go: smallDeltaTolerance; relative deltas below it are float noise.
 SMALL_DELTA_TOLERANCE = 1e-12
@@ -456,12 +457,15 @@ def _bucket_of(h: Histogram, value_seconds: float) -> int:
     return int(np.searchsorted(h.upper_bounds, value_seconds, side="left"))
 
 
-def split_modes(histogram: Histogram, *, floor_seconds: float, slow_factor: float) -> ModeSplit:
+def split_modes(
+    histogram: Histogram, *, floor_seconds: float, slow_factor: float, reference: str = "floor"
+) -> ModeSplit:
     """Share of observations near a floor vs in a slow mode at slow_factor×floor, at bucket level.
 
     The cut is the bucket bound between the floor's bucket and the slow mode's bucket closest (on
     a log scale) to sqrt(slow_factor)×floor; when both fall in one bucket the shares are NaN and
-    `warning` says the buckets cannot resolve them.
+    `warning` says the buckets cannot resolve them. `reference` names what `floor_seconds` is in
+    that warning (the decode floor, or a measured "fast mode" used in its place).
     """
     if not (floor_seconds > 0 and math.isfinite(floor_seconds)):
         raise HistogramError(f"floor_seconds must be a positive number, got {floor_seconds!r}")
@@ -484,11 +488,12 @@ def split_modes(histogram: Histogram, *, floor_seconds: float, slow_factor: floa
         peak_bucket=peak_bucket,
     )
     if i_floor == i_slow:
-        ms = 1e3
         warning = (
-            f"floor {floor_seconds * ms:g} ms and slow mode {slow_seconds * ms:g} ms fall in one "
-            f"bucket ({floor_bucket[0] * ms:g}, {floor_bucket[1] * ms:g}] ms: the histogram cannot "
-            "separate them"
+            f"the {reference} {format_seconds(floor_seconds)} and a slow mode at {slow_factor:g}× "
+            f"it ({format_seconds(slow_seconds)}) fall in one bucket "
+            f"({format_seconds(floor_bucket[0]) if floor_bucket[0] else 0}, "
+            f"{format_seconds(floor_bucket[1])}]: the "
+            "histogram cannot separate them"
         )
         return ModeSplit(cut_seconds=math.nan, near_floor_share=math.nan, slow_share=math.nan,
                          warning=warning, **common)  # fmt: skip

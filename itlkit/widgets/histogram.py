@@ -10,6 +10,7 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
+from itlkit.diagnosis.evidence import require_scrape_times
 from itlkit.errors import ConfigError, SourceError, UnknownNameError
 from itlkit.metrics.histogram import (
     HistogramSeries,
@@ -168,6 +169,7 @@ class HistogramExplorer:
         floor = self.floor_seconds()
         k = float(self.slow_factor.value)
         if len(series) >= 2:
+            require_scrape_times(series)  # as `itlkit diagnose`: untimed scrapes have no window
             window = series_window(series)
             hist = window.histogram
             span = f"window of {len(series)} scrapes ({window.duration_seconds / 60:.1f} min)"
