@@ -149,7 +149,10 @@ def _interference_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
         .step_seconds
     )  # fmt: skip
     prompt = max(round(fp.mean_prompt_tokens), 1)
-    steps_now = prefill_cost(dep, prompt_tokens=prompt, chunk_tokens=max(budget - int(batch), 1))
+    # vLLM's budget holds the decodes too (vllm/v1/core/sched/scheduler.py: running requests
+    # are scheduled first from token_budget): the chunk is what they leave
+    decodes = round(batch)
+    steps_now = prefill_cost(dep, prompt_tokens=prompt, chunk_tokens=max(budget - decodes, 1))
     steps_small = prefill_cost(dep, prompt_tokens=prompt, chunk_tokens=small).steps
     shrink = (
         f"the slow step shrinks from ~{format_seconds(expected)} to ~{format_seconds(slow_small)}"
@@ -165,10 +168,11 @@ def _interference_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
     kv_transfer = prompt * dep.model.kv_bytes_per_token(dep.kv)
     return (
         Fix(
-            f"lower max_num_batched_tokens from {budget:,} to {small + int(batch):,}",
+            f"lower max_num_batched_tokens from {budget:,} to {small + decodes:,}",
             shrink,
-            f"TTFT rises: a {prompt:,}-token prompt needs {steps_small} chunked steps instead of "
-            f"{steps_now.steps}; check TTFT p99 against its SLO",
+            f"TTFT rises: a {prompt:,}-token prompt needs {steps_small} chunked steps of "
+            f"{small:,} prompt tokens beside {decodes} decodes instead of {steps_now.steps}; "
+            "check TTFT p99 against its SLO",
         ),
         Fix(
             "disaggregate prefill from decode",

@@ -34,9 +34,13 @@ class Section:
         """Whether its checks and fixes are shown: named, or named on some plausible GPUs."""
         return self.named or bool(self.only_on)
 
+    void: bool = False  # the steps beat the deployment's floor: no score means anything
+
     @property
     def status(self) -> str:
         """What to print after its score: nothing when named."""
+        if self.void:
+            return "  (not judged: the steps beat this deployment's floor)"
         if self.named:
             return ""
         if self.only_on:
@@ -116,7 +120,8 @@ def build_report(d: Diagnosis) -> Report:
     )  # fmt: skip
     sections = tuple(
         Section(f.title, f.score, f in d.named, f.evidence, f.confirm, f.fixes,
-                tuple(d.gpus_naming(f.cause)) if f in d.depends_on_gpu else ())
+                tuple(d.gpus_naming(f.cause)) if f in d.depends_on_gpu else (),
+                bool(d.impossible))
         for f in d.ranked
     )  # fmt: skip
     return Report(

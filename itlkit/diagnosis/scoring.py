@@ -34,6 +34,7 @@ from itlkit.diagnosis.fingerprint import (
     Fingerprint,
     fingerprint,
 )
+from itlkit.metrics.histogram import Histogram
 from itlkit.physics.calibration import Calibration, read_calibration
 from itlkit.physics.roofline import Deployment
 from itlkit.units import format_seconds
@@ -438,23 +439,52 @@ def diagnose(
         for cause in CAUSES
     ]
     findings.sort(key=lambda f: -f.score)
+    impossible = floor_contradiction(fp, timeline.itl_total, deployment)
     return Diagnosis(deployment, timeline, fp, tuple(findings), tuple(dict.fromkeys(notes)),
-                     impossible=floor_contradiction(fp, deployment))  # fmt: skip
+                     impossible=impossible)  # fmt: skip
 
 
-def floor_contradiction(fp: Fingerprint, deployment: Deployment) -> str:
-    """Why `deployment` cannot have made the observed steps, or "" when it can: the p25's whole
-    bucket lies below the lowest window floor, so at least a quarter of the gaps were shorter
-    than reading the weights and the KV cache once at the datasheet's HBM bandwidth allows (the
-    bucket's upper bound, not the interpolated p25: no guess inside a bucket decides it)."""
-    upper = fp.itl_quantile_buckets[0.25][1]
+def floor_contradiction(fp: Fingerprint, total: Histogram, deployment: Deployment) -> str:
+    """Why `deployment` cannot have made the observed gaps, or "" when it can. Each gap is at
+    least one step, and no step reads the weights and the KV cache faster than the datasheet's
+    HBM bandwidth allows: so neither a quarter of the gaps ending below the lowest window floor
+    (the p25's whole bucket below it), nor the fastest gaps averaging below it, can happen. The
+    fastest gaps' mean is bounded exactly, without a guess inside a bucket: the `_sum` less
+    what each slower gap holds at least (its bucket's lower bound), over their count."""
     floors = np.asarray(fp.floor_seconds_by_window, dtype=float)
     floors = floors[np.isfinite(floors) & (floors > 0)]
     floor = float(floors.min()) if floors.size else fp.floor_seconds
-    if not (math.isfinite(upper) and upper < floor):
-        return ""
-    return (
-        f"a quarter of the gaps are shorter than {format_seconds(upper)} (where the p25's bucket "
-        f"ends), below the {format_seconds(floor)} floor of {deployment.label} at batch "
-        f"~{fp.batch_size:.0f}: no step reads the weights and the KV cache faster than HBM allows"
-    )
+    where = f"the {format_seconds(floor)} floor of {deployment.label} at batch ~{fp.batch_size:.0f}"
+    upper = fp.itl_quantile_buckets[0.25][1]
+    if math.isfinite(upper) and upper < floor:
+        return (f"a quarter of the gaps are shorter than {format_seconds(upper)} (where the "
+                f"p25's bucket ends), below {where}")  # fmt: skip
+    bound = fastest_gaps_mean_bound(total)
+    if bound is not None and bound[2] < floor:
+        share, within, mean = bound
+        return (f"the fastest {share:.0%} of the gaps (those within {format_seconds(within)}) "
+                f"average at most {format_seconds(mean)} (the _sum less what the slower gaps "
+                f"hold at least), below {where}")  # fmt: skip
+    return ""
+
+
+def fastest_gaps_mean_bound(total: Histogram, at_least: float = 0.25):
+    """(share, bucket bound, mean bound) for the prefix of buckets holding at least `at_least`
+    of the observations whose mean is bounded lowest, or None: the observations in buckets up
+    to bound b have a sum of at most `_sum` less, for every slower bucket, its count times its
+    lower bound."""
+    bounds, cumulative = total.upper_bounds, np.asarray(total.cumulative_counts, dtype=float)
+    count = float(cumulative[-1])
+    if count <= 0 or not math.isfinite(total.sum):
+        return None
+    counts = np.diff(cumulative, prepend=0.0)
+    lower = np.concatenate(([0.0], bounds[:-1]))
+    slower_at_least = np.cumsum((counts * lower)[::-1])[::-1]  # from bucket k upward
+    best = None
+    for k in range(len(bounds) - 1):
+        if cumulative[k] < at_least * count or cumulative[k] <= 0:
+            continue
+        mean = (total.sum - slower_at_least[k + 1]) / cumulative[k]
+        if best is None or mean < best[2]:
+            best = (cumulative[k] / count, float(bounds[k]), float(mean))
+    return best
