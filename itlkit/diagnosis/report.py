@@ -81,14 +81,8 @@ def gpu_range_lines(d: Diagnosis) -> tuple[str, ...]:
         low, high = f"{min(scores.values()):.2f}", f"{max(scores.values()):.2f}"
         spread = f"score {low}" if low == high else f"scores {low}-{high}"
         lines.append(f"{title}: named on {where} ({spread})")
-    p25_end = format_seconds(d.itl_quantile_buckets[0.25][1])
-    for a in d.alternatives:
-        if a.weights_fit and not a.plausible:
-            lines.append(
-                f"ruled out {a.gpu}: a quarter of the gaps end within {p25_end}, under its "
-                f"{format_seconds(a.floor_seconds)} floor for {d.deployment.model.slug} "
-                f"{d.deployment.weights.name}, and no step is faster than its floor"
-            )
+    lines += [f"ruled out {a.gpu}: {a.impossible}" for a in d.alternatives
+              if a.weights_fit and not a.plausible]  # fmt: skip
     unfit = [a.gpu for a in d.alternatives if not a.weights_fit]
     if unfit:
         lines.append(f"the weights do not fit on {', '.join(unfit)} at this TP: not considered")

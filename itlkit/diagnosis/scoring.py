@@ -157,6 +157,7 @@ class Alternative:
     step_seconds: float
     weights_fit: bool
     scores: tuple[tuple[str, float], ...] = ()  # every cause's score there, in CAUSES order
+    impossible: str = ""  # why the steps rule this GPU out ("" when they do not)
 
     @property
     def plausible(self) -> bool:
@@ -457,7 +458,7 @@ def floor_contradiction(fp: Fingerprint, total: Histogram, deployment: Deploymen
     where = f"the {format_seconds(floor)} floor of {deployment.label} at batch ~{fp.batch_size:.0f}"
     upper = fp.itl_quantile_buckets[0.25][1]
     if math.isfinite(upper) and upper < floor:
-        return (f"a quarter of the gaps are shorter than {format_seconds(upper)} (where the "
+        return (f"a quarter of the gaps take at most {format_seconds(upper)} (where the "
                 f"p25's bucket ends), below {where}")  # fmt: skip
     bound = fastest_gaps_mean_bound(total)
     if bound is not None and bound[2] < floor:
