@@ -43,7 +43,7 @@ FAST_MODE_LEVEL = 0.25
 # are directions, not values. Measured on the bundled incidents (replay vs observed, worst of
 # the three): healthy, host_overhead, prefill_interference and batch_or_context_growth (clean)
 # within 2%; clean mixed 26% (ITL p99 -25%, TTFT p99 -26%); clean preemption 98% (ITL p99);
-# the calibrated and noisy ones (step jitter and host time the replay lacks) 9-79%.
+# the calibrated and noisy ones (step jitter and host time the replay lacks) 4-79%.
 REPLAY_TOLERANCE = 0.20
 
 
