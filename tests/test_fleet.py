@@ -16,10 +16,10 @@ from dataclasses import replace
 import pytest
 from _prometheus_server import backfilled_prometheus, merge_openmetrics
 
+from itlkit.diagnosis.deployment import PageFacts, Stated, infer_deployment
 from itlkit.diagnosis.fleet import FLEET_QUERIES, NO_TRAFFIC, diagnose_fleet, fetch_fleet_evidence
 from itlkit.metrics import prometheus_api
 from itlkit.metrics.prometheus_api import _get_json
-from itlkit.physics.roofline import Deployment
 from itlkit.sim.export import render_openmetrics
 from itlkit.sim.scenarios import SCENARIOS, run_scenario
 
@@ -73,7 +73,7 @@ def fleet_server(tmp_path_factory, prometheus_binary, promtool_binary):
 
 
 def _deployment_for(model_name: str):
-    return Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"), ()
+    return infer_deployment(Stated(model="llama-3.1-8b", gpu="h100-sxm"), PageFacts())
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_all_json_and_table(fleet_server):
     url, start, injected = fleet_server
     span = ["--prometheus", url, "--start", str(start), "--end", str(start + DURATION_SECONDS),
-            "--max-num-batched-tokens", "2048", "--all"]  # fmt: skip
+            "--max-num-batched-tokens", "2048", "--gpu", "h100-sxm", "--all"]  # fmt: skip
     result = _cli(*span, "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)

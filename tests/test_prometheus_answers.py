@@ -22,10 +22,10 @@ import pytest
 from _http_server import serving
 
 from itlkit.cli import main
+from itlkit.diagnosis.deployment import PageFacts, Stated, infer_deployment
 from itlkit.diagnosis.evidence import timeline_from_prometheus
 from itlkit.diagnosis.fleet import diagnose_fleet, fetch_fleet_evidence
 from itlkit.errors import EvidenceError, PrometheusError
-from itlkit.physics.roofline import Deployment
 
 START = "2026-12-02T15:00:00Z"
 END = "2026-12-02T15:10:00Z"
@@ -195,7 +195,7 @@ def test_fleet_answers_of_the_wrong_shape_are_one_error(prometheus, mode, messag
 
 
 def _deployment(model_name: str):
-    return Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"), ()
+    return infer_deployment(Stated(model="llama-3.1-8b", gpu="h100-sxm"), PageFacts())
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,7 @@ def test_html_parts_pick_what_is_shown(result):
     report = build_report(result)
     head = to_html(report, parts=("verdict",))
     assert html.escape(report.verdict) in head and "Check next" not in head
-    with pytest.raises(ValueError, match="valid: verdict, facts, findings, notes"):
+    with pytest.raises(ValueError, match="valid: assumed, verdict, facts, findings, notes"):
         to_html(report, parts=("verdict", "figures"))
 
 

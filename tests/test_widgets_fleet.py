@@ -88,6 +88,7 @@ def _explorer(url: str, start: int) -> PostmortemExplorer:
     ex = PostmortemExplorer(scenario="mixed", max_num_batched_tokens=2048)
     ex.source.value = PROMETHEUS
     ex.url.value, ex.start.value, ex.end.value = url, str(start), str(start + DURATION_SECONDS)
+    ex.gpu.value = "h100-sxm"  # the fleet was simulated on H100s
     return ex
 
 

@@ -46,6 +46,11 @@ def test_whatif_controls_resimulate(explorer):
 def test_loading_another_incident_redraws(explorer):
     explorer.source.value = "host_overhead"
     explorer.reload()
+    # GPU left to the metrics (as `itlkit diagnose` without --gpu): a 37.5 ms step is host-bound
+    # on an H100, not on an L40S, so the verdict says which GPUs name it
+    assert "host overhead between GPU kernels is named only on" in _text(explorer.verdict.value)
+    explorer.gpu.value = "h100-sxm"  # the GPU its scenario.json records
+    explorer.reload()
     assert "Most likely: host overhead" in explorer.verdict.value
     assert "p50 37.50 ms" in explorer.timeline_figure.layout.title.text
     explorer.source.value = "mixed"

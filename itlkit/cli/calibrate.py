@@ -97,7 +97,8 @@ def _run_incident(args) -> int:
     """Calibrate on one incident's metrics through the what-if replay."""
     from itlkit.calibration.incident import calibration_from_incident
     from itlkit.cli._runs import load_calibration
-    from itlkit.cli.diagnose import fill_deployment_from_metrics, served_model_names
+    from itlkit.cli.diagnose import fill_deployment_from_metrics
+    from itlkit.diagnosis.deployment import served_model_names
     from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
     from itlkit.diagnosis.scoring import diagnose
     from itlkit.errors import ConfigError

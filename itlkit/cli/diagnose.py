@@ -13,7 +13,13 @@ from itlkit.cli._args import (
     tokens,
     window_seconds,
 )
-from itlkit.diagnosis.deployment import PageFacts, Stated, infer_deployment
+from itlkit.diagnosis.deployment import (
+    InferredDeployment,
+    Stated,
+    infer_deployment,
+    page_facts,
+    served_model_names,
+)
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, timeline_from_frame
 from itlkit.diagnosis.gpu_range import diagnose_deployment
 from itlkit.diagnosis.report import build_report, to_text
@@ -179,13 +185,12 @@ def _run_fleet(args) -> int:
     if args.model_name or args.batch or args.context:
         raise ValueError("--all diagnoses every model: drop --model-name, --batch and --context")
     start, end = _prometheus_period(args)
-    deployments: dict[str, tuple] = {}
+    deployments: dict[str, InferredDeployment] = {}
 
-    def deployment_for(model_name: str):
+    def deployment_for(model_name: str) -> InferredDeployment:
         if model_name not in deployments:
-            mine = copy.copy(args)
-            said = fill_deployment_from_metrics(mine, [model_name] if model_name else [])
-            deployments[model_name] = (deployment_from_args(mine), tuple(said))
+            served = [model_name] if model_name else []
+            deployments[model_name] = infer_from_args(copy.copy(args), served)
         return deployments[model_name]
 
     evidence = fetch_fleet_evidence(
@@ -268,23 +273,13 @@ def _chosen_model(frame, model_name: str | None):
     return frame[frame["model_name"].isin([*names, ""])]
 
 
-def served_model_names(frame) -> list[str]:
-    if frame is None:
-        return []
-    itl = frame[frame["metric"] == "itl"]
-    return sorted({str(n) for n in itl["model_name"].unique()} - {""})
-
-
 def infer_from_args(args, served_names: list[str], *, paths=()):
     """The deployment the flags state and the metrics (served names; the pages' cache config,
     when `paths` are pages) imply, by `infer_deployment`; the flags not given are set to it."""
-    from itlkit.metrics.page_info import cache_config_of_files
-
     stated = Stated(model=args.model, gpu=args.gpu, weight_precision=args.weights_precision,
                     kv_precision=args.kv_precision, tp=getattr(args, "tp", 1),
                     mfu=args.mfu)  # fmt: skip
-    config = cache_config_of_files(paths) if paths else None
-    inferred = infer_deployment(stated, PageFacts(tuple(served_names), config))
+    inferred = infer_deployment(stated, page_facts(served_names, paths))
     d = inferred.deployment
     args.model = args.model or d.model.slug
     args.gpu, args.weights_precision, args.kv_precision = d.gpu.slug, d.weights.name, d.kv.name

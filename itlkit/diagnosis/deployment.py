@@ -70,6 +70,22 @@ class InferredDeployment:
         return any(a.startswith("model ") and "pass --model" in a for a in self.assumptions)
 
 
+def served_model_names(frame) -> list[str]:
+    """The model names the ITL rows of a tidy metrics table carry (none: [])."""
+    if frame is None:
+        return []
+    itl = frame[frame["metric"] == "itl"]
+    return sorted({str(n) for n in itl["model_name"].unique()} - {""})
+
+
+def page_facts(served_names=(), paths=()) -> PageFacts:
+    """The facts of `served_names` and of the pages among `paths` (files or folders): the
+    last `vllm:cache_config_info` they hold."""
+    from itlkit.metrics.page_info import cache_config_of_files
+
+    return PageFacts(tuple(served_names), cache_config_of_files(paths) if paths else None)
+
+
 def infer_deployment(stated: Stated, facts: PageFacts) -> InferredDeployment:
     """The deployment `stated` and the page's `facts` describe; every part not stated is read
     off the page or assumed, and said so (one sentence per part, in the CLI's flag names)."""

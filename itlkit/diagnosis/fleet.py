@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from itlkit.diagnosis.deployment import InferredDeployment
 from itlkit.diagnosis.evidence import Timeline, period_seconds
-from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis, diagnose
+from itlkit.diagnosis.gpu_range import diagnose_deployment
+from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
 from itlkit.errors import EvidenceError, PrometheusError
 from itlkit.metrics.histogram import Histogram, sum_histograms
 from itlkit.metrics.http_get import one_line, shown_url
@@ -32,7 +34,6 @@ from itlkit.metrics.prometheus_api import (
     series_points,
 )
 from itlkit.metrics.vllm_metrics import metric
-from itlkit.physics.roofline import Deployment
 from itlkit.units import format_percent, format_seconds
 
 GROUP_LABELS = ("instance", "model_name", "engine")
@@ -100,6 +101,13 @@ class FleetRow:
                 "is it serving requests? (scrape target up, traffic routed to it)"
                 if self.problem == NO_TRAFFIC
                 else str(self.problem)
+            )
+        if d.impossible:
+            return "state its model, precision, TP and GPU: its steps beat the floor assumed"
+        if d.healthy and d.depends_on_gpu:
+            return "pass --gpu: " + "; ".join(
+                f"{f.cause} is named on {', '.join(d.gpus_naming(f.cause))} only"
+                for f in d.depends_on_gpu
             )
         if d.healthy or not d.lead.confirm:
             return "-"
@@ -311,15 +319,17 @@ def fetch_fleet_evidence(
 
 def diagnose_fleet(
     evidence: FleetEvidence,
-    deployment_for: Callable[[str], tuple[Deployment, tuple[str, ...]]],
+    deployment_for: Callable[[str], InferredDeployment],
     *,
     max_num_batched_tokens: int | None = None,
 ) -> tuple[FleetRow, ...]:
-    """Diagnose each member with the deployment `deployment_for(model_name)` gives (and the
-    assumptions it states); rows ranked by `FleetRow.severity`, worst first."""
+    """Diagnose each member on the deployment `deployment_for(model_name)` infers (by
+    `infer_deployment`, as `itlkit diagnose` does for one page; its GPU range too); rows
+    ranked by `FleetRow.severity`, worst first."""
     rows = []
     for member, timeline in evidence.timelines.items():
-        deployment, assumptions = deployment_for(member.model_name)
+        inferred = deployment_for(member.model_name)
+        assumptions = inferred.assumptions
         if member in evidence.problems:
             rows.append(FleetRow(member, assumptions, problem=evidence.problems[member]))
             continue
@@ -327,7 +337,8 @@ def diagnose_fleet(
             rows.append(FleetRow(member, assumptions, problem=NO_TRAFFIC))
             continue
         try:
-            d = diagnose(timeline, deployment, max_num_batched_tokens=max_num_batched_tokens)
+            d = diagnose_deployment(timeline, inferred,
+                                    max_num_batched_tokens=max_num_batched_tokens)  # fmt: skip
         except EvidenceError as exc:
             rows.append(FleetRow(member, assumptions, problem=str(exc)))
             continue

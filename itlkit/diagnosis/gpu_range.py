@@ -22,8 +22,9 @@ def diagnose_deployment(timeline: Timeline, inferred: InferredDeployment, **sett
     """`diagnose` on the inferred deployment; when its GPU was not stated, on each GPU of
     `inferred.gpus` as well, reported on the assumed GPU if the steps allow it, else on the
     first GPU (slowest first) they allow."""
+    said = {"assumptions": inferred.assumptions}
     if inferred.gpu_stated:
-        return diagnose(timeline, inferred.deployment, **settings)
+        return dataclasses.replace(diagnose(timeline, inferred.deployment, **settings), **said)
     assumed = inferred.deployment.gpu.slug
     results = {}
     for name in dict.fromkeys([*inferred.gpus, assumed]):
@@ -32,7 +33,7 @@ def diagnose_deployment(timeline: Timeline, inferred: InferredDeployment, **sett
     alternatives = tuple(_alternative(name, *results[name]) for name in results)
     plausible = [a.gpu for a in alternatives if a.plausible]
     chosen = assumed if assumed in plausible or not plausible else plausible[0]
-    return dataclasses.replace(results[chosen][1], alternatives=alternatives)
+    return dataclasses.replace(results[chosen][1], alternatives=alternatives, **said)
 
 
 def _alternative(name: str, deployment, d: Diagnosis) -> Alternative:

@@ -14,7 +14,7 @@ from itlkit.diagnosis.findings import TITLES, Fix, bucket_text, shape_sentence
 from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
 from itlkit.units import format_percent, format_seconds
 
-HTML_PARTS = ("verdict", "facts", "findings", "notes")
+HTML_PARTS = ("assumed", "verdict", "facts", "findings", "notes")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class Report:
     sections: tuple[Section, ...]
     notes: tuple[str, ...]
     gpu_range: tuple[str, ...] = ()  # when the GPU was not given: does the verdict hang on it?
+    assumptions: tuple[str, ...] = ()  # what of the deployment was read off the page or assumed
+    impossible: str = ""  # why the judged deployment cannot have made the steps
 
 
 def gpu_range_lines(d: Diagnosis) -> tuple[str, ...]:
@@ -118,9 +120,8 @@ def build_report(d: Diagnosis) -> Report:
                 bool(d.impossible))
         for f in d.ranked
     )  # fmt: skip
-    return Report(
-        period, d.verdict_with_range, d.healthy, facts, sections, d.notes, gpu_range_lines(d)
-    )
+    return Report(period, d.verdict_with_range, d.healthy, facts, sections, d.notes,
+                  gpu_range_lines(d), d.assumptions, d.impossible)  # fmt: skip
 
 
 def to_text(report: Report) -> str:
@@ -174,8 +175,18 @@ def to_html(report: Report, *, parts: tuple[str, ...] = HTML_PARTS) -> str:
     if unknown:
         raise ValueError(f"unknown report parts {sorted(unknown)}; valid: {', '.join(HTML_PARTS)}")
     color = "#2a7a2a" if report.healthy else "#a0322a"
+    warning = (
+        "<div class='itlkit-below-floor' style='border:2px solid #c62828;background:#fdecea;"
+        "color:#b71c1c;padding:6px 10px;margin:4px 0'><b>The steps beat the floor:</b> "
+        f"{html.escape(report.impossible)}. Pick the deployment that served these metrics.</div>"
+        if report.impossible else ""
+    )  # fmt: skip
     rendered = {
-        "verdict": f'<div style="font-size:15px;color:{color}"><b>'
+        "assumed": "".join(
+            f"<div class='itlkit-assumed' style='color:#666'>assumed: {html.escape(a)}</div>"
+            for a in report.assumptions
+        ),  # fmt: skip
+        "verdict": warning + f'<div style="font-size:15px;color:{color}"><b>'
         f"{html.escape(report.verdict)}</b></div>",
         "facts": "<table>"
         + "".join(

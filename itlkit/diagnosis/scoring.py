@@ -177,6 +177,7 @@ class Diagnosis:
     notes: tuple[str, ...] = field(default=())
     alternatives: tuple[Alternative, ...] = field(default=())  # empty: the GPU was given
     impossible: str = ""  # why the deployment cannot have made these steps ("" when it can)
+    assumptions: tuple[str, ...] = ()  # what of the deployment was read off the page or assumed
 
     @property
     def verdict_key(self) -> str:

@@ -1,5 +1,7 @@
 """The deployment picker the notebooks share: model (a catalog name or your own config.json), GPU,
-and the weight and KV-cache precisions."""
+and the weight and KV-cache precisions. Where the notebook reads metrics, each dropdown also offers
+AUTO: the part is then read off the metrics or assumed by `infer_deployment`, exactly as
+`itlkit diagnose` does without the flag, and the notebook shows the same "assumed: ..." lines."""
 
 from __future__ import annotations
 
@@ -7,11 +9,14 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
+from itlkit.diagnosis.deployment import Stated
 from itlkit.physics.hardware import GPUS
 from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.roofline import Deployment
 from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS
 from itlkit.widgets._style import labelled
+
+AUTO = "auto (from the metrics)"  # the option that leaves a part to the metrics
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,17 @@ class DeploymentPicker:
         path = self.model_path.value.strip() if self.model_path is not None else ""
         return path or self.model.value
 
+    def stated(self, **settings) -> Stated:
+        """What the picker states, None for each part left to the metrics (AUTO)."""
+        path = self.model_path.value.strip() if self.model_path is not None else ""
+        return Stated(
+            model=path or self.model.value,
+            gpu=self.gpu.value,
+            weight_precision=self.weights.value if self.weights is not None else None,
+            kv_precision=self.kv.value if self.kv is not None else None,
+            **settings,
+        )
+
     def deployment(self, **settings) -> Deployment:
         """`Deployment.create` with the picked model, GPU and precisions, and `settings`."""
         picked = {}
@@ -54,14 +70,17 @@ def deployment_picker(
     kv_precision: str = "bf16",
     own_config: bool = True,
     precisions: bool = True,
+    auto: bool = False,
     width: str = "460px",
     label_width: str = "150px",
 ) -> DeploymentPicker:
     """Dropdowns for the catalog model and GPU, a text box for your own config.json
-    (`own_config`) and dropdowns for the weight and KV-cache precisions (`precisions`)."""
+    (`own_config`) and dropdowns for the weight and KV-cache precisions (`precisions`). With
+    `auto`, each dropdown starts at AUTO (value None): read off the metrics or assumed."""
     look = dict(width=width, label_width=label_width)
-    # a precision name is short: its dropdown is 150 px beside the label
-    narrow = dict(width=f"{int(label_width.removesuffix('px')) + 150}px", label_width=label_width)
+    # a precision name is short: its dropdown is 150 px beside the label (AUTO needs the width)
+    short = f"{int(label_width.removesuffix('px')) + 150}px"
+    narrow = look if auto else dict(width=short, label_width=label_width)
     model_path = None
     if own_config:
         model_path = labelled(
@@ -72,18 +91,20 @@ def deployment_picker(
             continuous_update=False,
             **look,
         )
+
+    def dropdown(label, names, value, **layout):
+        options = [(AUTO, None), *((n, n) for n in names)] if auto else list(names)
+        return labelled(widgets.Dropdown, label, options=options,
+                        value=None if auto else value, **layout)  # fmt: skip
+
     weights = kv = None
     if precisions:
-        weights = labelled(
-            widgets.Dropdown, "weights", options=WEIGHT_PRECISIONS, value=weight_precision, **narrow
-        )
-        kv = labelled(
-            widgets.Dropdown, "KV cache", options=KV_PRECISIONS, value=kv_precision, **narrow
-        )
+        weights = dropdown("weights", WEIGHT_PRECISIONS, weight_precision, **narrow)
+        kv = dropdown("KV cache", KV_PRECISIONS, kv_precision, **narrow)
     return DeploymentPicker(
-        model=labelled(widgets.Dropdown, "model", options=list(MODELS), value=model, **look),
+        model=dropdown("model", list(MODELS), model, **look),
         model_path=model_path,
-        gpu=labelled(widgets.Dropdown, "GPU", options=list(GPUS), value=gpu, **look),
+        gpu=dropdown("GPU", list(GPUS), gpu, **look),
         weights=weights,
         kv=kv,
     )

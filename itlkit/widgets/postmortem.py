@@ -13,6 +13,13 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from itlkit.bundled import scenario_folder
+from itlkit.diagnosis.deployment import (
+    PageFacts,
+    Stated,
+    infer_deployment,
+    page_facts,
+    served_model_names,
+)
 from itlkit.diagnosis.evidence import DEFAULT_WINDOW_SECONDS, Timeline, timeline_from_frame
 from itlkit.diagnosis.fleet import (
     TABLE_COLUMNS,
@@ -24,8 +31,9 @@ from itlkit.diagnosis.fleet import (
     fetch_fleet_evidence,
     to_table,
 )
+from itlkit.diagnosis.gpu_range import diagnose_deployment
 from itlkit.diagnosis.report import build_report, to_html
-from itlkit.diagnosis.scoring import Diagnosis, diagnose
+from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import (
     EngineSpeed,
     Prediction,
@@ -42,7 +50,7 @@ from itlkit.plots.postmortem import (
     timeline_figure,
     whatif_spec,
 )
-from itlkit.widgets._deployment import deployment_picker
+from itlkit.widgets._deployment import AUTO, deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_figure, update_traces
 from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, columns, error_banner, labelled
 
@@ -126,12 +134,13 @@ class PostmortemExplorer:
                               width=_FIELD, label_width=_LABEL)  # fmt: skip
         self.end = labelled(widgets.Text, "end", placeholder="2026-12-02T16:00:00Z",
                             width=_FIELD, label_width=_LABEL)  # fmt: skip
-        self.picker = deployment_picker(label_width=_WIDE["description_width"], width=_FIELD)
+        self.picker = deployment_picker(label_width=_WIDE["description_width"], width=_FIELD,
+                                        auto=True)  # fmt: skip
         self.model, self.model_path = self.picker.model, self.picker.model_path
         self.gpu, self.weights, self.kv = self.picker.gpu, self.picker.weights, self.picker.kv
         self.tp = widgets.Dropdown(
-            options=[1, 2, 4, 8], value=1, description="TP (GPUs)", style=_WIDE,
-            layout=widgets.Layout(width=_SHORT),
+            options=[(AUTO, None), *((str(n), n) for n in (1, 2, 4, 8))], value=None,
+            description="TP (GPUs)", style=_WIDE, layout=widgets.Layout(width=_FIELD),
         )  # fmt: skip
         self.budget = widgets.BoundedIntText(
             value=max_num_batched_tokens,
@@ -219,36 +228,50 @@ class PostmortemExplorer:
         ])  # fmt: skip
 
     # ---- steps ------------------------------------------------------------------------------
-    def _frame(self):
-        """The tidy metrics of the chosen source; uploads live in a private folder while read."""
+    def _frame(self) -> tuple[object, PageFacts]:
+        """The tidy metrics of the chosen source and what its pages say of the deployment;
+        uploads live in a private folder while read."""
         if self.source.value != UPLOAD:
-            return read_paths([SCENARIO_DIR / self.source.value])
+            paths = [SCENARIO_DIR / self.source.value]
+            frame = read_paths(paths)
+            return frame, page_facts(served_model_names(frame), paths)
         if not self.upload.value:
             raise ValueError("upload one or more scrape files first")
         with tempfile.TemporaryDirectory(prefix="itlkit-upload-") as folder:  # mode 0700
             paths = [_save_upload(Path(folder), item) for item in self.upload.value]
-            return read_paths([Path(folder)] if len(paths) > 1 else paths)
+            frame = read_paths([Path(folder)] if len(paths) > 1 else paths)
+            return frame, page_facts(served_model_names(frame), paths)
+
+    def _stated(self) -> Stated:
+        """What the controls state; AUTO parts are left to the metrics."""
+        return self.picker.stated(tp=self.tp.value)
 
     def _run_diagnosis(self) -> None:
-        deployment = self.picker.deployment(tp=int(self.tp.value))
         if self.source.value == PROMETHEUS:
-            from itlkit.diagnosis.evidence import timeline_from_prometheus
-
-            url, start, end = self._prometheus_inputs()
-            if self.instance.value is not None:
-                timeline = self._member_timeline(self.instance.value)
-            else:
-                timeline = timeline_from_prometheus(url, start=start, end=end)
+            timeline, facts = self._prometheus_evidence()
         else:
-            timeline = timeline_from_frame(self._frame())
-        self.diagnosis = diagnose(
-            timeline, deployment, max_num_batched_tokens=int(self.budget.value)
+            frame, facts = self._frame()
+            timeline = timeline_from_frame(frame)
+        inferred = infer_deployment(self._stated(), facts)
+        self.diagnosis = diagnose_deployment(
+            timeline, inferred, max_num_batched_tokens=int(self.budget.value)
         )
         self.speed = None  # the replay is calibrated again for new metrics
         self._predictions = {}
         report = build_report(self.diagnosis)
-        self.verdict.value = to_html(report, parts=("verdict", "facts", "notes"))
+        self.verdict.value = to_html(report, parts=("assumed", "verdict", "facts", "notes"))
         self.evidence.value = to_html(report, parts=("findings",))
+
+    def _prometheus_evidence(self) -> tuple[Timeline, PageFacts]:
+        """The picked fleet member's windows, or the server's only model over the period."""
+        from itlkit.diagnosis.evidence import timeline_from_prometheus
+
+        url, start, end = self._prometheus_inputs()
+        if self.instance.value is not None:
+            member = self.instance.value
+            served = (member.model_name,) if member.model_name else ()
+            return self._member_timeline(member), PageFacts(served)
+        return timeline_from_prometheus(url, start=start, end=end), PageFacts()
 
     def _prometheus_inputs(self) -> tuple[str, str, str]:
         """URL, start and end as typed; one sentence naming every one still missing."""
@@ -291,11 +314,15 @@ class PostmortemExplorer:
         """The scan's evidence and verdicts, every instance judged on the deployment above."""
         inputs = self._prometheus_inputs()
         url, start, end = inputs
-        deployment = self.picker.deployment(tp=int(self.tp.value))
+        stated = self._stated()
         evidence = fetch_fleet_evidence(
             url, start=start, end=end, window_seconds=DEFAULT_WINDOW_SECONDS
         )
-        rows = diagnose_fleet(evidence, lambda _: (deployment, ()),
+
+        def deployment_for(name: str):
+            return infer_deployment(stated, PageFacts((name,) if name else ()))
+
+        rows = diagnose_fleet(evidence, deployment_for,
                               max_num_batched_tokens=int(self.budget.value))  # fmt: skip
         if not rows:
             raise EvidenceError(f"{url}: no vLLM metrics in that period")
@@ -304,9 +331,9 @@ class PostmortemExplorer:
     def _offer_instances(self) -> None:
         scan = self.fleet
         summary = to_table(scan.rows, window_seconds=scan.evidence.window_seconds).splitlines()[-1]
-        self.fleet_status.value = html.escape(
-            f"{summary}; every instance judged as {self.picker.model_name} on {self.gpu.value}, "
-            f"TP {self.tp.value}"
+        said = sorted({a for r in scan.rows for a in r.assumptions})
+        self.fleet_status.value = html.escape(summary) + "".join(
+            f"<br><span class='itlkit-assumed'>assumed: {html.escape(a)}</span>" for a in said
         )
         self.fleet_table.value = fleet_table_html(scan.rows)
         options = [(EVERY_INSTANCE, None), *((_member_label(r), r.member) for r in scan.rows)]

@@ -1,0 +1,78 @@
+"""The notebooks read the page as the CLI does (issue 19, item 3): an uploaded real page is judged
+on the deployment `itlkit diagnose` infers from it without flags, with the same "assumed: ..."
+lines and the same verdict; a deployment the steps beat is flagged in red."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import re
+
+import pytest
+from _paths import DATA
+
+from itlkit.cli import main
+from itlkit.widgets.postmortem import UPLOAD, PostmortemExplorer
+
+OPT = DATA / "real" / "er0080-opt125m-tp2-3090-loaded-v0.25" / "metrics.prom"
+QWEN = DATA / "real" / "armandos-qwen3-4b-fp8-ngc25.09" / "metrics.prom"
+OPT_CONFIG = DATA / "hf_configs" / "opt-125m" / "config.json"
+
+
+def _text(markup: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+def _upload(explorer: PostmortemExplorer, page) -> None:
+    data = page.read_bytes()
+    explorer.source.value = UPLOAD
+    explorer.upload.value = ({"name": page.name, "type": "text/plain", "size": len(data),
+                              "last_modified": dt.datetime.now(dt.UTC),
+                              "content": memoryview(data)},)  # fmt: skip
+    explorer.reload()
+
+
+def _cli(capsys, *args) -> dict:
+    assert main(["diagnose", "--json", *map(str, args)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("page", [OPT, QWEN], ids=["opt-125m-tp2", "qwen3-4b-fp8"])
+def test_an_uploaded_page_is_judged_as_the_cli_judges_it(page, capsys):
+    ex = PostmortemExplorer(scenario="mixed")
+    _upload(ex, page)
+    doc = _cli(capsys, page)
+    d = ex.diagnosis
+    assert (d.deployment.model.slug, d.deployment.gpu.slug, d.deployment.tp) == (
+        doc["model"], doc["gpu"], doc["tp"])  # fmt: skip
+    shown = _text(ex.verdict.value)
+    for line in doc["assumptions"]:
+        assert f"assumed: {line}" in shown
+    assert doc["verdict"] in shown
+
+
+def test_the_opt_page_is_not_judged_as_llama_on_h100_by_default():
+    # the issue: the notebook judged this page as Llama-3.1-8B bf16 on one H100 (0.7x the floor)
+    ex = PostmortemExplorer(scenario="mixed")
+    _upload(ex, OPT)
+    assert ex.diagnosis.deployment.tp == 2  # from the served name 'opt-125m-tp2'
+    assert not ex.diagnosis.impossible
+    assert "itlkit-below-floor" not in ex.verdict.value
+
+
+def test_its_own_config_and_gpu_give_the_argued_verdict():
+    ex = PostmortemExplorer(scenario="mixed")
+    ex.model_path.value, ex.gpu.value = str(OPT_CONFIG), "rtx-3090"
+    _upload(ex, OPT)
+    assert "Most likely: host overhead between GPU kernels" in _text(ex.verdict.value)
+
+
+def test_a_deployment_the_steps_beat_is_flagged_in_red():
+    ex = PostmortemExplorer(scenario="mixed")
+    ex.model.value, ex.gpu.value, ex.tp.value = "llama-3.1-8b", "h100-sxm", 1
+    _upload(ex, OPT)
+    assert "itlkit-below-floor" in ex.verdict.value and "#c62828" in ex.verdict.value
+    shown = _text(ex.verdict.value)
+    assert "The steps beat the floor:" in shown and "No cause can be named" in shown
+    assert "Most likely" not in shown
