@@ -105,6 +105,8 @@ class PostmortemExplorer:
         self.whatif_figure = figure_widget(
             go.Figure(whatif_spec(self.diagnosis, self.baseline, self.prediction))
         )
+        if self.prediction is not None:
+            self.whatif_notes.value = whatif_notes_html(self.baseline, self.prediction)
         self.load.on_click(lambda _: self.reload())
         self.scan.on_click(lambda _: self.scan_fleet())
         self.instance.observe(self._on_instance, names="value")
@@ -198,6 +200,7 @@ class PostmortemExplorer:
         )
         self.export_status = widgets.HTML()
         self.whatif_busy = busy_label()
+        self.whatif_notes = widgets.HTML()  # how far the replay is from what was observed
 
     def _layout(self) -> widgets.VBox:
         """The six steps of the walk, top to bottom."""
@@ -222,6 +225,7 @@ class PostmortemExplorer:
             whatif,
             self.whatif_busy,
             self.whatif_figure,
+            self.whatif_notes,
             widgets.HTML("<h3>6. Report</h3>"),
             widgets.HBox([self.export, self.export_status]),
             FitFiguresToWidth(),
@@ -457,9 +461,11 @@ class PostmortemExplorer:
         spec = whatif_spec(self.diagnosis, self.baseline, self.prediction)
         with self.whatif_figure.batch_update():  # the curves, title and ranges that changed
             update_figure(self.whatif_figure, spec)
+        self.whatif_notes.value = whatif_notes_html(self.baseline, self.prediction)
 
     def _clear_whatif(self, title: str) -> None:
         """No curves (they belonged to another setting or incident), and `title` saying why."""
+        self.whatif_notes.value = ""
         with self.whatif_figure.batch_update():
             update_traces(self.whatif_figure, ({"x": [], "y": []} for _ in self.whatif_figure.data))
             self.whatif_figure.layout.title.text = title
@@ -492,6 +498,21 @@ class PostmortemExplorer:
             _write_new_file(target, page)
         self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
         return target
+
+
+def whatif_notes_html(baseline: Prediction, prediction: Prediction) -> str:
+    """The replay's distance from what was observed (its warning in red when poor), then the
+    prediction's own notes."""
+    parts = []
+    replay = baseline.replay
+    if replay is not None:
+        parts.append(f"<div class='itlkit-replay' style='color:#555'>{html.escape(replay.line)}"
+                     "</div>")  # fmt: skip
+        if replay.warning:
+            parts.append("<div class='itlkit-replay-warning' style='color:#b71c1c'><b>"
+                         f"{html.escape(replay.warning)}</b></div>")  # fmt: skip
+    parts += [f"<div style='color:#555'>{html.escape(n)}</div>" for n in prediction.notes]
+    return "".join(parts)
 
 
 def fleet_table_html(rows) -> str:
