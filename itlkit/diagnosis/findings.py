@@ -177,7 +177,8 @@ def _interference_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
         Fix(
             "disaggregate prefill from decode",
             "decode steps never carry a chunk: ITL stays near the ~"
-            f"{format_seconds(fp.fast_mode_seconds)} fast mode",
+            f"{format_seconds(fp.fast_mode_seconds)} fast mode (disaggregation alone: an FP8 "
+            "KV cache or a lower max_num_seqs moves the fast mode itself)",
             f"separate prefill GPUs, and each prompt's KV ({format_bytes(kv_transfer)}) crosses "
             "the network before its first token",
         ),
