@@ -156,7 +156,9 @@ def test_title_says_which_floor_is_assumed(examples):
     """Issue 12: a page was judged against the default Llama-3.1-8B / H100 floor with no hint."""
     ex = HistogramExplorer(examples=examples)
     title = ex.figure.layout.title.text
-    assert "assumed for llama-3.1-8b, h100-sxm, batch 64, 4096 tokens" in title
+    assert "for llama-3.1-8b bf16 on h100-sxm, batch 64, 4096 tokens" in title
+    assert "assumed: model llama-3.1-8b (model_name 'm' is not in the catalog" in _words(title)
+    assert "GPU h100-sxm (vLLM's metrics do not name it; pass --gpu)" in _words(title)
     ex.batch.value = 12
     assert "batch 12," in ex.figure.layout.title.text  # the title follows the floor's inputs
 
@@ -236,23 +238,25 @@ def test_an_uploaded_page_is_judged_against_its_own_model(examples):
     served = "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8"
     text = ONE.replace('model_name="m"', f'model_name="{served}"')
     ex.upload.value = (_upload("70b-20261202T130000Z.prom", text),)
-    assert ex.model.value == "llama-3.1-70b"
+    assert ex.model.value is None  # AUTO: read off the served name, as `itlkit diagnose` does
+    assert ex.inferred().deployment.model.slug == "llama-3.1-70b"
     dep = Deployment.create(model="llama-3.1-70b", gpu="h100-sxm", weight_precision="fp8")
     want = float(decode_step(dep, batch_size=64, context_tokens=4096).floor_seconds)
     assert _trace(ex.figure, "floor").x[0] == pytest.approx(want)
     title = _words(ex.figure.layout.title.text)
-    assert "assumed for llama-3.1-70b, fp8 weights, h100-sxm, batch 64" in title
-    assert "model from model_name" in title and "FP8 weights from its suffix" in title
-    assert "GPU h100-sxm assumed (the metrics do not name it)" in title
+    assert "for llama-3.1-70b fp8 on h100-sxm, batch 64" in title
+    assert "model llama-3.1-70b, from model_name" in title and "FP8 weights from its suffix" in title
+    assert "GPU h100-sxm (vLLM's metrics do not name it" in title
     # four title lines: the figure grows, the plot keeps its height, the legend stays below it
     layout = ex.figure.layout
     assert layout.height - layout.margin.t - layout.margin.b == 330
-    assert layout.legend.yanchor == "top" and layout.legend.y * 330 <= -60
+    legend = layout.legend
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")  # at the foot
     ex.model.value = "llama-3.1-8b"  # the reader overrules the guess: its precision goes too
     assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
     assert "fp8" not in ex.figure.layout.title.text
-    ex.example.value = "series"  # model_name "m" is in no catalog: the model chosen stays
-    assert ex.model.value == "llama-3.1-8b"
+    ex.model.value = None  # back to AUTO
+    ex.example.value = "series"  # model_name "m" is in no catalog: the default, said
     assert "model_name 'm' is not in the catalog" in _words(ex.figure.layout.title.text)
 
 

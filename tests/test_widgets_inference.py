@@ -89,3 +89,57 @@ def test_the_what_if_says_how_far_its_replay_is_from_what_was_observed():
     observed = ex.diagnosis.itl_quantiles_seconds[0.99]
     replayed = ex.baseline.itl_bucket_quantile(0.99)  # both read through the same buckets
     assert replay.itl_p99_relative_error == pytest.approx(replayed / observed - 1, rel=1e-6)
+
+
+def _upload_to_histogram(explorer, page) -> None:
+    text = page.read_text()
+    explorer.upload.value = ({"name": page.name, "type": "text/plain", "size": len(text),
+                              "last_modified": dt.datetime.now(dt.UTC),
+                              "content": memoryview(text.encode())},)  # fmt: skip
+
+
+@pytest.fixture
+def histogram_explorer():
+    from itlkit.bundled import bundled_path
+    from itlkit.widgets.histogram import HistogramExplorer
+
+    one = bundled_path("synthetic-v0.12-one-page-20261202T120500Z.prom")
+    return HistogramExplorer(examples={"one page": one}, batch_size=64, context_tokens=640)
+
+
+def test_notebook_03_reads_the_uploaded_page_as_the_cli_does(histogram_explorer, capsys):
+    ex = histogram_explorer
+    _upload_to_histogram(ex, OPT)
+    doc = _cli(capsys, OPT)
+    title = _text(ex.figure.layout.title.text)
+    for line in doc["assumptions"]:
+        assert line in title
+    assert ex.inferred().deployment.tp == 2  # from 'opt-125m-tp2', as the CLI reads it
+
+
+def test_notebook_03_takes_a_config_json_and_draws_its_floor(histogram_explorer):
+    # the issue: an OPT-125m page was drawn against the Llama 3.1 8B / H100 floor and the
+    # notebook had no way to give a config.json. OPT-125m's KV per token: 2 x 12 layers x
+    # 12 heads x 64 x 2 B = 36,864 B, halved per GPU at TP 2
+    ex = histogram_explorer
+    _upload_to_histogram(ex, OPT)
+    ex.model_path.value, ex.gpu.value = str(OPT_CONFIG), "rtx-3090"
+    dep = ex.inferred().deployment
+    assert dep.model.kv_bytes_per_token(dep.kv) == 2 * 12 * 12 * 64 * 2
+    floor = next(t for t in ex.figure.data if t.name and "floor" in t.name).x[0]
+    weights_per_gpu = 125e6 * 2 / 2  # OPT-125m's ~125 M parameters in bf16, split over TP 2
+    kv_per_gpu = 64 * 640 * 36_864 / 2
+    # RTX 3090: 936 GB/s; the issue's 0.94 ms
+    assert floor == pytest.approx((weights_per_gpu + kv_per_gpu) / 936e9, rel=0.03)
+    assert floor == pytest.approx(0.94e-3, abs=0.005e-3)
+    assert ex.warning.value == ""
+
+
+def test_notebook_03_warns_in_red_when_the_gaps_beat_the_floor(histogram_explorer):
+    # judged as Llama 3.1 8B bf16 on one H100 at batch 64, context 640: a 6.40 ms floor, while
+    # the fastest 95% of the gaps average at most 5.20 ms (see test_truthful_diagnosis)
+    ex = histogram_explorer
+    _upload_to_histogram(ex, OPT)
+    ex.model.value, ex.gpu.value, ex.tp.value = "llama-3.1-8b", "h100-sxm", 1
+    assert "itlkit-below-floor" in ex.warning.value and "#c62828" in ex.warning.value
+    assert "average at most 5.20 ms" in _text(ex.warning.value)

@@ -34,14 +34,14 @@ from itlkit.diagnosis.fingerprint import (
     Fingerprint,
     fingerprint,
 )
-from itlkit.metrics.histogram import Histogram
+from itlkit.metrics.histogram import Histogram, locate_quantile
 from itlkit.physics.calibration import Calibration, read_calibration
 from itlkit.physics.roofline import Deployment
 from itlkit.units import format_seconds
 
 __all__ = [
     "CAUSES", "HEALTHY_BELOW", "PLAUSIBLE_GPUS", "RULES", "TITLES", "TYPICAL_MBU", "Alternative",
-    "Diagnosis", "diagnose", "floor_contradiction",
+    "Diagnosis", "diagnose", "floor_beaten", "floor_contradiction",
 ]  # fmt: skip
 
 CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
@@ -447,22 +447,30 @@ def diagnose(
 
 
 def floor_contradiction(fp: Fingerprint, total: Histogram, deployment: Deployment) -> str:
-    """Why `deployment` cannot have made the observed gaps, or "" when it can. Each gap is at
-    least one step, and no step reads the weights and the KV cache faster than the datasheet's
-    HBM bandwidth allows: so neither a quarter of the gaps ending below the lowest window floor
-    (the p25's whole bucket below it), nor the fastest gaps averaging below it, can happen. The
-    fastest gaps' mean is bounded exactly, without a guess inside a bucket: the `_sum` less
-    what each slower gap holds at least (its bucket's lower bound), over their count."""
+    """Why `deployment` cannot have made the observed gaps, or "" when it can: `floor_beaten`
+    against the lowest window floor (the smallest batch and context seen)."""
     floors = np.asarray(fp.floor_seconds_by_window, dtype=float)
     floors = floors[np.isfinite(floors) & (floors > 0)]
     floor = float(floors.min()) if floors.size else fp.floor_seconds
     where = f"the {format_seconds(floor)} floor of {deployment.label} at batch ~{fp.batch_size:.0f}"
-    upper = fp.itl_quantile_buckets[0.25][1]
-    if math.isfinite(upper) and upper < floor:
+    return floor_beaten(total, floor, where)
+
+
+def floor_beaten(total: Histogram, floor_seconds: float, where: str) -> str:
+    """Why the gaps of `total` cannot come from steps bounded below by `floor_seconds`, or "".
+    Each gap is at least one step, and no step reads the weights and the KV cache faster than
+    the datasheet's HBM bandwidth allows: so neither a quarter of the gaps ending below the
+    floor (the p25's whole bucket below it) nor the fastest gaps averaging below it can happen.
+    The fastest gaps' mean is bounded exactly, without a guess inside a bucket: the `_sum` less
+    what each slower gap holds at least (its bucket's lower bound), over their count."""
+    if total.count <= 0:
+        return ""
+    upper = locate_quantile(0.25, total.upper_bounds, total.cumulative_counts).bucket_upper
+    if math.isfinite(upper) and upper < floor_seconds:
         return (f"a quarter of the gaps take at most {format_seconds(upper)} (where the "
                 f"p25's bucket ends), below {where}")  # fmt: skip
     bound = fastest_gaps_mean_bound(total)
-    if bound is not None and bound[2] < floor:
+    if bound is not None and bound[2] < floor_seconds:
         share, within, mean = bound
         return (f"the fastest {share:.0%} of the gaps (those within {format_seconds(within)}) "
                 f"average at most {format_seconds(mean)} (the _sum less what the slower gaps "

@@ -10,7 +10,15 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 
+from itlkit.diagnosis.deployment import (
+    InferredDeployment,
+    PageFacts,
+    infer_deployment,
+    page_facts,
+    served_model_names,
+)
 from itlkit.diagnosis.evidence import require_scrape_times
+from itlkit.diagnosis.scoring import floor_beaten
 from itlkit.errors import ConfigError, SourceError, UnknownNameError
 from itlkit.metrics.histogram import (
     HistogramSeries,
@@ -19,11 +27,11 @@ from itlkit.metrics.histogram import (
     slow_share_over_time,
     summarize,
 )
+from itlkit.metrics.page_info import cache_config
 from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
-from itlkit.physics.model_names import ModelGuess, guess_model
-from itlkit.physics.roofline import Deployment, decode_step
+from itlkit.physics.roofline import decode_step
 from itlkit.plots._style import title_margin_px, wrap
 from itlkit.plots.histogram import (
     empty_series_spec,
@@ -32,7 +40,7 @@ from itlkit.plots.histogram import (
     summary_lines,
 )
 from itlkit.units import format_seconds
-from itlkit.widgets._deployment import deployment_picker
+from itlkit.widgets._deployment import AUTO, deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain, update_figure
 from itlkit.widgets._style import columns
 
@@ -72,8 +80,15 @@ class HistogramExplorer:
         self.metric = widgets.Dropdown(
             options=SECONDS_HISTOGRAMS, value=metric, description="histogram", style=_WIDE
         )
-        self.picker = deployment_picker(model=model, gpu=gpu, own_config=False, precisions=False)
+        # every part AUTO: read off the metrics or assumed, as `itlkit diagnose` does
+        self.picker = deployment_picker(auto=True, width="460px")
         self.model, self.gpu = self.picker.model, self.picker.gpu
+        self.model_path, self.weights, self.kv = (
+            self.picker.model_path, self.picker.weights, self.picker.kv)  # fmt: skip
+        self.tp = widgets.Dropdown(
+            options=[(AUTO, None), *((str(n), n) for n in (1, 2, 4, 8))], value=None,
+            description="TP (GPUs)", style=_WIDE, layout=_LAYOUT,
+        )  # fmt: skip
         self.batch = widgets.IntSlider(
             value=batch_size, min=1, max=1024, description="batch (sequences)",
             continuous_update=False, style=_WIDE, layout=_LAYOUT,
@@ -89,12 +104,11 @@ class HistogramExplorer:
         self.batch.add_class("itlkit-hist-batch")  # a handle for browser tests
         self.status = widgets.HTML()
         self.error = widgets.HTML()
-        self._guess: ModelGuess | None = None
-        self._model_note = ""
-        self._quiet = False  # set while a load moves the model dropdown: one redraw, not two
+        self.warning = widgets.HTML()  # red when the gaps beat the floor drawn
         self._frame = read_paths([self.examples[self.example.value]])
+        self._facts = page_facts(served_model_names(self._frame),
+                                 [self.examples[self.example.value]])  # fmt: skip
         self._source = self.example.value
-        self._take_model_from_metrics()
         hist, series = self._figures()
         # the last good title and height, under a failure's mark
         self._title, self._height = hist["layout"]["title"]["text"], hist["layout"]["height"]
@@ -102,17 +116,18 @@ class HistogramExplorer:
         self.series_figure = figure_widget(go.Figure(series))
         self.example.observe(self._on_example, names="value")
         self.upload.observe(self._on_upload, names="value")
-        for control in (self.metric, self.model, self.gpu, self.batch, self.context,
+        for control in (self.metric, *self.picker.controls, self.tp, self.batch, self.context,
                         self.slow_factor):  # fmt: skip
             control.observe(self.update, names="value")
         controls = columns(
-            widgets.VBox([self.example, self.upload, self.metric]),
-            widgets.VBox([self.model, self.gpu, self.batch, self.context, self.slow_factor]),
+            widgets.VBox([self.example, self.upload, self.metric, *self.picker.controls, self.tp]),
+            widgets.VBox([self.batch, self.context, self.slow_factor]),
         )
         self.view = widgets.VBox(
             [
                 controls,
                 self.error,
+                self.warning,
                 self.status,
                 self.figure,
                 self.series_figure,
@@ -122,19 +137,14 @@ class HistogramExplorer:
 
     # --- computations (pure, from the current controls) ------------------------------------
 
-    def weight_precision(self) -> str:
-        """The weights' precision: the one the served name states while its model is chosen."""
-        guess = self._guess
-        if guess is not None and guess.weight_precision and guess.slug == self.model.value:
-            return guess.weight_precision
-        return "bf16"
+    def inferred(self) -> InferredDeployment:
+        """The deployment the controls state, the rest read off the metrics or assumed."""
+        return infer_deployment(self.picker.stated(tp=self.tp.value), self._facts)
 
     def floor_seconds(self) -> float:
-        """Bandwidth floor of one decode step for the chosen model, GPU, batch and context."""
-        dep = Deployment.create(
-            model=self.model.value, gpu=self.gpu.value, weight_precision=self.weight_precision()
-        )
-        step = decode_step(dep, batch_size=self.batch.value, context_tokens=self.context.value)
+        """Bandwidth floor of one decode step for the deployment, batch and context."""
+        step = decode_step(self.inferred().deployment, batch_size=self.batch.value,
+                           context_tokens=self.context.value)  # fmt: skip
         return float(step.floor_seconds)
 
     @property
@@ -179,20 +189,23 @@ class HistogramExplorer:
             hist = series.snapshot(0)
             span = "one snapshot: everything since the server started"
         title = wrap(f"{html.escape(self._source)} · {self.metric.value} · {span}")
+        self.warning.value = ""
         if self.metric.value == "itl":
             summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
-            weights = self.weight_precision()
-            label = f"({self.model.value}, " + (f"{weights} weights, " if weights != "bf16" else "")
-            label += f"{self.gpu.value}, batch {self.batch.value}, {self.context.value} tokens)"
+            label = (f"({self.inferred().deployment.label}, batch {self.batch.value}, "
+                     f"{self.context.value} tokens)")  # fmt: skip
             # which floor the histogram is judged against, always in sight (it is an assumption)
+            said = "; ".join(self.inferred().assumptions)
             title += "<br>" + wrap(
-                f"floor {format_seconds(floor)} assumed for {html.escape(label[1:-1])} · "
-                f"{html.escape(self._model_origin())} · GPU {self.gpu.value} assumed "
-                "(the metrics do not name it)",
+                f"floor {format_seconds(floor)} for {html.escape(label[1:-1])}"
+                + (f" · assumed: {html.escape(said)}" if said else ""),
                 small=True,
             )
             hist = histogram_spec(
                 summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
+            )
+            self.warning.value = below_floor_html(
+                floor_beaten(summary.histogram, floor, f"this {format_seconds(floor)} floor")
             )
         else:  # one decode step bounds the gap between two tokens, not this latency
             summary = summarize(hist, quantiles=QUANTILES)
@@ -221,35 +234,6 @@ class HistogramExplorer:
             ttft_count_per_second=ttft_rate,
             start_seconds=float(itl.timestamps_seconds[0]),
         )
-
-    def _take_model_from_metrics(self) -> None:
-        """Choose the catalog model the metrics' model_name refers to, as `itlkit diagnose`
-        does; the title then says where the model came from."""
-        itl = self._frame[self._frame["metric"] == "itl"]
-        names = sorted({str(n) for n in itl["model_name"].unique()} - {""})
-        self._guess = guess_model(names[0]) if len(names) == 1 else None
-        if self._guess is not None:
-            self._quiet = True
-            try:
-                self.model.value = self._guess.slug
-            finally:
-                self._quiet = False
-            self._model_note = ""
-        elif len(names) == 1:
-            self._model_note = f"model_name {names[0]!r} is not in the catalog: model as chosen"
-        elif names:
-            self._model_note = f"the metrics serve {len(names)} models: model as chosen"
-        else:
-            self._model_note = "the metrics name no model: model as chosen"
-
-    def _model_origin(self) -> str:
-        """Where the model of the floor came from, in words."""
-        guess = self._guess
-        if guess is not None and guess.slug == self.model.value:
-            return f"model {guess.reason}"
-        if guess is not None:
-            return f"model as chosen (model_name suggests {guess.slug})"
-        return self._model_note
 
     def _ttft_rate(self) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -290,8 +274,7 @@ class HistogramExplorer:
 
     def update(self, change=None) -> None:
         """Recompute and redraw from the current controls."""
-        if not self._quiet:
-            self._show()
+        self._show()
 
     def _on_example(self, change) -> None:
         if change["new"] is None:  # cleared after an upload: nothing to load
@@ -302,7 +285,7 @@ class HistogramExplorer:
             self._fail(str(exc), what=f"{change['new']} could not be read")
             return
         self._source = change["new"]
-        self._take_model_from_metrics()
+        self._facts = page_facts(served_model_names(self._frame), [self.examples[change["new"]]])
         self._show()
 
     def _on_upload(self, change) -> None:
@@ -322,5 +305,19 @@ class HistogramExplorer:
         self._source = ", ".join(sorted(texts)) if len(texts) <= 2 else f"{len(texts)} uploads"
         # the dropdown no longer names what is shown, and choosing any example is a change again
         self.example.value = None
-        self._take_model_from_metrics()
+        configs = [cache_config(text, source=name) for name, text in sorted(texts.items())]
+        self._facts = PageFacts(tuple(served_model_names(self._frame)),
+                                next((c for c in reversed(configs) if c), None))  # fmt: skip
         self._show()
+
+
+def below_floor_html(why: str) -> str:
+    """A red banner saying the gaps beat the floor drawn (nothing when they do not)."""
+    if not why:
+        return ""
+    return (
+        "<div class='itlkit-below-floor' style='border:2px solid #c62828;background:#fdecea;"
+        f"color:#b71c1c;padding:6px 10px'><b>The gaps beat the floor:</b> {html.escape(why)}. "
+        "These metrics did not come from this deployment: pick its model (or its config.json), "
+        "precision, TP and GPU.</div>"
+    )
