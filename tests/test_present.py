@@ -40,6 +40,21 @@ HEADINGS = """() => [...document.querySelectorAll('.jp-RenderedMarkdown h2')].ma
             box.width > 0 && box.height > 0 && getComputedStyle(h).visibility !== 'hidden'];
 })"""
 STDERR_OUTPUTS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+# Outputs that are not widgets: printed text, a bare value (issue 19: a monospace print that broke
+# words, a bare 4853241)
+RAW_OUTPUTS = ".jp-OutputArea-output.jp-RenderedText, .jp-OutputArea-output pre"
+# Each section's live part: the top of its first match, in page px (None when absent)
+LIVE_PARTS = {
+    "1 · The evidence": ".js-plotly-plot",  # the heatmap
+    "2 · The verdict": ".itlkit-verdict",
+    "3 · What if": ".itlkit-whatif-budget",
+    "4 · The report": ".itlkit-report-link",
+}
+TOPS = """(selectors) => selectors.map((s) => {
+    const all = [...document.querySelectorAll(s)];
+    const el = s === '.js-plotly-plot' ? all[0] : all[all.length - 1];
+    return el ? el.getBoundingClientRect().top + window.scrollY : null;
+})"""
 
 
 def present_command() -> list[str]:
@@ -139,11 +154,7 @@ def test_notebook_04_presents_as_a_walk_through(voila_url, browser, page_errors,
         page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .gtitle')"
                                ".length >= 2", timeout=60_000)  # fmt: skip
         page.get_by_text("4 · The report").first.wait_for(timeout=60_000)
-        page.wait_for_function(  # the last cell, the export, has run
-            "() => [...document.querySelectorAll('.jp-OutputArea-output')]"
-            ".some((o) => /^\\s*\\d+\\s*$/.test(o.textContent))",
-            timeout=60_000,
-        )
+        page.locator(".itlkit-report-link").first.wait_for(timeout=60_000)  # the export ran
         assert page.locator(".jp-InputArea-editor:visible, .cm-editor:visible").count() == 0
         assert "PostmortemExplorer(" not in page.content()  # the code is not even in the page
 
@@ -154,6 +165,13 @@ def test_notebook_04_presents_as_a_walk_through(voila_url, browser, page_errors,
         assert all(shown for _, _, shown in found), found
         tops = [top for _, top, _ in found]
         assert tops == sorted(tops) and len(set(tops)) == len(tops), found
+        # each section holds its own live part, between its heading and the next
+        parts = page.evaluate(TOPS, list(LIVE_PARTS.values()))
+        bounds = [*tops, float("inf")]
+        for i, (section, top) in enumerate(zip(LIVE_PARTS, parts, strict=True)):
+            assert top is not None and bounds[i] < top < bounds[i + 1], (section, top, bounds)
+        assert page.locator(RAW_OUTPUTS).all_text_contents() == []
+        assert "go back to the panel" not in page.content().lower()
 
         assert layout_problems(page) == []
         assert cell_errors(page) == []

@@ -203,33 +203,40 @@ class PostmortemExplorer:
         self.whatif_notes = widgets.HTML()  # how far the replay is from what was observed
 
     def _layout(self) -> widgets.VBox:
-        """The six steps of the walk, top to bottom."""
+        """The walk's four sections, each a view of its own for notebook 04's four headed cells
+        (`evidence_view`, `verdict_view`, `whatif_view`, `report_view`); `view` stacks them."""
         sources = widgets.VBox([self.source, self.upload, self.url, self.start, self.end])
         deployment = widgets.VBox([*self.picker.controls, self.tp, self.budget])
+        self.evidence_view = widgets.VBox([
+            widgets.HTML("<h4>The incident's metrics and the deployment that served them</h4>"),
+            columns(sources, deployment),
+            widgets.HBox([self.load, self.scan, self.busy]),
+            self.fleet_box,
+            widgets.HTML("<h4>The histogram over time, against arrivals</h4>"),
+            self.timeline_figure,
+            FitFiguresToWidth(),
+        ])  # fmt: skip
+        self.verdict.add_class("itlkit-verdict")
+        self.verdict_view = widgets.VBox([
+            self.verdict,
+            widgets.HTML("<h4>Evidence, what to check next, fixes</h4>"),
+            self.evidence,
+        ])  # fmt: skip
         whatif = columns(
             widgets.VBox([self.whatif_budget, self.whatif_seqs]),
             widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
         )
-        return widgets.VBox([
-            widgets.HTML("<h3>1. The incident's metrics and the deployment</h3>"),
-            columns(sources, deployment),
-            widgets.HBox([self.load, self.scan, self.busy]),
-            self.fleet_box,
-            widgets.HTML("<h3>2. Verdict</h3>"),
-            self.verdict,
-            widgets.HTML("<h3>3. The histogram over time, against arrivals</h3>"),
-            self.timeline_figure,
-            widgets.HTML("<h3>4. Evidence, what to check next, fixes</h3>"),
-            self.evidence,
-            widgets.HTML("<h3>5. What if? Replay the incident's traffic with other settings</h3>"),
-            whatif,
-            self.whatif_busy,
-            self.whatif_figure,
-            self.whatif_notes,
-            widgets.HTML("<h3>6. Report</h3>"),
-            widgets.HBox([self.export, self.export_status]),
-            FitFiguresToWidth(),
-        ])  # fmt: skip
+        self.whatif_view = widgets.VBox(
+            [whatif, self.whatif_busy, self.whatif_figure, self.whatif_notes, FitFiguresToWidth()]
+        )
+        self.report_view = widgets.HBox([self.export, self.export_status])
+        headed = [
+            ("1 · The evidence", self.evidence_view), ("2 · The verdict", self.verdict_view),
+            ("3 · What if", self.whatif_view), ("4 · The report", self.report_view),
+        ]  # fmt: skip
+        return widgets.VBox(
+            [part for title, view in headed for part in (widgets.HTML(f"<h3>{title}</h3>"), view)]
+        )
 
     # ---- steps ------------------------------------------------------------------------------
     def _frame(self) -> tuple[object, PageFacts]:
@@ -496,7 +503,11 @@ class PostmortemExplorer:
         else:  # a fresh private folder: nothing planted in the shared temp folder is followed
             target = Path(tempfile.mkdtemp(prefix="itlkit-report-")) / "itlkit-postmortem.html"
             _write_new_file(target, page)
-        self.export_status.value = f"wrote <code>{html.escape(str(target))}</code>"
+        size = f"{target.stat().st_size / 1e6:.1f} MB"
+        link = (f"<a class='itlkit-report-link' href='{html.escape(target.name)}' download>"
+                f"{html.escape(target.name)}</a>" if not target.is_absolute() else
+                f"<code class='itlkit-report-link'>{html.escape(str(target))}</code>")  # fmt: skip
+        self.export_status.value = f"wrote {link} ({size}, opens offline)"
         return target
 
 
