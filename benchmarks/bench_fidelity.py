@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_fidelity.py [RUNS.json]
 
-Default runs: tests/data/real_runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with
+Default runs: data/real-runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with
 known arrival rates can be simulated). Prints, for the uncalibrated roofline and for the
 calibration fitted on the runs, each run's relative error (predicted / measured - 1) of mean ITL
 (as the file defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, then the leave-one-out

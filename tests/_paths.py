@@ -1,5 +1,9 @@
-"""Where the tests' own copies of outside data live (tests never read ../shared)."""
+"""Where the tests' data lives (tests never read ../shared): their own copies of outside data in
+tests/data, and the project's real evidence in the top-level data/ (pages and runs, each with its
+provenance)."""
 
 from pathlib import Path
 
 DATA = Path(__file__).parent / "data"
+REAL_PAGES = Path(__file__).parents[1] / "data" / "real-pages"
+REAL_RUNS = Path(__file__).parents[1] / "data" / "real-runs"

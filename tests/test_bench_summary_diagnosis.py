@@ -9,12 +9,12 @@ import subprocess
 import sys
 
 import pytest
-from _paths import DATA
+from _paths import DATA, REAL_PAGES
 
 from itlkit.physics.calibration import read_calibration
 from itlkit.physics.roofline import Deployment, decode_step
 
-OPT_BENCH = DATA / "real" / "er0080-opt125m-3090-bench-v0.25" / "bench.json"
+OPT_BENCH = REAL_PAGES / "er0080-opt125m-3090-bench-v0.25" / "bench.json"
 OPT = str(DATA / "hf_configs" / "opt-125m" / "config.json")
 
 
@@ -29,7 +29,7 @@ def test_a_real_summary_far_above_floor_and_host_cost_is_host_overhead():
     doc = json.loads(done.stdout)
     # concurrency 2; context (256 input + 128 / 2 output tokens) / 8 requests = 40 tokens
     assert (doc["batch_size"], doc["context_tokens"]) == (2, 40.0)
-    host = read_calibration(DATA.parent.parent / "itlkit" / "data" / "calibration.json")
+    host = read_calibration(DATA.parent.parent / "data" / "calibration.json")
     healthy = host.host_seconds_per_step + 2 * host.host_seconds_per_sequence
     assert doc["healthy_host_seconds"] == pytest.approx(healthy)
     floor = decode_step(Deployment.create(model=OPT, gpu="rtx-3090"), batch_size=2,
@@ -58,7 +58,7 @@ def test_a_summary_near_its_floor_is_healthy(tmp_path):
 
 
 def test_a_summary_of_an_unknown_model_is_refused_in_one_line():
-    done = diagnose(str(DATA / "real" / "er0080-qwen27b-fp8-tp2-3090-specdec-bench-v0.25" /
+    done = diagnose(str(REAL_PAGES / "er0080-qwen27b-fp8-tp2-3090-specdec-bench-v0.25" /
                         "bench.json"))  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "is not in the catalog: pass --model" in done.stderr

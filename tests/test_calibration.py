@@ -3,7 +3,7 @@ and calibration files that cannot be used say so in one line, and `simulate --ru
 every run in the runs file's own terms.
 
 Expected values come from the constants the test itself chose (identifiability), from the
-fixture's own fields (tests/data/real_runs, with its attribution) and from derivations written
+fixture's own fields (data/real-runs, with its attribution) and from derivations written
 here; never from a previous output of the fit.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _paths import DATA
+from _paths import DATA, REAL_RUNS
 
 from itlkit.calibration.fit import calibrate
 from itlkit.calibration.predict import predict_run
@@ -37,7 +37,7 @@ from itlkit.sim.run_workload import (
 )
 from itlkit.sim.runs import Stage, read_runs
 
-FIXTURE = DATA / "real_runs" / "real_runs_trainval.json"
+FIXTURE = REAL_RUNS / "real_runs_trainval.json"
 RUNS = {run.id: run for run in read_runs(FIXTURE)}
 CODEGEN = RUNS["trainval:20260217-155451-llama-2-7b-tp1-codegen"]
 KNOWN = [run for run in RUNS.values() if run.workload.stages]
@@ -373,7 +373,7 @@ def test_a_summary_only_bench_file_cannot_calibrate(tmp_path):
 
 
 def test_one_incident_gives_back_the_engine_speed_it_was_simulated_at(tmp_path):
-    folder = DATA.parent.parent / "itlkit" / "data" / "scenarios" / "healthy"
+    folder = DATA.parent.parent / "data" / "scenarios" / "healthy"
     truth = json.loads((folder / "scenario.json").read_text())  # written at generation
     out = tmp_path / "c.json"
     done = itlkit("calibrate", "--scrapes", str(folder), "--gpu", truth["gpu"], "-o", str(out))
@@ -386,7 +386,7 @@ def test_one_incident_gives_back_the_engine_speed_it_was_simulated_at(tmp_path):
 
 
 def test_diagnose_judges_the_host_against_the_calibration_given(tmp_path):
-    folder = DATA.parent.parent / "itlkit" / "data" / "scenarios" / "healthy"
+    folder = DATA.parent.parent / "data" / "scenarios" / "healthy"
     path = tmp_path / "c.json"
     write_calibration(replace(TRUE, host_seconds_per_step=0.002, host_seconds_per_sequence=1e-5,
                               fitted_on=("mine",), name="mine"), path)  # fmt: skip

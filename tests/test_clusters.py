@@ -1,5 +1,5 @@
 """The ITL histogram's clusters (issue 11, item 2), on bucket counts written out by hand from the
-real pages in tests/data/real (each item's provenance.md has the same table)."""
+real pages in data/real-pages (each item's provenance.md has the same table)."""
 
 import math
 

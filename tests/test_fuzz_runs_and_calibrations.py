@@ -2,8 +2,8 @@
 any field replaced by a value of another type or out of range end in a documented error (one
 line, exit 2) or a correct answer, never an internal error (exit 3) or a traceback.
 
-The documents start from the real fixture (tests/data/real_runs) and a real calibration
-(itlkit/data/calibration.json); the runs file keeps one run with a 10-second stage, so each
+The documents start from the real fixture (data/real-runs) and a real calibration
+(data/calibration.json); the runs file keeps one run with a 10-second stage, so each
 `simulate --runs` stays short.
 """
 
@@ -13,7 +13,7 @@ import contextlib
 import io
 import json
 
-from _paths import DATA
+from _paths import REAL_RUNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,7 @@ from itlkit.errors import ConfigError
 from itlkit.physics.calibration import calibration_from_json
 from itlkit.sim.runs import parse_runs
 
-FIXTURE = json.loads((DATA / "real_runs" / "real_runs_trainval.json").read_text())
+FIXTURE = json.loads((REAL_RUNS / "real_runs_trainval.json").read_text())
 RUN = next(r for r in FIXTURE["runs"] if r["id"] == "trainval:64")
 RUN["workload"]["stages"] = [{"rate_per_second": 2.0, "duration_seconds": 10.0}]
 BASE_RUNS = {**FIXTURE, "runs": [RUN]}

@@ -1,19 +1,19 @@
 """The GPU a page's KV cache size implies (`vllm:cache_config_info`), and bad info lines.
 
-The page is real (tests/data/real/kubeai-llama31-8b-fp8-v0.5, see its provenance); expected
+The page is real (data/real-pages/kubeai-llama31-8b-fp8-v0.5, see its provenance); expected
 sizes are derived here from its labels and the model's published shape."""
 
 from __future__ import annotations
 
 import pytest
-from _paths import DATA
+from _paths import REAL_PAGES
 
 from itlkit.errors import SourceError
 from itlkit.metrics.page_info import cache_config, cache_config_of_files
 from itlkit.physics.gpu_from_kv import gpus_matching, kv_evidence
 from itlkit.physics.roofline import Deployment
 
-KUBEAI = DATA / "real" / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom"
+KUBEAI = REAL_PAGES / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom"
 
 
 def test_the_cache_config_labels_are_read_from_a_real_page():

@@ -1,6 +1,6 @@
 """physics.model_names and `itlkit diagnose`: the deployment read off the page, assumptions said.
 
-The served names are real ones: the two pages of tests/data/real (a local path and a
+The served names are real ones: the two pages of data/real-pages (a local path and a
 neuralmagic FP8 checkpoint) and Hugging Face ids as vLLM users serve them.
 """
 
@@ -11,12 +11,12 @@ import io
 import json
 
 import pytest
-from _paths import DATA
+from _paths import REAL_PAGES
 
 from itlkit.cli import main
 from itlkit.physics.model_names import guess_model
 
-REAL = DATA / "real"
+REAL = REAL_PAGES
 
 
 @pytest.mark.parametrize(

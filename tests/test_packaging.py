@@ -162,3 +162,38 @@ def test_make_test_installs_from_the_lock():
     assert "pip install --quiet -c constraints.txt -e '.[notebooks,dev]'" in dev
     lab = makefile.split("$(NOTEBOOKS_STAMP): ", 1)[1].split("\n\n", 1)[0]
     assert "constraints" not in lab  # users get pyproject's ranges
+
+
+# --- the top-level data/ (issue 19, item 10) ------------------------------------------------
+
+
+def test_every_package_is_listed_and_data_maps_to_the_top_level_folder():
+    setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(init.parent.relative_to(REPO_ROOT).parts)
+        for init in (REPO_ROOT / "itlkit").rglob("__init__.py")
+    }
+    assert set(setuptools["packages"]) == on_disk | {"itlkit.data"}
+    assert setuptools["package-dir"] == {"itlkit.data": "data"}
+    assert not (REPO_ROOT / "itlkit" / "data").exists()  # one copy: the top-level data/
+
+
+def test_an_installed_package_carries_the_examples_but_not_the_third_party_pages(tmp_path):
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp_path / "dist"), str(REPO_ROOT)],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    wheel = next((tmp_path / "dist").glob("itlkit-*.whl"))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "zipfile", "-e", str(wheel), str(target)], check=True)
+    names = {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()}
+    assert "itlkit/data/calibration.json" in names
+    assert "itlkit/data/scenarios/mixed/scenario.json" in names
+    assert not any("real-pages" in n or "real-runs" in n for n in names)
+    # imported from the installed copy, away from any checkout, the library finds its data
+    code = ("from itlkit.bundled import scenario_folder; p = scenario_folder('mixed'); "
+            "print(p); assert (p / 'scenario.json').is_file()")  # fmt: skip
+    found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                           text=True, env={"PYTHONPATH": str(target)}, timeout=120)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip().startswith(str(target / "itlkit" / "data"))

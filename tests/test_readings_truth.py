@@ -13,15 +13,15 @@ import json
 
 import numpy as np
 import pytest
-from _paths import DATA
+from _paths import DATA, REAL_PAGES
 
 from itlkit.cli import main
 from itlkit.metrics.histogram import Histogram, split_modes
 
-REAL = DATA / "real"
+REAL = REAL_PAGES
 IDLE = REAL / "er0080-opt125m-tp2-3090-idle-v0.25" / "metrics.prom"
 LOADED = REAL / "er0080-opt125m-tp2-3090-loaded-v0.25" / "metrics.prom"
-BENCH = DATA.parent.parent / "itlkit" / "data" / "synthetic-vllm-bench-serve.json"
+BENCH = DATA.parent.parent / "data" / "synthetic-vllm-bench-serve.json"
 
 # The loaded page's ITL buckets, as its provenance reads them by hand: 164,629 observations,
 # 155,912 of them at or under 10 ms.

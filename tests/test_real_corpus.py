@@ -1,4 +1,4 @@
-"""The corpus of real vLLM evidence (tests/data/real/) is well formed.
+"""The corpus of real vLLM evidence (data/real-pages/) is well formed.
 
 Every item folder holds the page as found (``metrics.prom``) or a ``vllm bench serve``
 result (``bench.json``) and a ``provenance.md`` naming its source, licence, vLLM version and
@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 
 import pytest
+from _paths import REAL_PAGES
 from prometheus_client.parser import text_string_to_metric_families
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = REAL_PAGES
 ITEMS = sorted(p for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else []
 # Newest name first; a page that carries both reports the same observations twice,
 # so only one is counted.
@@ -62,7 +63,7 @@ def _itl_count_from_bench(data: dict) -> int | None:
 
 
 def test_corpus_is_not_empty():
-    assert ITEMS, "tests/data/real/ holds no items"
+    assert ITEMS, "data/real-pages/ holds no items"
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=lambda p: p.name)
@@ -311,7 +312,7 @@ def test_the_opt_page_finds_the_slow_cluster_and_judges_the_step_against_the_hos
     assert slow["share"] == pytest.approx(6648 / 164629, rel=1e-12)
     assert (slow["lower_seconds"], slow["upper_seconds"]) == (0.025, 0.05)
     assert main["mean_seconds"] == pytest.approx((998.1225105317717 - 6648 * 0.0375) / 157981)
-    # a healthy host: 0.58 ms per step + 64 x 3.6 us (itlkit/data/calibration.json)
+    # a healthy host: 0.58 ms per step + 64 x 3.6 us (data/calibration.json)
     assert doc["healthy_host_seconds"] == pytest.approx(0.000581112 + 64 * 3.63342e-6, rel=1e-5)
     assert doc["tp"] == 2  # from the served name 'opt-125m-tp2'
 

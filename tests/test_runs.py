@@ -1,6 +1,6 @@
 """sim.runs: the `itlkit-runs/1` format, read from the 13 real runs of the fixture, and bad files.
 
-Expected values are the fixture's own (tests/data/real_runs/, from shared/fixtures with its
+Expected values are the fixture's own (data/real-runs/, from shared/fixtures with its
 attribution) and Llama 4 Scout's published size (107.8 B total, 17.2 B active).
 """
 
@@ -10,12 +10,12 @@ import copy
 import json
 
 import pytest
-from _paths import DATA
+from _paths import REAL_RUNS
 
 from itlkit.errors import ConfigError
 from itlkit.sim.runs import parse_runs, read_runs
 
-FIXTURE = DATA / "real_runs" / "real_runs_trainval.json"
+FIXTURE = REAL_RUNS / "real_runs_trainval.json"
 DOC = json.loads(FIXTURE.read_text())
 
 

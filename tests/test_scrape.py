@@ -324,3 +324,16 @@ def test_an_empty_url_is_named_as_empty(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "itlkit scrape: error: '': the URL is empty; give one like http://127.0.0.1:8000/metrics\n"
     )
+
+
+def test_a_failed_first_scrape_leaves_no_folder_behind(tmp_path, capsys):
+    # issue 19, item 10: `itlkit scrape` to a dead URL left an empty scrapes/ folder
+    out = tmp_path / "new" / "scrapes"
+    url = f"http://127.0.0.1:{_closed_port()}/metrics"
+    assert main(["scrape", url, "--out", str(out)]) == 2
+    assert "nothing is listening at" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"  # a folder that was there before stays
+    kept.mkdir()
+    assert main(["scrape", url, "--out", str(kept)]) == 2
+    assert kept.is_dir()

@@ -196,7 +196,7 @@ def test_counters_are_corrected_per_series_too(tmp_path):
 
 def test_diagnosis_reports_a_restart_that_the_series_corrected():
     # The bundled v0.9 folder: two engines restart before the 9th scrape, at 12:02:00 UTC
-    # (itlkit/data/README.md). The counters carry on across it, and the timeline still says so.
+    # (data/README.md). The counters carry on across it, and the timeline still says so.
     from itlkit.bundled import bundled_path
     from itlkit.diagnosis.evidence import timeline_from_frame
 

@@ -16,7 +16,7 @@ import io
 import json
 
 import pytest
-from _paths import DATA
+from _paths import REAL_RUNS
 
 from itlkit.cli import main
 from itlkit.errors import ConfigError
@@ -31,7 +31,7 @@ from itlkit.sim.workload import (
     synthetic_workload,
 )
 
-RUNS = DATA / "real_runs" / "real_runs_trainval.json"
+RUNS = REAL_RUNS / "real_runs_trainval.json"
 
 
 def _cli(*argv) -> tuple[int, str]:

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 import pytest
-from _paths import DATA
+from _paths import DATA, REAL_PAGES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ from itlkit.diagnosis.scoring import HEALTHY_BELOW, fastest_gaps_mean_bound
 from itlkit.metrics.histogram import Histogram
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS
 
-REAL = DATA / "real"
+REAL = REAL_PAGES
 OPT = REAL / "er0080-opt125m-tp2-3090-loaded-v0.25" / "metrics.prom"
 QWEN = REAL / "armandos-qwen3-4b-fp8-ngc25.09" / "metrics.prom"
 PAGES = sorted(p for p in REAL.glob("*/metrics.prom"))

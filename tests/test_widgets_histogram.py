@@ -245,7 +245,8 @@ def test_an_uploaded_page_is_judged_against_its_own_model(examples):
     assert _trace(ex.figure, "floor").x[0] == pytest.approx(want)
     title = _words(ex.figure.layout.title.text)
     assert "for llama-3.1-70b fp8 on h100-sxm, batch 64" in title
-    assert "model llama-3.1-70b, from model_name" in title and "FP8 weights from its suffix" in title
+    assert "model llama-3.1-70b, from model_name" in title
+    assert "FP8 weights from its suffix" in title
     assert "GPU h100-sxm (vLLM's metrics do not name it" in title
     # four title lines: the figure grows, the plot keeps its height, the legend stays below it
     layout = ex.figure.layout

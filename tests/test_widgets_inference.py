@@ -10,13 +10,13 @@ import json
 import re
 
 import pytest
-from _paths import DATA
+from _paths import DATA, REAL_PAGES
 
 from itlkit.cli import main
 from itlkit.widgets.postmortem import UPLOAD, PostmortemExplorer
 
-OPT = DATA / "real" / "er0080-opt125m-tp2-3090-loaded-v0.25" / "metrics.prom"
-QWEN = DATA / "real" / "armandos-qwen3-4b-fp8-ngc25.09" / "metrics.prom"
+OPT = REAL_PAGES / "er0080-opt125m-tp2-3090-loaded-v0.25" / "metrics.prom"
+QWEN = REAL_PAGES / "armandos-qwen3-4b-fp8-ngc25.09" / "metrics.prom"
 OPT_CONFIG = DATA / "hf_configs" / "opt-125m" / "config.json"
 
 

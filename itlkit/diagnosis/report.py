@@ -185,7 +185,7 @@ def to_html(report: Report, *, parts: tuple[str, ...] = HTML_PARTS) -> str:
         "assumed": "".join(
             f"<div class='itlkit-assumed' style='color:#666'>assumed: {html.escape(a)}</div>"
             for a in report.assumptions
-        ),  # fmt: skip
+        ),
         "verdict": warning + f'<div style="font-size:15px;color:{color}"><b>'
         f"{html.escape(report.verdict)}</b></div>",
         "facts": "<table>"

@@ -392,7 +392,7 @@ class Diagnosis:
 
 @functools.cache
 def healthy_host_calibration() -> Calibration:
-    """The bundled calibration (`itlkit/data/calibration.json`): its host terms are what a
+    """The bundled calibration (`data/calibration.json`): its host terms are what a
     healthy vLLM host costs per step, measured on real vLLM 0.15.1 H100 runs."""
     return read_calibration(bundled_path("calibration.json"))
 

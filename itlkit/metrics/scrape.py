@@ -208,6 +208,25 @@ def _make_folder(folder: Path) -> None:
         raise ScrapeError(f"{where}: not a folder")
 
 
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.exists() or path.is_symlink():
+            break
+        missing.append(path)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first) while they are empty."""
+    for path in folders:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+
+
 def scrape_series(
     url: str,
     folder,
@@ -232,6 +251,7 @@ def scrape_series(
     except HttpGetError as exc:
         raise ScrapeError(f"{shown_url(url)}: {exc}") from None
     folder = Path(folder)
+    made = _missing_folders(folder)  # removed again if the first scrape fails
     _make_folder(folder)
     start = clock()
     end = math.inf if duration_seconds is None else start + duration_seconds
@@ -242,6 +262,7 @@ def scrape_series(
             text = fetch_metrics(url, timeout_seconds=timeout_seconds)
         except ScrapeError as exc:
             if slot == 0:
+                _remove_empty(made)  # a failed command leaves nothing behind
                 raise
             yield Snapshot(when, None, 0, str(exc))
         else:

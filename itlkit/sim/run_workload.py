@@ -1,6 +1,6 @@
 """The workload a runs-file run sent, rebuilt request by request (`itlkit-runs/1`).
 
-inference-perf's client, as `tests/data/real_runs/README.md` describes it:
+inference-perf's client, as `data/real-runs/README.md` describes it:
 
 * **Arrivals** (`poisson-fixed-count`, its `constant` load): each stage sends exactly
   rate x duration requests; their gaps are drawn exponential and rescaled to fill the stage.

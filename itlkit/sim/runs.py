@@ -2,7 +2,7 @@
 
 Each run names a deployment (a catalog model or a `config.json`'s fields, GPU, TP, precisions),
 the engine's settings, a workload (arrival stages, prompt structure, output length) and the
-client-side latencies measured. The format is described in `tests/data/real_runs/README.md`
+client-side latencies measured. The format is described in `data/real-runs/README.md`
 (copied from `shared/fixtures/real_runs_trainval.md`). Values the file leaves `null` take the
 file's `defaults_for_null`; a workload whose arrival rates are unknown keeps `stages=None`, so
 that a simulation says it cannot run it instead of guessing. Every error names the file, the run

@@ -13,7 +13,7 @@ three noise levels (`NOISE_LEVELS`):
   real per-token ITL tail; scrapes every 60 s (Prometheus' default interval).
 * `noisy`: the same at twice the fitted jitter (log sd 0.35): a noisier host or a shared node.
 
-Regenerate with `python -m itlkit.sim.scenarios itlkit/data/scenarios`.
+Regenerate with `python -m itlkit.sim.scenarios data/scenarios`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from itlkit.sim.scheduler import (
 )
 from itlkit.sim.workload import RateProfile, synthetic_workload
 
-GENERATED_BY = "python -m itlkit.sim.scenarios itlkit/data/scenarios"
+GENERATED_BY = "python -m itlkit.sim.scenarios data/scenarios"
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ def at_level(scenario: Scenario, level: str | NoiseLevel) -> Scenario:
         return replace(scenario, noise=level.name, step_jitter=level.step_jitter or 0.0)
     cal = bundled_calibration()
     constants = {
-        "file": "itlkit/data/calibration.json",
+        "file": "data/calibration.json",
         "name": cal.name,
         "efficiency": cal.efficiency,
         "host_seconds_per_step": cal.host_seconds_per_step,
@@ -327,9 +327,9 @@ def write_scenario(scenario: Scenario, out_dir: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Write every scenario at every noise level under the folder given (default
-    itlkit/data/scenarios)."""
+    data/scenarios)."""
     argv = sys.argv[1:] if argv is None else argv
-    out = Path(argv[0]) if argv else Path("itlkit/data/scenarios")
+    out = Path(argv[0]) if argv else Path("data/scenarios")
     for level in NOISE_LEVELS:
         for scenario in SCENARIOS.values():
             print(write_scenario(at_level(scenario, level), out))
