@@ -1,11 +1,14 @@
 """`itlkit explain` end to end, as a user runs it (a subprocess)."""
 
 import json
+import math
 import subprocess
 import sys
 
 import pytest
 from _reference import CHUNK_2048_MS, ms_text
+
+from itlkit.cli import main
 
 
 def itlkit(*args: str) -> subprocess.CompletedProcess:
@@ -167,3 +170,18 @@ def test_a_number_out_of_range_is_one_line_not_a_warning_and_a_wrong_answer(caps
     assert _run_guarded(argparse.Namespace(command="explain", func=overflow)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a number went out of range while computing" in err
+
+
+def test_the_budget_is_split_as_vllm_splits_it(capsys):
+    # issue 19, item 4: vLLM schedules the running decodes first from max_num_batched_tokens
+    # (vllm/v1/core/sched/scheduler.py, token_budget): a 2,048 budget beside 64 decodes carries
+    # 1,984 prompt tokens, so 2,048 tokens go through the GEMMs, and a 4,096-token prompt takes
+    # ceil(4,096 / 1,984) = 3 steps
+    code = main(["explain", "--batch", "64", "--context", "4096", "--max-num-batched-tokens",
+                 "2048", "--prompt", "4096", "--json"])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (doc["chunk_tokens"], doc["mixed_step_tokens"]) == (1984, 2048)
+    assert doc["prefill_steps"] == math.ceil(4096 / 1984) == 3
+    assert main(["explain", "--batch", "64", "--max-num-batched-tokens", "64"]) == 2
+    assert "leaves no room for a chunk beside 64 decodes" in capsys.readouterr().err

@@ -26,7 +26,10 @@ def add_parser(subparsers) -> None:
     add_deployment_arguments(p, memory=True)
     p.add_argument("--batch", type=sequences, default=64, help="running sequences")
     p.add_argument("--context", type=tokens, default=4096, help="tokens per sequence")
-    p.add_argument("--chunk", type=tokens, help="prefill chunk tokens riding in the step")
+    chunked = p.add_mutually_exclusive_group()
+    chunked.add_argument("--chunk", type=tokens, help="prefill chunk tokens riding in the step")
+    chunked.add_argument("--max-num-batched-tokens", type=tokens, metavar="TOKENS",
+                         help="vLLM's token budget; the chunk is what decodes leave")  # fmt: skip
     p.add_argument("--prompt", type=tokens, help="prompt tokens to prefill (TTFT price)")
     p.add_argument("--measured-step", type=step_seconds, metavar="SECONDS")
     p.add_argument("--host-overhead", type=seconds_at_most(10.0), default=0.0, metavar="SECONDS")
@@ -62,6 +65,7 @@ def run(args) -> int:
         prompt_tokens=args.prompt,
         measured_step_seconds=args.measured_step,
         calibration=_calibration(args.calibration),
+        max_num_batched_tokens=args.max_num_batched_tokens,
     )
     _check_measured_step(result.values)
     if args.json:

@@ -57,9 +57,14 @@ def explain(
     prompt_tokens: int | None = None,
     measured_step_seconds: float | None = None,
     calibration: Calibration | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> Explanation:
     """Decompose one decode step (and optionally a chunked step, a prompt's prefill, an MBU,
-    and the step a calibrated server takes)."""
+    and the step a calibrated server takes). `max_num_batched_tokens` sets the chunk as vLLM's
+    scheduler does: the running decodes are scheduled first from the token budget
+    (vllm/v1/core/sched/scheduler.py, `token_budget`), the chunk gets what they leave."""
+    if max_num_batched_tokens is not None:
+        chunk_tokens = chunk_from_budget(max_num_batched_tokens, batch_size)
     dep = deployment
     step = decode_step(dep, batch_size=batch_size, context_tokens=context_tokens)
     sections = [
@@ -71,6 +76,8 @@ def explain(
     if measured_step_seconds is not None:
         sections.append(_mbu_section(step, measured_step_seconds=measured_step_seconds))
     sections.append(_ridge_section(dep))
+    if max_num_batched_tokens is not None:
+        sections.append(_budget_section(max_num_batched_tokens, batch_size, chunk_tokens))
     if chunk_tokens:
         sections.append(
             _mixed_section(
@@ -300,6 +307,28 @@ def _kv_formula(dep: Deployment) -> str:
             f"{m.num_layers} layers x ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} rope) x {b}"
         )
     return f"2 x {m.num_layers} layers x {m.num_kv_heads} KV heads x {m.attention_head_dim} x {b}"
+
+
+def chunk_from_budget(max_num_batched_tokens: int, batch_size: int) -> int:
+    """The prompt tokens a step can carry beside `batch_size` decodes under vLLM's budget."""
+    chunk = int(max_num_batched_tokens) - int(batch_size)
+    if chunk <= 0:
+        raise ValueError(
+            f"max_num_batched_tokens {max_num_batched_tokens:,} leaves no room for a chunk beside "
+            f"{batch_size:,} decodes (vLLM schedules the decodes first): give a budget above "
+            "the batch"
+        )
+    return chunk
+
+
+def _budget_section(budget: int, batch_size: int, chunk_tokens: int) -> _Section:
+    """How the token budget becomes the chunk: the decodes are scheduled first."""
+    line = ExplainLine(
+        "chunk from the budget",
+        f"max_num_batched_tokens {budget:,} - {batch_size:,} decodes (scheduled first)",
+        f"{chunk_tokens:,} prompt tokens per step",
+    )
+    return [line], {"max_num_batched_tokens": int(budget), "chunk_tokens": int(chunk_tokens)}
 
 
 def _mixed_section(
