@@ -97,7 +97,7 @@ def _run_incident(args) -> int:
     """Calibrate on one incident's metrics through the what-if replay."""
     from itlkit.calibration.incident import calibration_from_incident
     from itlkit.cli._runs import load_calibration
-    from itlkit.cli.diagnose import fill_deployment_from_metrics
+    from itlkit.cli.diagnose import infer_from_args
     from itlkit.diagnosis.deployment import served_model_names
     from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
     from itlkit.diagnosis.scoring import diagnose
@@ -117,8 +117,9 @@ def _run_incident(args) -> int:
         frame = read_paths(args.scrapes)
         timeline, names = timeline_from_frame(frame), served_model_names(frame)
         source = " + ".join(Path(p).name for p in args.scrapes)
-    assumptions = fill_deployment_from_metrics(args, names)
-    diagnosis = diagnose(timeline, deployment_from_args(args))
+    inferred = infer_from_args(args, names, paths=() if args.prometheus else args.scrapes)
+    assumptions = list(inferred.assumptions)
+    diagnosis = diagnose(timeline, inferred.deployment)
     base = None if args.base == "none" else load_calibration(args.base)
     calibration = calibration_from_incident(diagnosis, source=source, base=base, seed=args.seed)
     write_calibration(calibration, args.output)
