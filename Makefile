@@ -40,7 +40,14 @@ $(DEV_STAMP): pyproject.toml constraints.txt | $(BIN)/python
 # Jupyter refuses to run as root without --allow-root (containers, CI machines).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# JupyterLab 4 asks "Would you like to get notified about official Jupyter news?" in a toast over
+# the figures until answered (news_url=None only stops the server fetching the feed); defaults in
+# its application settings' overrides.json answer "no" (tests/_lab.py gives its servers the same).
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 lab: $(NOTEBOOKS_STAMP)
+	mkdir -p $(LAB_SETTINGS)
+	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' \
+		> $(LAB_SETTINGS)/overrides.json
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) \
 		--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOK) \
 		--LabApp.news_url=None \

@@ -8,9 +8,30 @@ forgotten, then Playwright's timed waits watch the page.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+# JupyterLab 4 asks "Would you like to get notified about official Jupyter news?" in a toast over
+# the figures' lower right corner for as long as the setting `fetchNews` of
+# @jupyterlab/apputils-extension:notification is "none" (its default; the announcements plugin,
+# JupyterLab 4.6). `--LabApp.news_url=None` only stops the server fetching the feed: the toast
+# still came. An overrides.json in JupyterLab's application settings directory answers "no";
+# the Makefile's `lab` target writes the same file into the venv's
+# (share/jupyter/lab/settings), the test servers get their own (lab_options).
+LAB_SETTINGS_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
+
+
+def lab_options(base: Path) -> list[str]:
+    """`jupyter lab` options for a test server under `base`: application settings whose
+    overrides.json turns the news toast off (LAB_SETTINGS_OVERRIDES)."""
+    settings = base / "app-settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "overrides.json").write_text(json.dumps(LAB_SETTINGS_OVERRIDES))
+    return [f"--LabApp.app_settings_dir={settings}"]
+
 
 # The toolbar reads "idle" before any kernel is attached; running cells then pops "Select Kernel"
 # and the test hangs (pitfall 2). Wait for the session's own kernel instead.
@@ -103,6 +124,105 @@ LAYOUT_PROBLEMS = """() => {
     return problems;
 }"""
 
+# What plotly draws inside each figure, measured on its SVG: a legend must not cover an axis title
+# or a tick label, a marker's text must lie inside its subplot's plot area (plotly clips it there:
+# "now" near the left edge read "ow"), every row of a heatmap must be labelled, and the tick
+# labels of a linear axis must step by 1, 2, 2.5 or 5 times a power of ten (an overlaying axis
+# synced to its partner's grid read 0.99 / 1.99 / 2.98 requests/s).
+FIGURE_PROBLEMS = """() => {
+    const problems = [];
+    const overlap = (p, q) => Math.min(p.right, q.right) - Math.max(p.left, q.left) > 1
+        && Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top) > 1;
+    const inside = (inner, outer) => inner.left >= outer.left - 1 && inner.right <= outer.right + 1
+        && inner.top >= outer.top - 1 && inner.bottom <= outer.bottom + 1;
+    const tickLabels = (plot, axis) => [...plot.querySelectorAll(`g.${axis}tick > text`)]
+        .map((t) => t.textContent.trim()).filter((t) => t);
+    const round = (step) => {
+        const mantissa = step / 10 ** Math.floor(Math.log10(step) + 1e-9);
+        return [1, 2, 2.5, 5, 10].some((m) => Math.abs(mantissa - m) < 1e-6 * m);
+    };
+    document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
+        const texts = [...plot.querySelectorAll('text')].filter((t) => t.textContent.trim());
+        const labels = texts.map((t) => {
+            if (/^[xy][0-9]*title$/.test(t.getAttribute('class') || '')) return ['axis title', t];
+            const group = t.parentNode.getAttribute('class') || '';
+            return /^[xy][0-9]*tick$/.test(group) ? ['tick label', t] : null;
+        }).filter((label) => label);
+        plot.querySelectorAll('g.legend').forEach((legend) => {
+            const box = legend.getBoundingClientRect();
+            labels.forEach(([kind, t]) => {
+                const b = t.getBoundingClientRect();
+                if (box.width && overlap(box, b)) {
+                    const dy = Math.min(box.bottom, b.bottom) - Math.max(box.top, b.top);
+                    problems.push(`figure ${i}: the legend covers the ${kind} ` +
+                        `"${t.textContent}" (${dy.toFixed(0)} px deep)`);
+                }
+            });
+        });
+        plot.querySelectorAll('.textpoint text').forEach((t) => {
+            const subplot = t.closest('g.subplot');
+            const id = subplot && [...subplot.classList].find((c) => /^x[0-9]*y[0-9]*$/.test(c));
+            const area = id && plot.querySelector(`.draglayer g.${id} > rect.nsewdrag`);
+            if (!t.textContent.trim() || !area) return;
+            const b = t.getBoundingClientRect(), a = area.getBoundingClientRect();
+            if (!inside(b, a)) {
+                const [l, r, top] = [b.left - a.left, b.right - a.left, b.top - a.top]
+                    .map((v) => v.toFixed(0));
+                problems.push(`figure ${i}: "${t.textContent}" clipped by its plot area ` +
+                    `(${l}..${r} px across, ${top} px down, in ${a.width.toFixed(0)} x ` +
+                    `${a.height.toFixed(0)})`);
+            }
+        });
+        const layout = plot._fullLayout || {};
+        (plot._fullData || []).filter((trace) => trace.type === 'heatmap' && trace.visible)
+            .forEach((trace) => {
+                const rows = new Set(trace.y.map(String));
+                const shown = tickLabels(plot, trace.yaxis).filter((t) => rows.has(t));
+                if (shown.length < rows.size) {
+                    problems.push(`figure ${i}: ${shown.length} of the heatmap's ${rows.size} ` +
+                        `rows labelled (${shown.join(', ')})`);
+                }
+            });
+        Object.keys(layout).filter((k) => /^[xy]axis[0-9]*$/.test(k)).forEach((k) => {
+            const axis = layout[k];
+            if (axis.type !== 'linear' || !axis.visible || !axis.showticklabels) return;
+            const shown = tickLabels(plot, axis._id);
+            const number = (t) => Number(t.replace(/[,%\\s]/g, '').replace('\u2212', '-'));
+            const values = shown.map(number);
+            if (values.length < 2 || values.some((v) => !Number.isFinite(v))) return;
+            const steps = values.slice(1).map((v, j) => v - values[j]);
+            const step = Math.abs(steps[0]);
+            const even = steps.every((s) => Math.abs(Math.abs(s) - step) <= 1e-6 * step);
+            const onGrid = values.every((v) => Math.abs(v / step - Math.round(v / step)) < 1e-6);
+            if (!(step > 0 && even && round(step) && onGrid)) {
+                const title = axis.title && axis.title.text ? ` (${axis.title.text})` : '';
+                problems.push(`figure ${i}: ${axis._id} ticks not round${title}: ` +
+                    shown.join(' / '));
+            }
+        });
+    });
+    return problems;
+}"""
+
+# The first figure's cell scrolled to the top of the notebook: the share of that figure the
+# window shows (the controls above it pushed notebooks 01's and 02's below the window's bottom
+# edge at 1,280 px with the file browser open).
+FIRST_FIGURE_IN_VIEW = """() => {
+    const plot = document.querySelector('.jp-Notebook .js-plotly-plot');
+    const cell = plot && plot.closest('.jp-Cell');
+    if (!cell) return null;
+    cell.scrollIntoView({block: 'start'});
+    const box = plot.getBoundingClientRect();
+    const notebook = plot.closest('.jp-WindowedPanel-outer, .jp-Notebook').getBoundingClientRect();
+    const bottom = Math.min(window.innerHeight, notebook.bottom);
+    return {top: box.top, height: box.height, shown: Math.max(0, bottom - box.top) / box.height};
+}"""
+
+# JupyterLab's toasts (react-toastify): "Would you like to get notified about official Jupyter
+# news?" sits over the figures' lower right corner until answered.
+TOASTS = """() => [...document.querySelectorAll('.Toastify__toast')]
+    .map((toast) => toast.textContent.trim())"""
+
 TITLES = """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
     .map((t) => t.textContent)"""
 TITLE_CONTAINS = """(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')]
@@ -183,6 +303,17 @@ def layout_problems(page, *, settle_ms: int = 8_000) -> list[str]:
     except PlaywrightTimeout:
         pass  # the problems still there are the answer
     return page.evaluate(LAYOUT_PROBLEMS)
+
+
+def figure_problems(page) -> list[str]:
+    """What FIGURE_PROBLEMS finds in every figure on the page."""
+    return page.evaluate(FIGURE_PROBLEMS)
+
+
+def toasts(page, *, wait_ms: int = 2_000) -> list[str]:
+    """The toasts JupyterLab shows once it has had `wait_ms` more to show them."""
+    page.wait_for_timeout(wait_ms)
+    return page.evaluate(TOASTS)
 
 
 def titles(page) -> list[str]:

@@ -8,7 +8,6 @@ fails them, so CI can never pass by skipping the tests that matter.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import secrets
@@ -134,12 +133,6 @@ def isolated_jupyter_env(base: Path) -> dict[str, str]:
         (base / sub).mkdir(parents=True, exist_ok=True)
         env[name] = str(base / sub)
     env["JUPYTER_PLATFORM_DIRS"] = "1"
-    # The "get Jupyter news?" toast would cover the page (recipe pitfall 4).
-    labconfig = base / "config" / "labconfig"
-    labconfig.mkdir(parents=True, exist_ok=True)
-    (labconfig / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
     return env
 
 
@@ -187,6 +180,8 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     """JupyterLab on 127.0.0.1 (free port, known token) serving a copy of notebooks/."""
+    from _lab import lab_options  # imports playwright, which only the browser tests need
+
     base = tmp_path_factory.mktemp("jupyterlab")
     root = base / "notebooks"
     shutil.copytree(NOTEBOOKS_DIR, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -210,6 +205,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         "--LabApp.extension_manager=readonly",
         f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        *lab_options(base),  # JupyterLab's settings as `make lab` gives them: no news toast
     ]
     log = base / "jupyterlab.log"
     with log.open("wb") as log_file:

@@ -1,13 +1,30 @@
 """Notebooks 01 to 05 in a real JupyterLab at 1,280 and 1,920 px, JupyterLab's default
-layout (file browser open): no error from a cell or a widget callback, every figure inside its
-output area, no clipped title or legend, no cut label, measured from the DOM."""
+layout (file browser open): no error from a cell or a widget callback, no toast over the page,
+every figure inside its output area, no clipped title or legend, no cut label, no legend over an
+axis title or tick label, no marker text cut by its plot, every heatmap row labelled, round
+ticks, and the explorers' figures in view below their controls; measured from the DOM. The
+figures' text is also checked in states the notebooks reach after more clicks, drawn by
+plotly.js in a bare page."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import plotly
+import plotly.io as pio
 import pytest
-from _lab import cell_errors, kernel_errors, layout_problems, open_in_lab, press_and_time
+from _lab import (
+    FIGURE_PROBLEMS,
+    FIRST_FIGURE_IN_VIEW,
+    cell_errors,
+    figure_problems,
+    kernel_errors,
+    layout_problems,
+    open_in_lab,
+    press_and_time,
+    toasts,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -20,6 +37,11 @@ NOTEBOOKS = {
     "04_postmortem.ipynb": (2, ".itlkit-whatif-budget .noUi-handle", "ArrowRight", 1),
     "05_interview_drill.ipynb": (1, None, None, 0),
 }
+# The explorers whose figure shows below its controls: with the cell at the top of the notebook,
+# at least FIGURE_IN_VIEW of the figure is in the window (a reader who scrolled to the controls
+# sees what they drive).
+FIGURE_BELOW_CONTROLS = {"01_decode_floor.ipynb", "02_chunked_prefill.ipynb"}
+FIGURE_IN_VIEW = 0.5
 
 
 # Text drawn on the plots that overlaps other such text in the same figure: marker labels, the
@@ -59,8 +81,16 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
     try:
         open_in_lab(page, lab_server, notebook, figures=figures)
         assert page.locator(".jp-FileBrowser").first.is_visible()  # the default layout
+        assert toasts(page) == []
         assert layout_problems(page) == []
         assert page.evaluate(OVERLAPPING_TEXT) == []
+        assert figure_problems(page) == []
+        if notebook in FIGURE_BELOW_CONTROLS:
+            seen = page.evaluate(FIRST_FIGURE_IN_VIEW)
+            assert seen["shown"] >= FIGURE_IN_VIEW, (
+                f"{seen['shown']:.0%} of the figure in view below its controls: its top "
+                f"{seen['top']:.0f} px down a {page.viewport_size['height']} px window"
+            )
         page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # wider output area
         page.wait_for_timeout(800)
         assert layout_problems(page) == []  # the figures followed
@@ -72,6 +102,7 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
             page.wait_for_timeout(1500)  # the browser's echo reaches the kernel after the redraw
             assert layout_problems(page) == []
             assert page.evaluate(OVERLAPPING_TEXT) == []
+            assert figure_problems(page) == []
         assert cell_errors(page) == []
         assert kernel_errors(page) == []
         assert page_errors == []
@@ -79,4 +110,57 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
         plots = page.locator(".js-plotly-plot")
         if plots.count():
             plots.first.scroll_into_view_if_needed()
+            page.wait_for_timeout(500)  # the notebook draws the cells scrolled into view
         page.screenshot(path=shot)
+
+
+# Output-area widths of JupyterLab at 1,280 and 1,920 px with the file browser open
+OUTPUT_WIDTHS_PX = (848, 1488)
+
+
+def _states() -> dict[str, object]:
+    """Figures as the notebooks draw them after clicks the JupyterLab test does not make: 02 with
+    chunked prefill off ("now" by the left edge read "ow"), at budget 256, overloaded at 6
+    requests/s, and 04 for every bundled incident."""
+    from itlkit.physics.roofline import Deployment
+    from itlkit.plots.postmortem import timeline_figure, whatif_figure
+    from itlkit.plots.scheduler import scheduler_figure, scheduler_view
+    from itlkit.sim.scheduler import SchedulerConfig
+    from itlkit.widgets.postmortem import PostmortemExplorer, bundled_scenarios
+
+    figures = {}
+    deployment = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    for rate, budget, chunked in [(3.0, 2048, False), (3.0, 256, True), (6.0, 2048, True)]:
+        config = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=256,
+                                 enable_chunked_prefill=chunked)  # fmt: skip
+        view = scheduler_view(deployment, rate_per_second=rate, prompt_tokens=4096,
+                              output_tokens=768, config=config)  # fmt: skip
+        figures[f"02 at {rate:g}/s, budget {budget}, chunked {chunked}"] = scheduler_figure(view)
+    for scenario in bundled_scenarios():
+        p = PostmortemExplorer(scenario=scenario)
+        figures[f"04 {scenario} timeline"] = timeline_figure(p.diagnosis)
+        figures[f"04 {scenario} what-if"] = whatif_figure(p.diagnosis, p.baseline, p.prediction)
+    return figures
+
+
+def test_figure_text_in_more_states(browser):
+    """FIGURE_PROBLEMS on each figure of `_states`, drawn by plotly.js at both widths."""
+    bundle = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    specs = {name: json.loads(pio.to_json(fig)) for name, fig in _states().items()}
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    draw = """([spec, width]) => {
+        const div = document.getElementById('figure');
+        div.style.width = `${width}px`;
+        return Plotly.newPlot(div, spec.data, spec.layout).then(() => null);
+    }"""
+    try:
+        page.set_content(f"<script>{bundle.read_text()}</script><div id='figure'></div>")
+        problems = []
+        for width in OUTPUT_WIDTHS_PX:
+            for name, spec in specs.items():
+                page.evaluate(draw, [spec, width])
+                problems += [f"{name} at {width} px: {p}" for p in page.evaluate(FIGURE_PROBLEMS)]
+                page.evaluate("() => Plotly.purge(document.getElementById('figure'))")
+        assert problems == []
+    finally:
+        page.close()

@@ -11,6 +11,13 @@ import plotly.graph_objects as go
 TITLE_LINE_CHARS = 90
 
 
+# A horizontal legend at the figure's foot, whatever the rows it wraps into: plotly reserves the
+# bottom margin for it and sets the axes' tick labels and titles above it. A legend placed at a
+# share of the plot's height below it (y=-0.1) lands on the axis titles when the plot is short
+# (a long title, a narrow window).
+FOOT_LEGEND = dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+
+
 def responsive(fig: go.Figure, *, height: int, width: int | None = None) -> go.Figure:
     """`fig` sized by its container (plotly `autosize`), unless a `width` in px is asked for."""
     fig.update_layout(autosize=width is None, width=width, height=height)

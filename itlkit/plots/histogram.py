@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from itlkit.metrics.histogram import Histogram, ModeTimeline, Summary
-from itlkit.plots._style import title_margin_px
+from itlkit.plots._style import FOOT_LEGEND, title_margin_px, top_title
 from itlkit.units import format_percent, format_seconds
 
 OPEN_BUCKET_DECADES = 1.0  # how wide the open-ended first and +Inf buckets are drawn
@@ -94,8 +94,7 @@ LABEL_CHAR_PX = 6.5  # 11 px type
 LABEL_PLOT_PX = 500
 LABEL_STEP = 0.09  # each further row of labels sits this share of the plot height higher
 PLOT_PX = 330  # the histogram's plot area; the title's lines are added above it
-BOTTOM_PX = 110  # tick labels, the axis title, then a legend of up to two rows
-LEGEND_GAP_PX = 62  # from the plot's bottom edge to the legend's top
+BOTTOM_PX = 110  # tick labels, the axis title, then a legend of up to two rows (at the foot)
 
 
 @dataclass(frozen=True)
@@ -246,14 +245,14 @@ def histogram_spec(
             rangemode="tozero",
             **TICK_LABELS,
         ),
-        # below the axis title, whatever the title's height: the plot keeps its own height
-        legend=dict(orientation="h", yanchor="top", y=-LEGEND_GAP_PX / PLOT_PX),
+        # at the figure's foot, below the axis title: the plot keeps its own height
+        legend=FOOT_LEGEND,
         margin=dict(l=70, r=20, t=top_px, b=BOTTOM_PX),
         autosize=True,  # as plots._style.responsive: the output area's width
         height=top_px + PLOT_PX + BOTTOM_PX,
     )
     if title:
-        layout["title"] = dict(text=title, x=0.01, xanchor="left", font=dict(size=13))
+        layout["title"] = top_title(title)  # its lines grow down into the margin, not the plot
     return dict(data=traces, layout=layout)
 
 

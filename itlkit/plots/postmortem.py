@@ -16,7 +16,7 @@ from itlkit.diagnosis.report import build_report, to_html
 from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import Prediction
 from itlkit.metrics.histogram import Histogram
-from itlkit.plots._style import responsive, title_margin_px, wrap
+from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, wrap
 from itlkit.plots.histogram import TICK_LABELS
 from itlkit.units import MILLISECOND, format_seconds
 
@@ -63,14 +63,32 @@ def timeline_data(d: Diagnosis) -> list[dict]:
     ]
 
 
-def timeline_figure(d: Diagnosis, *, width: int | None = None, height: int = 760) -> go.Figure:
-    """Histogram shape per window (heatmap), slow-mode share vs arrivals, batch and floor."""
+# The timeline's panels in px: every bucket row of the heatmap is labelled (plotly's automatic
+# ticks labelled every other one, and the bundled incident's slow stripes sat in the unlabelled
+# rows), so each row must hold an 11 px label; the two panels below it, and the gap that holds
+# a subplot title.
+BUCKET_ROW_PX = 15
+PANEL_PX = 130
+PANEL_GAP_PX = 55
+TIMELINE_BOTTOM_PX = 70  # the time axis' two-line tick labels and its title (the legend is added)
+LEGEND_ROWS_PX = 50  # the legend at the foot, two rows at 1,280 px
+
+
+def timeline_figure(
+    d: Diagnosis, *, width: int | None = None, height: int | None = None
+) -> go.Figure:
+    """Histogram shape per window (heatmap), slow-mode share vs arrivals, batch and floor.
+
+    The height follows the number of buckets (BUCKET_ROW_PX each) unless `height` is given."""
+    data = timeline_data(d)
+    heatmap_px = BUCKET_ROW_PX * len(data[0]["y"])
+    plots_px = heatmap_px + 2 * PANEL_PX + 2 * PANEL_GAP_PX
     fig = make_subplots(
         rows=3,
         cols=1,
         shared_xaxes=True,
-        row_heights=[0.5, 0.25, 0.25],
-        vertical_spacing=0.07,
+        row_heights=[heatmap_px, PANEL_PX, PANEL_PX],
+        vertical_spacing=PANEL_GAP_PX / plots_px,
         specs=[[{}], [{"secondary_y": True}], [{"secondary_y": True}]],
         subplot_titles=(
             "share of each window's ITL observations per bucket",
@@ -78,16 +96,16 @@ def timeline_figure(d: Diagnosis, *, width: int | None = None, height: int = 760
             "running requests and the bandwidth floor they imply",
         ),
     )
-    data = timeline_data(d)
     ticks = list(range(LOG_SHARE_MIN, 1))
+    low, high = fig.layout.yaxis.domain  # the colour bar stands beside the heatmap
     fig.add_trace(
         go.Heatmap(
             **data[0],
             colorscale="Viridis",
             zmin=LOG_SHARE_MIN,
             zmax=0,
-            colorbar=dict(title="share (log)", len=0.45, y=0.78, tickvals=ticks,
-                          ticktext=[f"{100 * 10.0**k:g} %" for k in ticks]),
+            colorbar=dict(title="share (log)", len=high - low, y=(low + high) / 2,
+                          tickvals=ticks, ticktext=[f"{100 * 10.0**k:g} %" for k in ticks]),
             hovertemplate="%{x}<br>ITL %{y}<br>%{customdata:.4g} % of the window's "
             "observations<extra></extra>",
             name="ITL buckets",
@@ -113,18 +131,26 @@ def timeline_figure(d: Diagnosis, *, width: int | None = None, height: int = 760
         row=3, col=1, secondary_y=True,
     )  # fmt: skip
     title = timeline_title(d)
+    top_px = title_margin_px(title, below=60)
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=14)),
-        margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=90),
-        legend=dict(orientation="h", y=-0.1, yanchor="top"),
+        margin=dict(l=60, r=30, t=top_px, b=TIMELINE_BOTTOM_PX),
+        legend=FOOT_LEGEND,
     )
+    if height is None:
+        height = top_px + plots_px + TIMELINE_BOTTOM_PX + LEGEND_ROWS_PX
     responsive(fig, height=height, width=width)
-    fig.update_yaxes(title_text="ITL bucket", row=1, col=1)
+    buckets = list(data[0]["y"])
+    fig.update_yaxes(title_text="ITL bucket", tickmode="array", tickvals=buckets, ticktext=buckets,
+                     tickfont=dict(size=11), row=1, col=1)  # fmt: skip
     counts = dict(rangemode="tozero", col=1)  # shares, rates and counts start at zero
+    # plotly.js 3+ gives an overlaying axis tickmode "sync": its ticks at its partner's grid
+    # lines (0.99 / 1.99 / 2.98 requests/s); its own round ticks, and no second grid
+    own_ticks = dict(tickmode="auto", showgrid=False, **counts)
     fig.update_yaxes(title_text="slow share (%)", row=2, secondary_y=False, **counts)
-    fig.update_yaxes(title_text="requests/s", row=2, secondary_y=True, **counts)
+    fig.update_yaxes(title_text="requests/s", row=2, secondary_y=True, **own_ticks)
     fig.update_yaxes(title_text="requests", row=3, secondary_y=False, **counts)
-    fig.update_yaxes(title_text="floor (ms)", row=3, secondary_y=True, **counts)
+    fig.update_yaxes(title_text="floor (ms)", row=3, secondary_y=True, **own_ticks)
     if not d.timeline.has_time_axis:
         for row in (2, 3):
             fig.add_annotation(
@@ -237,7 +263,7 @@ def whatif_spec(
     prediction: Prediction,
     *,
     width: int | None = None,
-    height: int = 430,
+    height: int = 460,
 ) -> dict:
     """`whatif_figure` as plain data ({"data": traces, "layout": ...}), without plotly's
     validation: what the widget diffs against the figure it shows."""
@@ -268,7 +294,7 @@ def whatif_spec(
         annotations=[dict(a, font=dict(a["font"])) for a in WHATIF_PANEL_TITLES],
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)),
         margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=50),
-        legend=dict(orientation="h", y=-0.2, yanchor="top"),
+        legend=FOOT_LEGEND,  # at y=-0.2 of the plot it covered the axis titles at 1,920 px
         autosize=width is None,  # as plots._style.responsive
         height=height,
     )
@@ -283,7 +309,7 @@ def whatif_figure(
     prediction: Prediction,
     *,
     width: int | None = None,
-    height: int = 430,
+    height: int = 460,
 ) -> go.Figure:
     """Observed vs replayed vs what-if: ITL and TTFT bucket shares on log time axes.
 

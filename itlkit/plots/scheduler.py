@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from itlkit.physics.roofline import Deployment, decode_step
-from itlkit.plots._style import responsive, title_margin_px, top_title, wrap
+from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, top_title, wrap
 from itlkit.sim.scheduler import (
     SchedulerConfig,
     SimulationResult,
@@ -37,8 +37,13 @@ OVERLOAD_QUEUE_SECONDS = 10.0
 # this share of the plotted span on both axes (log TTFT across, ITL up): about 40 x 16 px of a
 # 330 x 200 px panel.
 FRONTIER_LABEL_SPAN = (0.12, 0.08)
-# A label whose point is in the rightmost share of the span goes to its left (not off the plot).
-FRONTIER_LEFT_LABELS = 0.2
+# plotly clips marker text at the plot's edges ("now" beside a point at the left edge read "ow",
+# "16384" above the highest point lost its top). A label runs away from the nearer side: left of
+# a point in the right half of the log-TTFT span, right of one in the left half; below a point in
+# the top share of the ITL range (which starts at 0), above the others. Half the panel (170 px at
+# 1,280 px) holds the longest label, "4096-16384 (now)" (about 110 px).
+FRONTIER_LEFT_LABELS = 0.5
+FRONTIER_LABELS_BELOW = 0.15
 FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)
 _FAST, _SLOW, _ARRIVAL = "#4C72B0", "#C44E52", "#55A868"
 
@@ -251,16 +256,31 @@ def figure_title(view: SchedulerView) -> str:
     return verdict + wrap(head) + "<br>" + wrap(setting, chars=110, small=True)
 
 
-def _frontier_text(points) -> tuple[list[str], list[str]]:
-    """Each point's label and its place: one label per group of points whose labels would print
-    on each other ("8192-16384", judged on the plotted scales: log10 TTFT across, ITL up),
-    blanks for the rest; right of the point, but left of those near the plot's right edge."""
+def _label_places(x_seconds, y_seconds) -> list[str]:
+    """Where each point's label goes so that the plot does not clip it (FRONTIER_LEFT_LABELS,
+    FRONTIER_LABELS_BELOW): the spans are those of all the points the panel shows."""
+    x = np.log10(np.maximum(np.asarray(x_seconds, dtype=float), 1e-9))
+    y = np.asarray(y_seconds, dtype=float)
+    x_low, x_span = float(x.min()), max(float(np.ptp(x)), 1e-9)
+    y_top = max(float(y.max()), 1e-12)
+    places = []
+    for a, b in zip(x.tolist(), y.tolist(), strict=True):
+        up = "bottom" if b > (1 - FRONTIER_LABELS_BELOW) * y_top else "top"
+        side = "left" if a - x_low > FRONTIER_LEFT_LABELS * x_span else "right"
+        places.append(f"{up} {side}")
+    return places
+
+
+def _frontier_text(points, *, current_budget: int | None = None) -> list[str]:
+    """Each point's label: one per group of points whose labels would print on each other
+    ("8192-16384", judged on the plotted scales: log10 TTFT across, ITL up), blanks for the
+    rest; the group holding `current_budget` says "(now)" (the star sits on that point)."""
     if not points:
-        return [], []
+        return []
     x = np.log10([max(p.ttft_p99_seconds, 1e-9) for p in points])
     y = np.array([p.itl_p99_seconds for p in points], dtype=float)
     x_span, y_span = max(float(np.ptp(x)), 1e-9), max(float(np.ptp(y)), 1e-12)
-    labels, anchor = [], None
+    labels, anchor, now = [], None, None
     for i, p in enumerate(points):
         near = anchor is not None and (
             abs(x[i] - x[anchor]) <= FRONTIER_LABEL_SPAN[0] * x_span
@@ -273,8 +293,11 @@ def _frontier_text(points) -> tuple[list[str], list[str]]:
         else:
             anchor = i
             labels.append(str(p.max_num_batched_tokens))
-    edge = x.max() - FRONTIER_LEFT_LABELS * x_span
-    return labels, ["top left" if value > edge else "top right" for value in x.tolist()]
+        if p.max_num_batched_tokens == current_budget:
+            now = anchor
+    if now is not None:
+        labels[now] += " (now)"
+    return labels
 
 
 def _steps(histogram, *, first_lower_seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -303,11 +326,13 @@ def trace_data(view: SchedulerView) -> list[dict]:
     arrivals = arrivals[(arrivals >= begin) & (arrivals < end)]
 
     points = view.frontier
-    labels, positions = _frontier_text(points)
-    current = [
-        p for p in points if p.max_num_batched_tokens == view.config.max_num_batched_tokens
-    ]  # fmt: skip
+    budget = view.config.max_num_batched_tokens
+    labels = _frontier_text(points, current_budget=budget)
     summary = r.summary()
+    now_x, now_y = summary.ttft_p99_seconds, summary.itl_p99_seconds
+    places = _label_places([*(p.ttft_p99_seconds for p in points), now_x],
+                           [*(p.itl_p99_seconds for p in points), now_y])  # fmt: skip
+    on_frontier = any(p.max_num_batched_tokens == budget for p in points)
     chunk_matters = view.config.enable_chunked_prefill and not view.config.disaggregated
     return [
         # ITL share per bucket, drawn as steps as wide as each bucket: vLLM's, then fine.
@@ -325,16 +350,18 @@ def trace_data(view: SchedulerView) -> list[dict]:
             "x": [p.ttft_p99_seconds for p in points],
             "y": [p.itl_p99_seconds / ms for p in points],
             "text": labels,
-            "textposition": positions,
+            "textposition": places[:-1],
             "customdata": [p.max_num_batched_tokens for p in points],
             # without chunked prefill, or with prefill elsewhere, the budget barely moves the
             # run: the points are noise around one place, and a line through them would zigzag
             "mode": "lines+markers+text" if chunk_matters else "markers+text",
         },
+        # the star: its label is the frontier's when the frontier holds the current budget
         {
-            "x": [summary.ttft_p99_seconds],
-            "y": [summary.itl_p99_seconds / ms],
-            "text": [f"{view.config.max_num_batched_tokens} (now)" if not current else "now"],
+            "x": [now_x],
+            "y": [now_y / ms],
+            "text": ["" if on_frontier else f"{budget} (now)"],
+            "textposition": places[-1:],
         },
     ]
 
@@ -356,7 +383,7 @@ _TRACE_STYLES = (
                 marker=dict(symbol="triangle-up", size=9, color=_ARRIVAL))),
     (2, 2, dict(name="token budget (tokens/step)", mode="lines+markers+text",
                 line=dict(color="gray"))),
-    (2, 2, dict(name="current setting", mode="markers+text", textposition="bottom left",
+    (2, 2, dict(name="current setting", mode="markers+text",
                 marker=dict(size=16, color=_SLOW, symbol="star"))),
 )  # fmt: skip
 
@@ -393,7 +420,7 @@ def scheduler_figure(
     fig.update_layout(
         title=top_title(title),
         margin=dict(l=60, r=20, t=title_margin_px(title), b=50),
-        legend=dict(orientation="h", y=-0.1),
+        legend=FOOT_LEGEND,
     )
     _label_axes(fig)
     return responsive(fig, width=width, height=height)

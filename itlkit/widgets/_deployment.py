@@ -71,7 +71,7 @@ def deployment_picker(
     own_config: bool = True,
     precisions: bool = True,
     auto: bool = False,
-    width: str = "460px",
+    width: str = "400px",  # as widgets._style.CONTROL_WIDTH: two columns fit at 1,280 px
     label_width: str = "150px",
 ) -> DeploymentPicker:
     """Dropdowns for the catalog model and GPU, a text box for your own config.json

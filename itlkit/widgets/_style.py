@@ -6,8 +6,13 @@ import html
 
 import ipywidgets as widgets
 
+# Two columns of controls fit side by side in the output area of JupyterLab at 1,280 px with the
+# file browser open (848 px: 2 x 400 px, their margins and the 24 px gap); at 460 px they wrapped
+# into one column and pushed notebooks 01's and 02's figures below the window's bottom edge.
+CONTROL_WIDTH = "400px"
 
-def labelled(kind, description: str, *, width="460px", label_width="150px", **kwargs):
+
+def labelled(kind, description: str, *, width=CONTROL_WIDTH, label_width="150px", **kwargs):
     """A control of type `kind` with a wide label (units go in `description`)."""
     return kind(
         description=description,
@@ -21,7 +26,7 @@ def slider(kind, description: str, *, simulated: bool = False, **kwargs):
     """A labelled slider of type `kind`; one that drives the simulator (`simulated`) redraws only
     when released (`continuous_update=False`), a roofline one while it is dragged."""
     if simulated:
-        kwargs = {"width": "480px", "label_width": "190px", "continuous_update": False, **kwargs}
+        kwargs = {"label_width": "180px", "continuous_update": False, **kwargs}
     return labelled(kind, description, **kwargs)
 
 

@@ -23,9 +23,17 @@ from itlkit.plots.scheduler import (
 )
 from itlkit.sim.scheduler import SchedulerConfig, SimulationResult
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
-from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, columns, error_banner, slider
+from itlkit.widgets._style import (
+    BUSY_HTML,
+    CONTROL_WIDTH,
+    busy_label,
+    checkbox,
+    columns,
+    error_banner,
+    slider,
+)
 
-_WIDE = {"description_width": "190px"}
+_WIDE = {"description_width": "180px"}  # as the sliders' labels
 BUDGETS = FRONTIER_BUDGETS
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 # The step model: the roofline as is, or with the constants fitted on real vLLM runs
@@ -129,7 +137,7 @@ class SchedulerExplorer:
         self.disaggregated = checkbox("disaggregated prefill (separate instance)")
         self.step_model = widgets.Dropdown(
             options=STEP_MODELS, value="none", description="step time", style=_WIDE,
-            layout=widgets.Layout(width="430px"),
+            layout=widgets.Layout(width=CONTROL_WIDTH),
         )  # fmt: skip
 
     @property
@@ -236,7 +244,10 @@ def status_html(view: SchedulerView) -> str:
         ("preemptions", f"{s.preemptions}"),
         ("engine steps simulated", f"{s.steps} in {view.window_seconds:.0f} s"),
     ]
-    body = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows)
+    # two name-value pairs a row: a short table keeps the figure below it in view
+    cell = '<td style="padding:2px 24px 2px 0">{}</td>'
+    cells = [cell.format(html.escape(a)) + cell.format(html.escape(b)) for a, b in rows]
+    body = "".join(f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2))
     table = f'<table style="font-size:13px">{body}</table>'
     verdict = overload_text(view)
     if not verdict:
