@@ -238,10 +238,10 @@ class Diagnosis:
 
     @property
     def ranked(self) -> tuple[Finding, ...]:
-        """The findings in the verdict's order: named, then named on some GPUs only, then the
-        rest; by score within each."""
-        named, some = self.named, self.depends_on_gpu
-        return (*named, *some, *(f for f in self.findings if f not in named and f not in some))
+        """The findings in the verdict's order: named, then the rest; by this report's score
+        within each (a cause named on some plausible GPUs only says so where it stands)."""
+        named = self.named
+        return (*named, *(f for f in self.findings if f not in named))
 
     @property
     def lead(self) -> Finding:
