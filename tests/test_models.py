@@ -7,6 +7,7 @@ from _paths import DATA
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.model import check_tensor_parallel
 from itlkit.physics.model_catalog import MODELS, get_model
+from itlkit.physics.roofline import Deployment
 from itlkit.units import PRECISIONS
 
 PUBLISHED = json.loads((DATA / "published_counts.json").read_text())
@@ -142,3 +143,22 @@ def test_tensor_parallel_must_divide_heads():
     for bad in (0, -2, 1.5):
         with pytest.raises(ConfigError, match="positive integer"):
             check_tensor_parallel(llama, tp=bad)
+
+
+def test_tp_beyond_the_kv_heads_replicates_a_whole_head_on_every_gpu():
+    # Llama 3.1 70B: 80 layers, 8 KV heads of 128 (its config.json). At TP 16 each GPU holds one
+    # whole KV head, not half of one: vLLM's ModelConfig.get_num_kv_heads returns
+    # max(1, total_num_kv_heads // tensor_parallel_size) "so each GPU has at least one KV head".
+    llama = MODELS["llama-3.1-70b"]
+    layers, kv_heads, head_dim = 80, 8, 128
+    assert (llama.num_layers, llama.num_kv_heads, llama.head_dim) == (layers, kv_heads, head_dim)
+    per_gpu_bf16 = 2 * layers * 1 * head_dim * 2  # K and V x layers x 1 head x head_dim x 2 B
+    assert per_gpu_bf16 == 40_960
+    assert llama.kv_heads_per_gpu(tp=16) == 1
+    dep = Deployment.create(model=llama, gpu="h100-sxm", tp=16)
+    assert dep.kv_bytes_per_token_per_gpu == per_gpu_bf16  # a split would give 20,480
+    assert dep.kv_bytes_per_sequence_per_gpu(context_tokens=4096) == per_gpu_bf16 * 4096
+    # the same as at TP 8 (one head each), an eighth of the whole model's 327,680 B per token
+    tp8 = Deployment.create(model=llama, gpu="h100-sxm", tp=8)
+    assert tp8.kv_bytes_per_token_per_gpu == per_gpu_bf16
+    assert llama.kv_bytes_per_token(BF16) == 8 * per_gpu_bf16
