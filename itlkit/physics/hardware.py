@@ -1,9 +1,13 @@
 """GPU catalog: dense datasheet peaks, HBM size and bandwidth, interconnect, with sources.
 
 Entries come from `shared/spec/gpus.json`, and the PCIe cards people run vLLM on (RTX 3090,
-RTX A6000, L40, A10, RTX 5090) from `tests/data/gpus.json`, which holds all of them with sources.
-Every tensor figure is DENSE (no 2:4 sparsity); GeForce cards carry the FP32-accumulate rate (half
-the FP16-accumulate one). Values are written in SI units as literals: no arithmetic inside entries.
+RTX A6000, L40, A10, RTX 5090), the H100 64 GB, A100 40 GB PCIe, B300, RTX PRO 6000 Blackwell and
+AMD MI100, MI210, MI250X and MI355X from `tests/data/gpus.json`, which holds all of them with
+sources. Every tensor figure is DENSE (no 2:4 sparsity); GeForce cards carry the FP32-accumulate
+rate (half the FP16-accumulate one). A GPU is what the serving engine sees as one device: the
+MI250X entry is one of its two dies (GCDs). Capacities are stored as the datasheet's number x 1e9
+(an "80 GB" card as 80e9 B), as every entry is. Values are written in SI units as literals: no
+arithmetic inside entries.
 """
 
 from __future__ import annotations
@@ -446,6 +450,149 @@ GPUS: dict[str, Hardware] = {
         confidence="medium",
         source=(
             "NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix (GeForce RTX 5090): FP16 tensor with FP16 accumulate 419 dense / 838 sparse, with FP32 accumulate 209.5 / 419; FP8 with FP32 accumulate 419 / 838; INT8 838 / 1676 TOPS; FP4 1676 / 3352 (the '3,352 AI TOPS') [PDF not retrieved here] | https://www.spheron.network/blog/nvidia-rtx-5090-specs/ (32 GB GDDR7, 512-bit, 1,792 GB/s; FP16 tensor 838.4 sparse, FP8 1,676.8 sparse, FP4 3,352 sparse; 575 W; PCIe Gen 5 x16) | https://pocketmags.com/linux-format-magazine/may-2025/articles/nvidia-geforce-rtx-5090 (1,792 GB/s; 838 FP16; 3,352 FP8/4; 575 W)"
+        ),
+    ),
+    "h100-64gb": Hardware(
+        slug="h100-64gb",
+        name="NVIDIA H100 SXM5 64GB (HBM2e; e.g. MareNostrum 5 ACC)",
+        vendor="NVIDIA",
+        hbm_bytes=64e9,
+        hbm_bytes_per_second=2e12,
+        peak_flops_per_second={
+            "bf16": 989.4e12,
+            "fp16": 989.4e12,
+            "fp8": 1978.9e12,
+            "int8": 1978.9e12,
+        },
+        interconnect="NVLink 4 (18 links), assumed as on the H100 SXM5 80GB",
+        interconnect_bytes_per_second_bidir=900e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="low",
+        source=(
+            "NO VENDOR FIGURE FOR THIS PART'S BANDWIDTH OR PEAKS: NVIDIA publishes no datasheet for the 64 GB H100. That it exists as an SXM5 module: PCI ID 10de:2337 'H100 SXM5 64GB' (pci.ids, as listed in public device tables); its memory: BSC MareNostrum 5 ACC node description 'GPU: 4x NVIDIA Hopper H100 64GB HBM2' (https://www.bsc.es/supportkc/docs/MareNostrum5/overview, as quoted in public repositories; page not retrieved here). Bandwidth FLAGGED: 2 TB/s is the only vendor-stated H100 HBM2e figure, the H100 PCIe 80GB's (product brief PB-11133-001, 'greater than 2,000 GBps', 5 HBM2e stacks, https://manuals.plus/m/56b0c3ef7d0a1c470c0af8f05a0bd1f29a778007472ba941201fbbb185c9bccd); 64 GB is 4 such stacks, so the real figure is likely lower (an upper bound: the floor it gives is never too slow). Peaks FLAGGED: assumed equal to the H100 SXM5 80GB's (same SXM5 module; https://glennklockwood.com/garden/processors/h100 dense BF16 989.4, FP8 1978.9)"
+        ),
+    ),
+    "a100-40gb-pcie": Hardware(
+        slug="a100-40gb-pcie",
+        name="NVIDIA A100 40GB PCIe",
+        vendor="NVIDIA",
+        hbm_bytes=40e9,
+        hbm_bytes_per_second=1.555e12,
+        peak_flops_per_second={"bf16": 312e12, "fp16": 312e12, "int8": 624e12},
+        interconnect="NVLink bridge (pairs, 3 bridges)",
+        interconnect_bytes_per_second_bidir=600e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide (spec table: A100 PCIe 40GB, 40GB HBM2, 1,555 GB/s, 250 W) | https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md (dense TFLOPS table: A100 PCIe BF16/FP16 312, INT8 624, no FP8; 'NVIDIA A100 PCIe and SXM ... have the same TFLOPS', https://www.nvidia.com/en-us/data-center/a100/) | NVIDIA A100 40GB PCIe product brief PB-10137-001_v03, copy at https://docslib.org/doc/3015592/a100-40gb-pcie-product-brief (PCIe Gen4 card, NVLink bridge for 2 GPUs; its NVLink table not shown in the stored excerpt: 600 GB/s as in the A100 datasheet's PCIe column, values as widely quoted)"
+        ),
+    ),
+    "b300": Hardware(
+        slug="b300",
+        name="NVIDIA B300 (HGX B300 / Blackwell Ultra, per GPU)",
+        vendor="NVIDIA",
+        hbm_bytes=288e9,
+        hbm_bytes_per_second=8e12,
+        peak_flops_per_second={
+            "bf16": 2250e12,
+            "fp16": 2250e12,
+            "fp8": 4500e12,
+            "int8": 125e12,
+            "fp4": 13125e12,
+        },
+        interconnect="NVLink 5 (18 links)",
+        interconnect_bytes_per_second_bidir=1800e9,
+        pcie_bytes_per_second_bidir=256e9,
+        confidence="medium",
+        source=(
+            "NVIDIA HGX B300 spec table as reproduced at https://fibermall.com/blog/?p=17161 (8 GPUs, '* With sparsity': FP8/FP6 72 PFLOPS*, INT8 2 POPS*, FP16/BF16 36 PFLOPS*; total memory up to 2.3 TB; NVSwitch GPU-to-GPU 1.8 TB/s; dense per GPU = /8/2: BF16 2,250, FP8 4,500, INT8 125) | https://glennklockwood.com/garden/processors/B300 (HGX B300 dense FP16/BF16 2250, FP8 4500, FP4 13125; 288 GB HBM3e, 8 TB/s max) | https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era (288 GB HBM3e and 8 TB/s per GPU, NVLink 5 1.8 TB/s) | https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md (B300 SXM dense BF16 2250, FP8 4500, from the DGX B300 datasheet; 288 GB, 8.00 TB/s) | https://www.tomshardware.com/pc-components/gpus/nvidia-shares-blackwell-ultras-secrets-nvfp4-boost-detailed-and-pcie-6-0-support (PCIe 6 at 128 GB/s vs B200's PCIe 5 at 64 GB/s, per direction; INT8 cut)"
+        ),
+    ),
+    "rtx-pro-6000-blackwell": Hardware(
+        slug="rtx-pro-6000-blackwell",
+        name="NVIDIA RTX PRO 6000 Blackwell 96GB (Workstation / Server Edition, 600 W)",
+        vendor="NVIDIA",
+        hbm_bytes=96e9,
+        hbm_bytes_per_second=1.792e12,
+        peak_flops_per_second={
+            "bf16": 503.8e12,
+            "fp16": 503.8e12,
+            "fp8": 1007.6e12,
+            "int8": 1007.6e12,
+            "fp4": 2015.2e12,
+        },
+        interconnect="none (PCIe only)",
+        interconnect_bytes_per_second_bidir=None,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="medium",
+        source=(
+            "https://hmc-tech.com/gpu/nvidia-rtx-pro-6000-blackwell-vs-amd-radeon-pro-duo-polaris (RTX PRO 6000 Blackwell, 2617 MHz: BF16 503.8 TFLOPS tensor / 1.01 PFLOPS sparse; FP16 503.8 with FP16 and with FP32 accumulate (workstation part: full rate); FP8 1.01 PFLOPS / 2.02 sparse; FP4 2.02 / 4.03 sparse; INT8 1.01 POPS; 96 GB GDDR7; 600 W; the 1.01 and 2.02 printed rounded, entered as 2x and 4x 503.8) | https://gpu.name/posts/nvidia-unveils-rtx-pro-6000-blackwell-gpu-with-24-064-cores-and-96gb-memory (after VideoCardz: 96 GB GDDR7, 512-bit, 1,792 GB/s, 600 W, PCIe Gen 5) | NVIDIA's '4000 AI TOPS' (FP4 with sparsity), as quoted at https://thefilibusterblog.com/de/nvidia-rtx-pro-6000-blackwell-96-gb-gpu-outperforms-32-gb-rtx-5090-by-5-in-pure-path-tracing-benchmark/"
+        ),
+    ),
+    "mi100": Hardware(
+        slug="mi100",
+        name="AMD Instinct MI100 32GB",
+        vendor="AMD",
+        hbm_bytes=32e9,
+        hbm_bytes_per_second=1.228e12,
+        peak_flops_per_second={"bf16": 92.3e12, "fp16": 184.6e12, "int8": 184.6e12},
+        interconnect="Infinity Fabric (3 x 92 GB/s links, hives of 4)",
+        interconnect_bytes_per_second_bidir=276e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="high",
+        source=(
+            "AMD Instinct MI100 spec table as reproduced at https://www.notebookcheck.net/AMD-announces-CDNA-based-Instinct-MI100-GPU-with-120-CUs-for-HPC-promises-up-to-2-1x-more-performance-per-dollar-compared-to-the-NVIDIA-A100.504329.0.html (FP16 matrix 184.6, bfloat16 92.3 TFLOPs, INT4/INT8 184.6 TOPS, 32 GB HBM2, 1.23 TB/s, PCIe Gen4, Infinity Fabric 3 links / 276 GB/s, 300 W; no sparsity on CDNA 1) | https://alkhaleejtoday.co/international/5374756/Server-accelerator-AMD-Instinct-MI100-Without-Radeon-but-with-115-FP64.html (four HBM2 stacks at 1.228 TB/s; three Infinity links at 92 GB/s = 276 GB/s) | ROCm 'AMD GPU specifications', https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html (source: ROCm/rocm-docs docs/reference/gpu-specs.rst) (MI100 gfx908, 120 CUs, VRAM 32 GiB)"
+        ),
+    ),
+    "mi210": Hardware(
+        slug="mi210",
+        name="AMD Instinct MI210 64GB (PCIe)",
+        vendor="AMD",
+        hbm_bytes=64e9,
+        hbm_bytes_per_second=1.6e12,
+        peak_flops_per_second={"bf16": 181e12, "fp16": 181e12, "int8": 181e12},
+        interconnect="Infinity Fabric bridge (3 links, cards bridged in 2s or 4s)",
+        interconnect_bytes_per_second_bidir=300e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="medium",
+        source=(
+            "https://www.anandtech.com/show/17326/amd-releases-instinct-mi210-accelerator-cdna-2-on-a-pcie-card, copy at http://pipedot.org/article/5XCG1 (MI210: 104 CUs, FP16 matrix 181 TFLOPS, INT8 matrix 181 TOPS, 3.2 Gbps HBM2E 4096-bit, 1.6 TB/s, 64 GB, 3 Infinity Fabric links, 300 W, PCIe 4.0) | ROCm 'AMD Instinct MI250 microarchitecture', https://rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi250.html (source: ROCm/legacy-rocm-build docs/conceptual/gpu-arch/mi250.md) (CDNA 2: matrix BF16 at the FP16 rate, 1024 FLOPS/clock/CU; an Infinity Fabric link 50 GB/s per direction, 100 GB/s bidirectional: 3 links = 300 GB/s) | https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html (MI210 gfx90a, VRAM 64 GiB)"
+        ),
+    ),
+    "mi250x": Hardware(
+        slug="mi250x",
+        name="AMD Instinct MI250X, one GCD (each OAM module is 2 GCDs, 2 devices to ROCm/vLLM)",
+        vendor="AMD",
+        hbm_bytes=64e9,
+        hbm_bytes_per_second=1.6e12,
+        peak_flops_per_second={"bf16": 191.5e12, "fp16": 191.5e12, "int8": 191.5e12},
+        interconnect="Infinity Fabric (4 links to the other GCD of its OAM; 1-2 to other OAMs)",
+        interconnect_bytes_per_second_bidir=400e9,
+        pcie_bytes_per_second_bidir=64e9,
+        confidence="medium",
+        source=(
+            "AMD Instinct MI250X spec table (per OAM: FP16/BF16 up to 383.0 TF, INT8 383.0 TOPS, 128 GB HBM2e, 3.2 TB/s) as reproduced at https://zexron.com/amd-mi250-x-aldebaran-as-mcm-with-up-to-479-teraflop-s-and-560-watt-tdp, and https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html via https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md ('AMD MI250X has 2 GCDs - so the theoretical TFLOPS needs to be halved ... 383TFLOPS is reported for 2 GCDs') | ROCm 'AMD Instinct MI250 microarchitecture', https://rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi250.html (source: ROCm/legacy-rocm-build docs/conceptual/gpu-arch/mi250.md) ('two GCDs, each of which constitutes one GPU device'; HBM2e '1.6 TB/sec per GCD'; the two GCDs of an OAM joined by four links, 'bidirectional peak transfer bandwidth of 400 GB/sec'; each GCD its own PCIe Gen 4 x16) | https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html (MI250X: VRAM 128 GiB, 220 CUs, 110 per GCD)"
+        ),
+    ),
+    "mi355x": Hardware(
+        slug="mi355x",
+        name="AMD Instinct MI355X 288GB",
+        vendor="AMD",
+        hbm_bytes=288e9,
+        hbm_bytes_per_second=8e12,
+        peak_flops_per_second={
+            "bf16": 2500e12,
+            "fp16": 2500e12,
+            "fp8": 5000e12,
+            "int8": 5000e12,
+            "fp4": 10100e12,
+        },
+        interconnect="Infinity Fabric (7 x 153.6 GB/s links)",
+        interconnect_bytes_per_second_bidir=1075.2e9,
+        pcie_bytes_per_second_bidir=128e9,
+        confidence="medium",
+        source=(
+            "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html via https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md (dense: FP16/BF16 2500, FP8 5000, INT8 5000, FP6/FP4 10100 TFLOPS; 'AMD also publishes with Structured Sparsity variants at exactly 2x'; 2.5 PF is AMD's rounding of 2400 MHz x 512 FMA x 2 x 1024 matrix cores = 2516.6; 288 GB HBM3e, 8.00 TB/s) | https://www.theregister.com/2025/06/12/amd_mi355x/ (288 GB HBM3E, 8 TB/s, 1.4 kW) | https://pudn.club/news/amd-dives-deep-on-cdna-4-architecture-and-mi350-accelerator-at-hot-chip-2025 (Hot Chips 2025: 7 Infinity Fabric links per socket) | https://humeconsulting.co/amd-mi355x-strong-node-level-inference-but-not-yet-rack-scale (Infinity Fabric '~153 GB/s of bidirectional bandwidth' per link; 1075.2 = 7 x 153.6, AMD's own link figure not retrieved here) | https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html (MI355X gfx950, 256 CUs, VRAM 288 GiB) | https://raw.githubusercontent.com/mlcommons/inference_results_v6.0/main/closed/AMD/results/87xMI355X_22xEPYC_9575F/summary.html (MI355X 288GB HBM3e, PCIe Gen 5 x16, XGMI)"
         ),
     ),
 }
