@@ -16,7 +16,7 @@ from itlkit.diagnosis.report import build_report, to_html
 from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import Prediction
 from itlkit.metrics.histogram import Histogram
-from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, wrap
+from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, top_title, wrap
 from itlkit.plots.histogram import TICK_LABELS
 from itlkit.units import MILLISECOND, format_seconds
 
@@ -226,18 +226,25 @@ def whatif_data(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> l
 
 
 def whatif_title(d: Diagnosis, baseline: Prediction, prediction: Prediction) -> str:
-    """Headline: ITL p99 and TTFT p99, observed -> replayed -> what-if."""
+    """Headline: ITL p99 and TTFT p99, observed and replayed read through the same buckets (the
+    comparison the replay's quality rests on), then the prediction's exact quantile with its
+    bucketed reading beside it."""
     t = d.timeline
     observed_ttft = t.ttft_total.quantile(0.99) if t.ttft_total is not None else math.nan
+
+    def line(name: str, observed: float, replayed: float, exact: float, bucketed: float) -> str:
+        return wrap(
+            f"{name} p99 {format_seconds(observed)} observed, {format_seconds(replayed)} replayed "
+            f"(in buckets) · {format_seconds(exact)} predicted ({format_seconds(bucketed)} "
+            "in buckets)"
+        )
+
     return "<br>".join([
         wrap(f"what-if ({prediction.setting.label})"),
-        wrap(
-            f"ITL p99 {format_seconds(t.itl_total.quantile(0.99))} observed, "
-            f"{format_seconds(baseline.itl_quantile(0.99))} replayed, "
-            f"{format_seconds(prediction.itl_quantile(0.99))} predicted · TTFT p99 "
-            f"{format_seconds(observed_ttft)} / {format_seconds(baseline.ttft_quantile(0.99))} / "
-            f"{format_seconds(prediction.ttft_quantile(0.99))}"
-        ),
+        line("ITL", t.itl_total.quantile(0.99), baseline.itl_bucket_quantile(0.99),
+             prediction.itl_quantile(0.99), prediction.itl_bucket_quantile(0.99)),
+        line("TTFT", observed_ttft, baseline.ttft_bucket_quantile(0.99),
+             prediction.ttft_quantile(0.99), prediction.ttft_bucket_quantile(0.99)),
     ])  # fmt: skip
 
 
@@ -292,11 +299,11 @@ def whatif_spec(
     layout = dict(
         **axes,
         annotations=[dict(a, font=dict(a["font"])) for a in WHATIF_PANEL_TITLES],
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=13)),
+        title=top_title(title),  # hung from the top: its lines never reach the panel titles
         margin=dict(l=60, r=30, t=title_margin_px(title, below=60), b=50),
         legend=FOOT_LEGEND,  # at y=-0.2 of the plot it covered the axis titles at 1,920 px
         autosize=width is None,  # as plots._style.responsive
-        height=height,
+        height=height + 18 * max(title.count("<br>") - 2, 0),  # the plots keep their height
     )
     if width is not None:
         layout["width"] = width
