@@ -119,10 +119,11 @@ OUTPUT_WIDTHS_PX = (848, 1488)
 
 
 def _states() -> dict[str, object]:
-    """Figures as the notebooks draw them after clicks the JupyterLab test does not make: 02 with
-    chunked prefill off ("now" by the left edge read "ow"), at budget 256, overloaded at 6
-    requests/s, and 04 for every bundled incident."""
+    """Figures as the notebooks draw them after clicks the JupyterLab test does not make: 01 at
+    the sliders' ends, 02 with chunked prefill off ("now" by the left edge read "ow"), at budget
+    256, overloaded at 6 requests/s, and 04 for every bundled incident."""
     from itlkit.physics.roofline import Deployment
+    from itlkit.plots.decode import decode_figure, decode_view
     from itlkit.plots.postmortem import timeline_figure, whatif_figure
     from itlkit.plots.scheduler import scheduler_figure, scheduler_view
     from itlkit.sim.scheduler import SchedulerConfig
@@ -130,6 +131,16 @@ def _states() -> dict[str, object]:
 
     figures = {}
     deployment = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    for batch, context, chunk, mfu in [
+        (1, 128, 0, 0.5),
+        (1, 128, 64, 0.5),
+        (1024, 131072, 16384, 0.5),
+        (1024, 4096, 16384, 1.0),
+    ]:
+        at = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm", mfu=mfu)
+        view = decode_view(at, batch_size=batch, context_tokens=context, chunk_tokens=chunk)
+        name = f"01 at batch {batch}, context {context}, chunk {chunk}, MFU {mfu:g}"
+        figures[name] = decode_figure(view)
     for rate, budget, chunked in [(3.0, 2048, False), (3.0, 256, True), (6.0, 2048, True)]:
         config = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=256,
                                  enable_chunked_prefill=chunked)  # fmt: skip
@@ -159,8 +170,9 @@ def test_figure_text_in_more_states(browser):
         for width in OUTPUT_WIDTHS_PX:
             for name, spec in specs.items():
                 page.evaluate(draw, [spec, width])
-                problems += [f"{name} at {width} px: {p}" for p in page.evaluate(FIGURE_PROBLEMS)]
+                found = page.evaluate(FIGURE_PROBLEMS) + page.evaluate(OVERLAPPING_TEXT)
+                problems += [f"{name} at {width} px: {p}" for p in found]
                 page.evaluate("() => Plotly.purge(document.getElementById('figure'))")
-        assert problems == []
+        assert not problems, "\n".join(problems)
     finally:
         page.close()

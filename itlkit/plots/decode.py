@@ -17,9 +17,10 @@ from itlkit.physics.roofline import (
     decode_step,
     mixed_step,
 )
-from itlkit.plots._style import responsive, wrap
+from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, top_title, wrap
 from itlkit.units import MILLISECOND, TERA
 
+TITLE_LINES = 3
 BATCH_AXIS = np.unique(np.round(np.geomspace(1, 1024, 160)).astype(int))
 GEMM_LABELS = ("decode", "with chunk")
 TERMS = (
@@ -166,6 +167,29 @@ def _gemm_point(step: StepTime) -> tuple[float, float]:
     return intensity, step.matmul_flops / step.gemm_seconds / TERA
 
 
+# plotly clips marker text at the plot's edges: at batch 1 the decode GEMMs sit on the roofline's
+# left edge and "decode", left of its point, lost its first letters; at batch 1,024 with a
+# 16,384-token chunk "with chunk" ran off the right edge. "decode" goes above its point and to
+# its left, "with chunk" below and to its right (apart even when the points coincide); a label
+# whose point lies within this share of the panel's log-intensity span from an edge goes to the
+# other side ("with chunk" is about 70 px, a third of the panel's 240 px at 1,280 px).
+GEMM_LABEL_EDGE = 0.3
+# The ridge line reaches this factor above the roof, so that the roofline panel's autorange
+# holds "decode" above a point on the roof (at MFU 1 its top was cut): a quarter of a decade.
+ROOF_HEADROOM = 10**0.25
+
+
+def _gemm_places(intensities, *, x_range) -> list[str]:
+    """Text positions of the GEMM points' labels ("decode", then "with chunk") on the roofline
+    panel's log intensity axis (`x_range`: the curve's ends, FLOP/B)."""
+    low, high = np.log10(x_range)
+    across = (np.log10(intensities) - low) / (high - low)
+    places = ["top right" if across[0] < GEMM_LABEL_EDGE else "top left"]
+    if across.size > 1:
+        places.append("bottom left" if across[1] > 1 - GEMM_LABEL_EDGE else "bottom right")
+    return places
+
+
 def _bar_names(view: DecodeView) -> list[str]:
     """The step-terms panel's two bars (its categories)."""
     return ["decode step", view.chunk_label]
@@ -187,12 +211,14 @@ def trace_data(view: DecodeView) -> list[dict]:
     intensity, attainable = _roofline_curve(dep)
     data.append({"x": intensity, "y": attainable})
     ridge = dep.ridge_flops_per_byte
-    data.append({"x": [ridge, ridge], "y": [attainable.min(), dep.peak_flops_per_second / TERA]})
+    roof = dep.peak_flops_per_second / TERA
+    data.append({"x": [ridge, ridge], "y": [attainable.min(), roof * ROOF_HEADROOM]})
     points = [_gemm_point(view.decode), _gemm_point(view.mixed)]
-    gemms = {"x": [p[0] for p in points], "y": [p[1] for p in points], "text": list(GEMM_LABELS)}
     if not view.chunk_tokens:  # the chunked step is the decode step: one point, one label
-        gemms = {"x": gemms["x"][:1], "y": gemms["y"][:1], "text": gemms["text"][:1]}
-    data.append(gemms)
+        points = points[:1]
+    places = _gemm_places([p[0] for p in points], x_range=(intensity[0], intensity[-1]))
+    data.append({"x": [p[0] for p in points], "y": [p[1] for p in points],
+                 "text": list(GEMM_LABELS[: len(points)]), "textposition": places})  # fmt: skip
     data.append({"x": BATCH_AXIS, "y": view.batch_floor_seconds / MILLISECOND})
     data.append({"x": BATCH_AXIS, "y": view.batch_decode_seconds / MILLISECOND})
     data.append({"x": BATCH_AXIS, "y": view.batch_mixed_seconds / MILLISECOND})
@@ -225,10 +251,7 @@ def decode_figure(view: DecodeView, *, width: int | None = None, height: int = 4
         dict(name="ridge", mode="lines", line=dict(color="gray", dash="dash")),
         dict(
             name="this step's GEMMs",
-            mode="markers+text",
-            # left of one point, right of the other: the two never overlap, even when the
-            # points sit close (large batch) or on top of each other
-            textposition=["top left", "bottom right"],
+            mode="markers+text",  # labels placed by _gemm_places
             marker=dict(size=11, color=["#4C72B0", "#C44E52"]),
         ),
         dict(name="bandwidth floor", mode="lines", line=dict(color="#4C72B0", dash="dot")),
@@ -241,12 +264,13 @@ def decode_figure(view: DecodeView, *, width: int | None = None, height: int = 4
     for style, values, col in zip(extra, data[len(TERMS) :], cols, strict=True):
         fig.add_trace(go.Scatter(**style, **values), row=1, col=col)
     fig.update_layout(
-        title=dict(text=figure_title(view), font=dict(size=14), x=0.01, xanchor="left"),
+        # hung from the top edge, with room for three lines (a compute-bound step, a chunk and
+        # DOES NOT FIT): the widget changes only its text, and plotly's default centred a third
+        # line in the margin and ran it over the subplot titles
+        title=top_title(figure_title(view), size=14),
         barmode="stack",
-        margin=dict(l=50, r=20, t=95, b=50),
-        # at the figure's foot, whatever the rows it wraps into (plotly widens the margin for it);
-        # a fraction of the plot's height put it over the axis titles in some widths
-        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"),
+        margin=dict(l=50, r=20, t=title_margin_px("<br>" * (TITLE_LINES - 1)), b=50),
+        legend=FOOT_LEGEND,  # a fraction of the plot's height put it over the axis titles
     )
     fig.update_yaxes(title_text="time (ms)", row=1, col=1)
     fig.update_xaxes(tickangle=0, **bar_ticks(view), row=1, col=1)
