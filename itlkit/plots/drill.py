@@ -12,7 +12,7 @@ import math
 import plotly.graph_objects as go
 
 from itlkit.drill.grading import Grade
-from itlkit.plots._style import responsive
+from itlkit.plots._style import FOOT_LEGEND, responsive
 from itlkit.units import MILLISECOND, format_seconds
 
 QUANTITIES = (
@@ -77,7 +77,7 @@ def answer_figure(
         title=dict(text=figure_title(grade), font=dict(size=13)),
         barmode="group",
         margin=dict(l=60, r=20, t=60, b=40),
-        legend=dict(orientation="h", y=-0.15),
+        legend=FOOT_LEGEND,  # at the figure's foot: clear of the axis's tick labels
     )
     limits = y_range(grade)
     fig.update_yaxes(

@@ -45,7 +45,7 @@ from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain, upda
 from itlkit.widgets._style import columns
 
 _WIDE = {"description_width": "150px"}
-_LAYOUT = widgets.Layout(width="460px")
+_LAYOUT = widgets.Layout(width="400px")  # as the deployment picker's controls
 QUANTILES = (0.5, 0.9, 0.99)
 _STALE = '<span style="color:#c00">'
 _ERRORS = (SourceError, ConfigError, UnknownNameError, ValueError, OSError)
@@ -81,7 +81,7 @@ class HistogramExplorer:
             options=SECONDS_HISTOGRAMS, value=metric, description="histogram", style=_WIDE
         )
         # every part AUTO: read off the metrics or assumed, as `itlkit diagnose` does
-        self.picker = deployment_picker(auto=True, width="460px")
+        self.picker = deployment_picker(auto=True)
         self.model, self.gpu = self.picker.model, self.picker.gpu
         self.model_path, self.weights, self.kv = (
             self.picker.model_path, self.picker.weights, self.picker.kv)  # fmt: skip
