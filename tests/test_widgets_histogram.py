@@ -13,6 +13,7 @@ import pytest
 from itlkit.metrics.histogram import from_samples, summarize
 from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots.histogram import bucket_bars, histogram_figure, histogram_spec
+from itlkit.widgets._deployment import AUTO_VALUE
 from itlkit.widgets.histogram import HistogramExplorer
 
 LES = ["0.01", "0.025", "0.05", "0.075", "0.1", "+Inf"]
@@ -238,7 +239,7 @@ def test_an_uploaded_page_is_judged_against_its_own_model(examples):
     served = "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8"
     text = ONE.replace('model_name="m"', f'model_name="{served}"')
     ex.upload.value = (_upload("70b-20261202T130000Z.prom", text),)
-    assert ex.model.value is None  # AUTO: read off the served name, as `itlkit diagnose` does
+    assert ex.model.value == AUTO_VALUE  # read off the served name, as `itlkit diagnose` does
     assert ex.inferred().deployment.model.slug == "llama-3.1-70b"
     dep = Deployment.create(model="llama-3.1-70b", gpu="h100-sxm", weight_precision="fp8")
     want = float(decode_step(dep, batch_size=64, context_tokens=4096).floor_seconds)
@@ -256,7 +257,7 @@ def test_an_uploaded_page_is_judged_against_its_own_model(examples):
     ex.model.value = "llama-3.1-8b"  # the reader overrules the guess: its precision goes too
     assert _trace(ex.figure, "floor").x[0] == pytest.approx(0.01505, rel=1e-3)
     assert "fp8" not in ex.figure.layout.title.text
-    ex.model.value = None  # back to AUTO
+    ex.model.value = AUTO_VALUE
     ex.example.value = "series"  # model_name "m" is in no catalog: the default, said
     assert "model_name 'm' is not in the catalog" in _words(ex.figure.layout.title.text)
 

@@ -143,3 +143,17 @@ def test_notebook_03_warns_in_red_when_the_gaps_beat_the_floor(histogram_explore
     ex.model.value, ex.gpu.value, ex.tp.value = "llama-3.1-8b", "h100-sxm", 1
     assert "itlkit-below-floor" in ex.warning.value and "#c62828" in ex.warning.value
     assert "average at most 5.20 ms" in _text(ex.warning.value)
+
+
+def test_every_auto_dropdown_shows_its_label():
+    # ipywidgets reads a value of None as "nothing selected" and draws a blank box (seen in the
+    # Voila screenshot of notebook 03): AUTO must be a real option, shown by its label
+    from itlkit.bundled import bundled_path
+    from itlkit.widgets._deployment import AUTO
+    from itlkit.widgets.histogram import HistogramExplorer
+
+    one = bundled_path("synthetic-v0.12-one-page-20261202T120500Z.prom")
+    for ex in (PostmortemExplorer(scenario="mixed"), HistogramExplorer(examples={"one": one})):
+        for control in (*ex.picker.controls, ex.tp):
+            if hasattr(control, "options"):
+                assert control.label == AUTO, control.description

@@ -16,7 +16,19 @@ from itlkit.physics.roofline import Deployment
 from itlkit.units import KV_PRECISIONS, WEIGHT_PRECISIONS
 from itlkit.widgets._style import labelled
 
-AUTO = "auto (from the metrics)"  # the option that leaves a part to the metrics
+AUTO = "auto (from the metrics)"  # the label of the option that leaves a part to the metrics
+# its value: not None, which ipywidgets reads as "nothing selected" and shows as a blank box
+AUTO_VALUE = "auto"
+
+
+def stated_value(value):
+    """A control's value as `Stated` takes it: None for AUTO."""
+    return None if value == AUTO_VALUE else value
+
+
+def auto_options(values) -> list:
+    """Dropdown options with AUTO first."""
+    return [(AUTO, AUTO_VALUE), *((str(v), v) for v in values)]
 
 
 @dataclass(frozen=True)
@@ -45,11 +57,11 @@ class DeploymentPicker:
         """What the picker states, None for each part left to the metrics (AUTO)."""
         path = self.model_path.value.strip() if self.model_path is not None else ""
         return Stated(
-            model=path or self.model.value,
-            gpu=self.gpu.value,
-            weight_precision=self.weights.value if self.weights is not None else None,
-            kv_precision=self.kv.value if self.kv is not None else None,
-            **settings,
+            model=path or stated_value(self.model.value),
+            gpu=stated_value(self.gpu.value),
+            weight_precision=stated_value(self.weights.value) if self.weights else None,
+            kv_precision=stated_value(self.kv.value) if self.kv else None,
+            **{k: stated_value(v) for k, v in settings.items()},
         )
 
     def deployment(self, **settings) -> Deployment:
@@ -76,7 +88,7 @@ def deployment_picker(
 ) -> DeploymentPicker:
     """Dropdowns for the catalog model and GPU, a text box for your own config.json
     (`own_config`) and dropdowns for the weight and KV-cache precisions (`precisions`). With
-    `auto`, each dropdown starts at AUTO (value None): read off the metrics or assumed."""
+    `auto`, each dropdown starts at AUTO (AUTO_VALUE): read off the metrics or assumed."""
     look = dict(width=width, label_width=label_width)
     # a precision name is short: its dropdown is 150 px beside the label (AUTO needs the width)
     short = f"{int(label_width.removesuffix('px')) + 150}px"
@@ -93,9 +105,9 @@ def deployment_picker(
         )
 
     def dropdown(label, names, value, **layout):
-        options = [(AUTO, None), *((n, n) for n in names)] if auto else list(names)
+        options = auto_options(names) if auto else list(names)
         return labelled(widgets.Dropdown, label, options=options,
-                        value=None if auto else value, **layout)  # fmt: skip
+                        value=AUTO_VALUE if auto else value, **layout)  # fmt: skip
 
     weights = kv = None
     if precisions:

@@ -40,7 +40,7 @@ from itlkit.plots.histogram import (
     summary_lines,
 )
 from itlkit.units import format_seconds
-from itlkit.widgets._deployment import AUTO, deployment_picker
+from itlkit.widgets._deployment import AUTO_VALUE, auto_options, deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, plain, update_figure
 from itlkit.widgets._style import columns
 
@@ -86,7 +86,7 @@ class HistogramExplorer:
         self.model_path, self.weights, self.kv = (
             self.picker.model_path, self.picker.weights, self.picker.kv)  # fmt: skip
         self.tp = widgets.Dropdown(
-            options=[(AUTO, None), *((str(n), n) for n in (1, 2, 4, 8))], value=None,
+            options=auto_options((1, 2, 4, 8)), value=AUTO_VALUE,
             description="TP (GPUs)", style=_WIDE, layout=_LAYOUT,
         )  # fmt: skip
         self.batch = widgets.IntSlider(

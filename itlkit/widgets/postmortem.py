@@ -50,7 +50,7 @@ from itlkit.plots.postmortem import (
     timeline_figure,
     whatif_spec,
 )
-from itlkit.widgets._deployment import AUTO, deployment_picker
+from itlkit.widgets._deployment import AUTO_VALUE, auto_options, deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_figure, update_traces
 from itlkit.widgets._style import BUSY_HTML, busy_label, checkbox, columns, error_banner, labelled
 
@@ -141,7 +141,7 @@ class PostmortemExplorer:
         self.model, self.model_path = self.picker.model, self.picker.model_path
         self.gpu, self.weights, self.kv = self.picker.gpu, self.picker.weights, self.picker.kv
         self.tp = widgets.Dropdown(
-            options=[(AUTO, None), *((str(n), n) for n in (1, 2, 4, 8))], value=None,
+            options=auto_options((1, 2, 4, 8)), value=AUTO_VALUE,
             description="TP (GPUs)", style=_WIDE, layout=widgets.Layout(width=_FIELD),
         )  # fmt: skip
         self.budget = widgets.BoundedIntText(
