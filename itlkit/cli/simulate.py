@@ -21,7 +21,16 @@ from itlkit.cli._args import (
     whole_number,
 )
 from itlkit.errors import ConfigError
-from itlkit.sim.workload import Fixed, LogNormal, RateProfile, Uniform
+from itlkit.sim.workload import (
+    MOST_CONCURRENCY,
+    Fixed,
+    LogNormal,
+    RateProfile,
+    Uniform,
+    read_quantiles_csv,
+    vllm_random_output_lengths,
+    vllm_random_prompt_lengths,
+)
 from itlkit.units import format_seconds
 
 # The flags' ranges: wider than any real server, narrow enough that the simulation's arithmetic
@@ -35,25 +44,58 @@ profile_start = number_between(0.0, 1e7, "a start time in seconds")
 profile_rate = number_between(0.0, 1e6, "an arrival rate in requests/s")
 MOST_SHARED_PREFIX_TOKENS = 10**8
 MOST_SCRAPES = 20_000  # scrape files (or one file's scrapes): a 1-s interval over 5.5 h
+MOST_PROMPTS = 10**7  # --num-prompts: vllm bench serve's runs send thousands
 
 
 shared_prefix_tokens = whole_number(0, MOST_SHARED_PREFIX_TOKENS, "a number of tokens")
-_LENGTHS_HELP = "N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA (tokens)"
+prefix_len = whole_number(0, MOST_SHARED_PREFIX_TOKENS, "a number of tokens")
+num_prompts = whole_number(1, MOST_PROMPTS, "a number of prompts")
+concurrency = whole_number(1, MOST_CONCURRENCY, "a number of requests in flight")
+burstiness = number_between(1e-3, 1e3, "a burstiness factor")
+range_ratio = number_between(0.0, 1.0, "a range ratio")
+share = number_between(0.0, 1.0, "a share")
+_LENGTHS_HELP = (
+    "N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA; also lognormal-mean:MEAN:SIGMA, "
+    "lognormal-mean-sd:MEAN:SD or quantiles:FILE (a CSV of level,tokens); in tokens"
+)
+# `vllm bench serve --dataset-name random`'s defaults (RandomDataset in
+# vllm/benchmarks/datasets.py, vllm-project/vllm @ 0056b87fc1fda2642f39dda4392824c425dd1638).
+RANDOM_DEFAULTS = {"random_input_len": 1024, "random_output_len": 128, "random_range_ratio": 0.0,
+                   "random_prefix_len": 0}  # fmt: skip
+DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 4096, 256
+DEFAULT_RATE = 5.0  # requests/s
 
 
 def _lengths(text: str):
-    """`4096`, `uniform:LOW:HIGH` or `lognormal:MEDIAN:SIGMA` (tokens)."""
+    """`4096`, `fixed:N`, `uniform:LOW:HIGH`, `lognormal:MEDIAN:SIGMA`,
+    `lognormal-mean:MEAN:SIGMA`, `lognormal-mean-sd:MEAN:SD` or `quantiles:FILE` (tokens)."""
     kind, *values = text.split(":")
     try:
         if not values:
             return Fixed(tokens(kind))
+        if kind == "quantiles":
+            return read_quantiles_csv(text.split(":", 1)[1])
+        if kind == "fixed" and len(values) == 1:
+            return Fixed(tokens(values[0]))
         if kind == "uniform" and len(values) == 2:
             return Uniform(*(tokens(v) for v in values))
-        if kind == "lognormal" and len(values) == 2:
-            return LogNormal(*(_number(v, text) for v in values))
+        lognormals = {"lognormal": LogNormal, "lognormal-mean": LogNormal.from_mean,
+                      "lognormal-mean-sd": LogNormal.from_mean_sd}  # fmt: skip
+        if kind in lognormals and len(values) == 2:
+            return lognormals[kind](*(_number(v, text) for v in values))
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(f"{shown(text)}: {exc}") from None
     raise argparse.ArgumentTypeError(f"{shown(text)} is not {_LENGTHS_HELP}")
+
+
+def _request_rate(text: str) -> float:
+    """`vllm bench serve --request-rate`: requests/s, or inf (every request at t = 0)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    try:
+        return rate(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or inf (all at t = 0)") from None
 
 
 def _number(text: str, whole: str) -> float:
@@ -104,11 +146,13 @@ def add_parser(subparsers) -> None:
     dep.add_argument("--host-overhead", type=host_overhead, default=0.0, metavar="SECONDS",
                      help="per-step host time added to every step, 0 to 1 s")  # fmt: skip
     work = p.add_argument_group("workload")
-    work.add_argument("--rate", type=rate, default=5.0, help="arrivals per second")
+    work.add_argument("--rate", type=rate, help=f"arrivals per second (default {DEFAULT_RATE:g})")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
                       help="arrivals/s by time instead of --rate, e.g. 0:2,60:8,90:2")  # fmt: skip
-    work.add_argument("--prompt-tokens", type=_lengths, default=Fixed(4096), help=_LENGTHS_HELP)
-    work.add_argument("--output-tokens", type=_lengths, default=Fixed(256), help=_LENGTHS_HELP)
+    work.add_argument("--prompt-tokens", type=_lengths,
+                      help=f"{_LENGTHS_HELP}; default {DEFAULT_PROMPT_TOKENS}")  # fmt: skip
+    work.add_argument("--output-tokens", type=_lengths,
+                      help=f"{_LENGTHS_HELP}; default {DEFAULT_OUTPUT_TOKENS}")  # fmt: skip
     work.add_argument("--shared-prefix-tokens", type=shared_prefix_tokens, default=0,
                       help="system-prompt tokens every request shares (served from the prefix "
                            "cache, their KV held once)")  # fmt: skip
@@ -116,6 +160,37 @@ def add_parser(subparsers) -> None:
                       help="replay a CSV (columns arrival_seconds, prompt_tokens, "
                            "output_tokens; optional cached_prompt_tokens, prefix_group) or a "
                            "`vllm bench serve` result JSON")  # fmt: skip
+    client = p.add_argument_group(
+        "client (as vllm bench serve)",
+        "--num-prompts sends a count of requests, as vllm bench serve does, and runs until the "
+        "last finishes; --max-concurrency makes the client a closed loop (also with --rate)",
+    )
+    client.add_argument("--num-prompts", type=num_prompts, metavar="N",
+                        help="send N requests at --request-rate (--rate) and run until all "
+                             "have finished")  # fmt: skip
+    client.add_argument("--request-rate", type=_request_rate, metavar="R|inf",
+                        help="requests/s of --num-prompts (Poisson, rescaled so the last goes "
+                             "at N / R, as vllm bench serve); inf: all at t = 0, a burst "
+                             "(default: --rate)")  # fmt: skip
+    client.add_argument("--burstiness", type=burstiness,
+                        help="gamma shape of the gaps between sends with --num-prompts "
+                             "(default 1: Poisson; < 1 burstier, > 1 more even)")  # fmt: skip
+    client.add_argument("--max-concurrency", type=concurrency, metavar="N",
+                        help="a closed loop: at most N requests in flight; each next one is sent "
+                             "when one finishes (TTFT and E2E count from the send)")  # fmt: skip
+    client.add_argument("--random-input-len", type=tokens, metavar="TOKENS",
+                        help="--dataset-name random's prompt length (default 1024), drawn "
+                             "from [floor(L(1-r)), ceil(L(1+r))], r: the range ratio")  # fmt: skip
+    client.add_argument("--random-output-len", type=tokens, metavar="TOKENS",
+                        help="--dataset-name random's output length (default 128)")  # fmt: skip
+    client.add_argument("--random-range-ratio", type=range_ratio, metavar="R",
+                        help="--dataset-name random's spread, in [0, 1) (default 0)")  # fmt: skip
+    client.add_argument("--random-prefix-len", type=prefix_len, metavar="TOKENS",
+                        help="--dataset-name random's prefix, the same for every request "
+                             "(served from the prefix cache; default 0)")  # fmt: skip
+    client.add_argument("--repeat-share", type=share, default=0.0, metavar="SHARE",
+                        help="share of requests that resend an earlier request's prompt, "
+                             "served from the prefix cache while it keeps it (0 to 1)")  # fmt: skip
     work.add_argument("--duration", type=duration, default=60.0, metavar="SECONDS",
                       help="arrival window and simulated time")  # fmt: skip
     work.add_argument("--drain", action="store_true",
@@ -163,6 +238,7 @@ def run(args) -> int:
 
         return simulate_runs(args)
     _check(args)
+    _check_client(args)
     _check_outputs(args, args.duration)
     calibration = _calibration(args)
     dep = _calibrated(deployment_from_args(args), calibration)
@@ -174,15 +250,16 @@ def run(args) -> int:
         disaggregated=args.disaggregated,
         kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
     )
-    workload = _workload(args)
+    workload = _workload(args, dep)
     _check_workload(args, workload, config)
+    drained = args.drain or args.num_prompts is not None
     result = simulate_deployment(
         workload,
         deployment=dep,
         config=config,
         efficiency=calibration.efficiency if calibration else args.efficiency,
         host_overhead_seconds=None if calibration else args.host_overhead,
-        until_seconds=None if args.drain else args.duration,
+        until_seconds=None if drained else args.duration,
         jitter=_jitter(calibration, args.seed),
     )
     if not result.finished.any():
@@ -194,7 +271,9 @@ def run(args) -> int:
         values["calibration"] = calibration.name if calibration else "none"
         print(json.dumps(values, indent=2))
     else:
-        _print_report(result, dep, config, drained=args.drain)
+        _print_report(result, dep, config, drained=drained)
+        if args.num_prompts is not None or args.max_concurrency is not None:
+            print(_client_text(args, result))
         if calibration:
             print(calibration.describe())
     return 0
@@ -239,6 +318,38 @@ def _check(args) -> None:
         )
 
 
+def _check_client(args) -> None:
+    """Refuse client flags that contradict each other, naming both."""
+    pairs = (
+        ("--request-rate", args.request_rate, "--rate-profile", args.rate_profile),
+        ("--num-prompts", args.num_prompts, "--rate-profile", args.rate_profile),
+        ("--num-prompts", args.num_prompts, "--workload", args.workload),
+        ("--request-rate", args.request_rate, "--workload", args.workload),
+        ("--repeat-share", args.repeat_share or None, "--workload", args.workload),
+        ("--max-concurrency", args.max_concurrency, "--disaggregated", args.disaggregated or None),
+        ("--random-prefix-len", args.random_prefix_len, "--shared-prefix-tokens",
+         args.shared_prefix_tokens or None),
+        ("--request-rate", args.request_rate, "--rate", args.rate),
+    )  # fmt: skip
+    for flag, value, other, other_value in pairs:
+        if value is not None and other_value is not None:
+            raise ConfigError(f"give {flag} or {other}, not both")
+    random = [f"--{k.replace('_', '-')}" for k in RANDOM_DEFAULTS if getattr(args, k) is not None]
+    lengths = [f for f, v in (("--prompt-tokens", args.prompt_tokens),
+                             ("--output-tokens", args.output_tokens)) if v is not None]  # fmt: skip
+    if random and lengths:
+        raise ConfigError(
+            f"give {random[0]} (vllm bench serve's random dataset, both lengths) or {lengths[0]}, "
+            "not both"
+        )
+    if args.request_rate == math.inf and args.num_prompts is None:
+        raise ConfigError(
+            "--request-rate inf sends every request at t = 0 and needs --num-prompts (how many)"
+        )
+    if args.burstiness is not None and args.num_prompts is None:
+        raise ConfigError("--burstiness shapes the sends of --num-prompts; give --num-prompts")
+
+
 def _check_outputs(args, seconds: float) -> None:
     """Refuse, before the work (and again once the run's end is known), exports that cannot be
     written or would write too many scrapes."""
@@ -277,17 +388,26 @@ def _check_memory(args, dep) -> None:
 
     if args.workload:
         return  # a file's size already bounds its requests
-    peak_rate = max(args.rate_profile.rates_per_second) if args.rate_profile else args.rate
-    requests = peak_rate * args.duration
-    fastest_step = float(decode_step(dep, batch_size=1, context_tokens=1).step_seconds)
-    steps = args.duration / fastest_step
-    needed = requests * _BYTES_PER_REQUEST + min(steps, requests * 8192) * _BYTES_PER_STEP
-    if needed > MEMORY_LIMIT_BYTES:
+    if args.num_prompts is not None:  # run until the last finishes: at worst one at a time
+        requests = args.num_prompts
+        prompt, output = _lengths_from_args(args)[:2]
+        prefill = math.ceil(prompt.mean_tokens / args.max_num_batched_tokens)
+        steps = requests * (output.mean_tokens + prefill)
+        needed = requests * _BYTES_PER_REQUEST + steps * _BYTES_PER_STEP
+        lower = "fewer --num-prompts"
+    else:
+        peak_rate = max(args.rate_profile.rates_per_second) if args.rate_profile else _rate(args)
+        requests = peak_rate * args.duration
+        fastest_step = float(decode_step(dep, batch_size=1, context_tokens=1).step_seconds)
+        steps = args.duration / fastest_step
+        needed = requests * _BYTES_PER_REQUEST + min(steps, requests * 8192) * _BYTES_PER_STEP
         lower = "lower --rate-profile's peak rate" if args.rate_profile else "lower --rate"
+        lower = f"shorten --duration or {lower}"
+    if needed > MEMORY_LIMIT_BYTES:
         raise ConfigError(
             f"this run would simulate about {requests:,.0f} requests over up to {steps:,.0f} "
             f"steps and need about {needed / 1e9:,.1f} GB (limit {MEMORY_LIMIT_BYTES / 1e9:g} "
-            f"GB): shorten --duration or {lower}"
+            f"GB): {lower}"
         )
 
 
@@ -301,7 +421,7 @@ def _check_workload(args, workload, config) -> None:
             pairs = zip(profile.start_seconds, profile.rates_per_second, strict=True)
             sends = "--rate-profile " + ",".join(f"{a:g}:{b:g}" for a, b in pairs)
         else:
-            sends = f"--rate {args.rate:g} requests/s"
+            sends = f"--rate {_rate(args):g} requests/s"
         raise ConfigError(
             f"{sends} sends no request within --duration {args.duration:g} s; raise either"
         )
@@ -363,20 +483,88 @@ def _slowing_settings(args, calibration) -> list[str]:
     return causes
 
 
-def _workload(args):
-    from itlkit.sim.workload import read_workload, synthetic_workload
+def _rate(args) -> float:
+    """The arrival rate: --request-rate (vLLM's name, may be inf), else --rate, else 5/s."""
+    if args.request_rate is not None:
+        return args.request_rate
+    return DEFAULT_RATE if args.rate is None else args.rate
+
+
+def _lengths_from_args(args) -> tuple:
+    """(prompt lengths, output lengths, shared prefix tokens): --prompt-tokens/--output-tokens,
+    or vllm bench serve's --dataset-name random when any --random-* flag is given."""
+    given = {k: getattr(args, k) for k in RANDOM_DEFAULTS if getattr(args, k) is not None}
+    if not given:
+        prompt = args.prompt_tokens or Fixed(DEFAULT_PROMPT_TOKENS)
+        output = args.output_tokens or Fixed(DEFAULT_OUTPUT_TOKENS)
+        return prompt, output, args.shared_prefix_tokens
+    r = {**RANDOM_DEFAULTS, **given}
+    prompt = vllm_random_prompt_lengths(input_len=r["random_input_len"],
+                                        range_ratio=r["random_range_ratio"],
+                                        prefix_len=r["random_prefix_len"])  # fmt: skip
+    output = vllm_random_output_lengths(output_len=r["random_output_len"],
+                                        range_ratio=r["random_range_ratio"])  # fmt: skip
+    return prompt, output, r["random_prefix_len"] or args.shared_prefix_tokens
+
+
+def _workload(args, dep):
+    from dataclasses import replace
+
+    import numpy as np
+
+    from itlkit.sim.run_workload import repeat_prompts
+    from itlkit.sim.scheduler import kv_capacity_tokens
+    from itlkit.sim.workload import bench_workload, read_workload, synthetic_workload
 
     if args.workload:
-        return read_workload(args.workload, seed=args.seed)
-    return synthetic_workload(
-        duration_seconds=args.duration,
-        rate_per_second=None if args.rate_profile else args.rate,
-        profile=args.rate_profile,
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
-        shared_prefix_tokens=args.shared_prefix_tokens,
-        seed=args.seed,
-    )
+        workload = read_workload(args.workload, seed=args.seed)
+        if args.max_concurrency is not None:
+            workload = replace(workload, max_concurrency=args.max_concurrency)
+        return workload
+    prompt, output, shared = _lengths_from_args(args)
+    if args.num_prompts is not None:
+        workload = bench_workload(
+            num_prompts=args.num_prompts,
+            request_rate_per_second=_rate(args),
+            burstiness=1.0 if args.burstiness is None else args.burstiness,
+            max_concurrency=args.max_concurrency,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            shared_prefix_tokens=shared,
+            seed=args.seed,
+        )
+    else:
+        workload = synthetic_workload(
+            duration_seconds=args.duration,
+            rate_per_second=None if args.rate_profile else _rate(args),
+            profile=args.rate_profile,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            shared_prefix_tokens=shared,
+            max_concurrency=args.max_concurrency,
+            seed=args.seed,
+        )
+    if not args.repeat_share or not workload.num_requests:
+        return workload
+    # The prefix cache may keep what the KV cache holds (vLLM's free blocks); its own stream,
+    # so that the repeats do not echo the arrivals' draws.
+    return repeat_prompts(workload, share=args.repeat_share, block_size=16,
+                          capacity_blocks=max(kv_capacity_tokens(dep) // 16, 1),
+                          seed=np.random.default_rng((args.seed, 1)))  # fmt: skip
+
+
+def _client_text(args, result) -> str:
+    """The client's line of the report: what it had to send, and what a closed loop sent."""
+    w = result.workload
+    rate = _rate(args)
+    text = (f"client: {w.num_requests:,} requests at "
+            f"{'inf' if math.isinf(rate) else f'{rate:g}'} requests/s")  # fmt: skip
+    if args.max_concurrency is not None:
+        sent = w.arrival_seconds[result.arrived]
+        last = f", the last at {sent[-1]:.3f} s" if sent.size else ""
+        text += f", at most {args.max_concurrency:,} in flight (closed loop): {sent.size:,} sent"
+        text += last
+    return text
 
 
 def _export(args, result, *, model_name: str) -> None:

@@ -137,6 +137,17 @@ class Engine:
         self.ready_seconds = self.ready_array.tolist()
         self.ready_order = [self.requests[i] for i in np.asarray(ready_order).tolist()]
         self.next_ready = 0
+        # A closed-loop client (`Workload.max_concurrency`) sends its first N requests at their
+        # arrival and each later one when a request in flight finishes (`send_next`): until
+        # then its ready time is unknown (inf). Ready times stay sorted: later arrivals, and
+        # finishes in time order.
+        self.slots = workload.max_concurrency
+        if self.slots is not None:
+            self.wanted = self.ready_seconds  # when the client wants to send each request
+            self.ready_array = self.ready_array.copy()
+            self.ready_array[self.slots :] = math.inf
+            self.ready_seconds = self.ready_array.tolist()
+            self.unsent = min(self.slots, len(self.ready_seconds))
         self.waiting: deque[_Request] = deque()
         self.running: list[_Request] = []
         self.partial: list[_Request] = []  # running, part-way through a prefill, oldest first
@@ -352,6 +363,8 @@ class Engine:
             r.finish = end
             r.generated = r.output
             self.segments.close(r.index, r.seg_step, s)
+            if self.slots is not None:
+                self.send_next(end)
 
     def emit(self, completions: list, end: float, generation: int) -> tuple[int, int, int]:
         """Requests whose prefill completed emit a token and start (or resume) decoding.
@@ -373,6 +386,8 @@ class Engine:
                 self.used -= self._release(r, r.computed)
                 r.finish = end
                 self.segments.close(r.index, s, s)
+                if self.slots is not None:
+                    self.send_next(end)
                 continue
             r.decoding = True
             self.decoders += 1
@@ -384,6 +399,19 @@ class Engine:
                 heapq.heappush(self.finish_steps, last)
             self.finishes[last].append((r, r.epoch))
         return first, prompt, generation
+
+    def send_next(self, end: float) -> None:
+        """A request finished at `end`: the closed-loop client sends its next one then, or at
+        that one's arrival if later. `vllm bench serve --max-concurrency` wraps each request in
+        an asyncio.Semaphore, whose waiters acquire first come, first served
+        (`limited_request_func` in vllm/benchmarks/serve.py, vllm-project/vllm @
+        009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1); its clock (TTFT, E2E) starts once sent."""
+        k = self.unsent
+        if k < len(self.ready_seconds):
+            sent = max(self.wanted[k], end)
+            self.ready_seconds[k] = sent
+            self.ready_array[k] = sent
+            self.unsent = k + 1
 
     # ---- the fast path: a stretch of pure decode steps -------------------------------------
     def decode_stretch(self) -> bool:
@@ -483,6 +511,10 @@ class Engine:
             if r.decoding:
                 self.segments.close(r.index, r.seg_step, last)
                 r.generated = r.seg_gen + (last - r.seg_step)
+
+    def sent_seconds(self) -> np.ndarray:
+        """When each request reached the engine (a closed loop's send times; inf: never sent)."""
+        return self.ready_array
 
     def request_arrays(self) -> dict[str, np.ndarray]:
         """Per-request results in workload order."""

@@ -15,18 +15,32 @@ shares after the group's first use. The cache is an LRU of blocks in the KV memo
 requests leave free; `prefix_cache_hits` replays it over the request order with a capacity the
 caller gives. The engine then holds each system prompt's cached blocks once while any request
 that hit them runs (`Workload.shared_prompt_tokens`, `prefix_group`).
+
+Runs may describe other clients (the format's optional fields, `runs.ARRIVALS`): `vllm bench
+serve`'s (`arrival` "vllm-bench": `num_prompts` at `request_rate_per_second`, inf a burst), a
+closed loop (`max_concurrency`), prompts and outputs drawn per request from a distribution,
+and a share of requests that resend an earlier prompt, which the same prefix-cache replay
+serves (`repeat_prompts`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from itlkit.errors import ConfigError
 from itlkit.sim.runs import DEFAULT_PROMPT_TEMPLATE_TOKENS, Run
-from itlkit.sim.workload import Seed, Workload, make_rng, make_workload
+from itlkit.sim.workload import (
+    Fixed,
+    Seed,
+    Workload,
+    bench_arrivals,
+    make_rng,
+    make_workload,
+)
 
 
 @dataclass(frozen=True)
@@ -116,22 +130,73 @@ def prefix_cache_hits(
     return hits
 
 
+def repeat_prompts(
+    workload: Workload, *, share: float, capacity_blocks: int, block_size: int = 16,
+    seed: Seed = None,
+) -> Workload:  # fmt: skip
+    """`workload` where a `share` of requests resend an earlier request's prompt, and what the
+    prefix cache serves of them.
+
+    Request k > 0 repeats with probability `share`; it then takes the prompt of a request drawn
+    uniformly among the k before it (so a popular prompt is picked more often), and with it
+    that prompt's length, cached system prompt and prefix group; its arrival and output stay
+    its own. The repeats' hits come from `prefix_cache_hits` over the distinct prompts (each
+    one's blocks its own, an LRU of `capacity_blocks` blocks); a request keeps the larger of
+    those hits and the system-prompt tokens it already had cached. So the share of requests
+    whose prompt was seen before is `share` x (n - 1) / n."""
+    if isinstance(share, bool) or not 0 <= share <= 1:  # NaN fails too
+        raise ConfigError(f"the repeat share must be from 0 to 1, got {share!r:.40}")
+    rng = make_rng(seed)
+    n = workload.num_requests
+    repeats = rng.random(n) < share
+    repeats[:1] = False  # the first request has nothing to repeat
+    earlier = np.floor(rng.random(n) * np.arange(n)).astype(np.int64)  # uniform in [0, k)
+    first = list(range(n))  # the request that first sent each request's prompt
+    for k in np.flatnonzero(repeats).tolist():  # in order: earlier[k] < k is resolved
+        first[k] = first[earlier[k]]
+    first = np.asarray(first, dtype=np.int64)
+    distinct, order = np.unique(first, return_inverse=True)
+    w = workload
+    prompts = PromptSet(
+        prompt_tokens=w.prompt_tokens[distinct],
+        group=np.arange(distinct.size),
+        shared_tokens=0,
+    )
+    hits = prefix_cache_hits(prompts, order, capacity_blocks=capacity_blocks,
+                             block_size=block_size)  # fmt: skip
+    return replace(
+        w,
+        prompt_tokens=w.prompt_tokens[first],
+        cached_prompt_tokens=np.maximum(w.cached_prompt_tokens[first], hits),
+        shared_prompt_tokens=w.shared_prompt_tokens[first],
+        prefix_group=w.prefix_group[first],
+    )
+
+
 def run_workload(run: Run, *, capacity_blocks: int, seed: Seed = 0) -> Workload:
     """The requests the run's client sent, with the prefix cache's hits (`capacity_blocks`:
     KV blocks the prefix cache may keep)."""
     w = run.workload
-    if w.stages is None:
+    rng = make_rng(seed)
+    if w.arrival == "vllm-bench":
+        arrival = bench_arrivals(num_prompts=w.num_prompts, seed=rng,
+                                 request_rate_per_second=w.request_rate_per_second,
+                                 burstiness=w.burstiness)  # fmt: skip
+    elif w.stages is None:
         raise UnknownWorkload(
             f"run {run.id!r}: its arrival rates are unknown (workload {w.name!r} has "
             "stages null), so it cannot be simulated without guessing them"
         )
+    else:
+        arrival = fixed_count_arrivals(w.stages, seed=rng)
+    if w.draws_prompts:
+        return _drawn_prompts(run, arrival, capacity_blocks=capacity_blocks, rng=rng)
     prompts = prompt_set(run)
-    arrival = fixed_count_arrivals(w.stages, seed=seed)
     order = np.arange(arrival.size) % prompts.prompt_tokens.size
     cached = prefix_cache_hits(
         prompts, order, capacity_blocks=capacity_blocks, block_size=run.block_size
     )
-    output = generated_tokens(run)
+    output = _outputs(run, arrival.size, rng)
     # The hits inside the system prompt's full blocks are the group's: held once while in use.
     shared = np.minimum(cached, prompts.shared_tokens // run.block_size * run.block_size)
     return make_workload(
@@ -141,7 +206,39 @@ def run_workload(run: Run, *, capacity_blocks: int, seed: Seed = 0) -> Workload:
         cached_prompt_tokens=cached,
         shared_prompt_tokens=shared,
         prefix_group=prompts.group[order],
+        max_concurrency=w.max_concurrency,
     )
+
+
+def _outputs(run: Run, n: int, rng: np.random.Generator):
+    """Output tokens of n requests: drawn from the run's distribution, else `generated_tokens`."""
+    dist = run.workload.output_distribution
+    return generated_tokens(run) if dist is None else dist.sample(rng, size=n)
+
+
+def _drawn_prompts(run: Run, arrival, *, capacity_blocks: int, rng) -> Workload:
+    """Requests whose prompts are drawn one by one (no prompt cycle), a share of them resending
+    an earlier prompt; without repeats nothing is cached (each prompt is new)."""
+    w = run.workload
+    dist = w.prompt_distribution
+    if dist is None:
+        if w.prompt_tokens is None:
+            raise UnknownWorkload(
+                f"run {run.id!r}: the file gives no prompt length (prompt_tokens_mean or "
+                "prompt_tokens_distribution)"
+            )
+        dist = Fixed(w.prompt_tokens)
+    n = arrival.size
+    workload = make_workload(
+        arrival_seconds=arrival,
+        prompt_tokens=dist.sample(rng, size=n),
+        output_tokens=_outputs(run, n, rng),
+        max_concurrency=w.max_concurrency,
+    )
+    if not w.repeat_share:
+        return workload
+    return repeat_prompts(workload, share=w.repeat_share, capacity_blocks=capacity_blocks,
+                          block_size=run.block_size, seed=rng)  # fmt: skip
 
 
 def generated_tokens(run: Run) -> int:
@@ -157,7 +254,14 @@ def generated_tokens(run: Run) -> int:
 
 def prompt_cycle_blocks(run: Run) -> int:
     """Full blocks the distinct prompts hold in all, shared system prompts once (what the
-    prefix cache must keep to serve every prompt after its first use)."""
+    prefix cache must keep to serve every prompt after its first use). Prompts drawn per
+    request: the expected distinct prompts' blocks, 0 when none repeats."""
+    w = run.workload
+    if w.draws_prompts:
+        if not w.repeat_share or not w.requests:
+            return 0
+        distinct = 1 + (w.requests - 1) * (1 - w.repeat_share)
+        return math.ceil(distinct * (((w.prompt_tokens or 1) - 1) // run.block_size))
     prompts = prompt_set(run)
     size = run.block_size
     shared = prompts.shared_tokens // size

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.input_files import read_json_file
@@ -26,6 +27,15 @@ from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
 from itlkit.physics.roofline import Deployment, capacity
+from itlkit.sim.workload import (
+    Fixed,
+    Lengths,
+    LogNormal,
+    Quantiles,
+    Uniform,
+    vllm_random_output_lengths,
+    vllm_random_prompt_lengths,
+)
 from itlkit.units import format_bytes, kv_precision, weight_precision
 
 FORMAT = "itlkit-runs/1"
@@ -54,6 +64,18 @@ MOST_SEQS = 10**7  # engine.max_num_seqs
 MOST_BATCHED_TOKENS = 10**8  # engine.max_num_batched_tokens
 MOST_RATE_PER_SECOND = 1e6  # one stage's arrivals per second
 MOST_STAGE_SECONDS = 1e7  # one stage: about four months
+MOST_BURSTINESS = 1e3  # vllm bench serve's gamma shape: 1e3 is already nearly evenly spaced
+
+# How the client sends (`workload.arrival`), and the fields each one reads.
+ARRIVALS = {
+    "poisson-fixed-count": "inference-perf's constant load: rate x duration requests per stage "
+    "of workload.stages, exponential gaps rescaled to fill the stage",
+    "vllm-bench": "vllm bench serve: workload.num_prompts requests at "
+    'workload.request_rate_per_second (a number, or "inf": all at t = 0), gamma gaps of shape '
+    "workload.burstiness (default 1: Poisson)",
+}
+DEFAULT_ARRIVAL = "poisson-fixed-count"
+DISTRIBUTION_KINDS = ("fixed", "uniform", "lognormal", "quantiles", "vllm-random")
 
 
 @dataclass(frozen=True)
@@ -85,14 +107,28 @@ class RunWorkload:
     question_tokens: int | None
     prompt_template_tokens: float | None
     parent: str | None
+    # The client beyond inference-perf's (optional fields; the defaults are the format's
+    # original meaning): how it sends (`ARRIVALS`), a closed loop's slots, drawn lengths and
+    # the share of requests that resend an earlier prompt.
+    arrival: str = DEFAULT_ARRIVAL
+    num_prompts: int | None = None  # vllm-bench: requests sent
+    request_rate_per_second: float | None = None  # vllm-bench: inf = a burst at t = 0
+    burstiness: float = 1.0  # vllm-bench: gamma shape of the gaps
+    max_concurrency: int | None = None  # a closed-loop client's slots (None: open loop)
+    prompt_distribution: Lengths | None = None  # per-request prompt lengths
+    output_distribution: Lengths | None = None  # per-request output lengths
+    repeat_share: float = 0.0  # requests that resend an earlier request's prompt
 
     @property
     def prompt_tokens(self) -> int | None:
         """Tokens of each served prompt: the measured mean, else system prompt + question +
-        template tokens (re-tokenisation adds them); None when the shape is unknown."""
+        template tokens (re-tokenisation adds them), else the prompt distribution's mean; None
+        when the file says none of these."""
         if self.prompt_tokens_mean:
             return round(self.prompt_tokens_mean)
         if self.system_prompt_tokens is None or self.question_tokens is None:
+            if self.prompt_distribution is not None:
+                return round(self.prompt_distribution.mean_tokens)
             return None
         template = self.prompt_template_tokens
         template = DEFAULT_PROMPT_TEMPLATE_TOKENS if template is None else template
@@ -100,7 +136,22 @@ class RunWorkload:
 
     @property
     def requests(self) -> int | None:
+        if self.arrival == "vllm-bench":
+            return self.num_prompts
         return None if self.stages is None else sum(stage.requests for stage in self.stages)
+
+    @property
+    def cycles_prompts(self) -> bool:
+        """Whether the client cycles inference-perf's fixed list of distinct prompts
+        (`system_prompts` x `prompts_per_system_prompt`) rather than drawing one per request."""
+        return self.system_prompts is not None or self.prompts_per_system_prompt is not None
+
+    @property
+    def draws_prompts(self) -> bool:
+        """Whether each request's prompt is drawn on its own (vllm bench serve's datasets, or a
+        run that gives a prompt distribution or a repeat share): no prompt cycle."""
+        asked = self.arrival == "vllm-bench" or self.prompt_distribution is not None
+        return not self.cycles_prompts and (asked or self.repeat_share > 0)
 
 
 @dataclass(frozen=True)
@@ -214,9 +265,10 @@ def _workload(r: _Reader, doc) -> RunWorkload:
         return r.positive(doc, key, int, optional=True, most=MOST_RUN_REQUESTS,
                           name=f"workload.{key}")  # fmt: skip
 
+    client = _client(r, doc)
     return RunWorkload(
         name=r.get(doc, "name", str, name="workload.name"),
-        stages=_stages(r, doc.get("stages")),
+        stages=_stages(r, doc.get("stages")) if client["arrival"] == DEFAULT_ARRIVAL else None,
         output_tokens_mean=tokens("output_tokens_mean", optional=False),
         output_tokens_target=tokens("output_tokens_target"),
         ignore_eos=_flag(r, doc, "ignore_eos", default=False),
@@ -227,7 +279,123 @@ def _workload(r: _Reader, doc) -> RunWorkload:
         question_tokens=tokens("question_tokens", int),
         prompt_template_tokens=_template_tokens(r, doc),
         parent=r.get(doc, "parent", str, optional=True, name="workload.parent"),
+        **client,
     )
+
+
+def _client(r: _Reader, doc: dict) -> dict:
+    """The optional client fields: arrival kind and its numbers, concurrency, lengths, repeats."""
+    arrival = doc.get("arrival")
+    arrival = DEFAULT_ARRIVAL if arrival is None else arrival
+    if arrival not in ARRIVALS:
+        raise r.fail("workload.arrival", f"must be one of {', '.join(map(repr, ARRIVALS))}, "
+                     f"got {arrival!r:.60}")  # fmt: skip
+    out = {"arrival": arrival}
+    bench = ("num_prompts", "request_rate_per_second", "burstiness")
+    if arrival == "vllm-bench":
+        if doc.get("stages") is not None:
+            raise r.fail("workload.stages", "must be null with arrival 'vllm-bench', whose "
+                         "client sends workload.num_prompts requests instead")  # fmt: skip
+        out["num_prompts"] = r.positive(doc, "num_prompts", int, most=MOST_RUN_REQUESTS,
+                                        name="workload.num_prompts")  # fmt: skip
+        out["request_rate_per_second"] = _request_rate(r, doc)
+        burstiness = r.positive(doc, "burstiness", optional=True, most=MOST_BURSTINESS,
+                                name="workload.burstiness")  # fmt: skip
+        out["burstiness"] = 1.0 if burstiness is None else burstiness
+    else:
+        given = [key for key in bench if doc.get(key) is not None]
+        if given:
+            raise r.fail(f"workload.{given[0]}", f"is read with arrival 'vllm-bench' only, not "
+                         f"{arrival!r} (which sends workload.stages)")  # fmt: skip
+    out["max_concurrency"] = r.positive(doc, "max_concurrency", int, optional=True,
+                                        most=MOST_RUN_REQUESTS,
+                                        name="workload.max_concurrency")  # fmt: skip
+    out["prompt_distribution"] = _lengths(r, doc, "prompt_tokens_distribution", output=False)
+    out["output_distribution"] = _lengths(r, doc, "output_tokens_distribution", output=True)
+    share = r.get(doc, "repeat_share", float, optional=True, name="workload.repeat_share")
+    if share is not None and not 0 <= share <= 1:  # NaN fails too
+        raise r.fail("workload.repeat_share", f"must be a share from 0 to 1, got {share!r}")
+    out["repeat_share"] = share or 0.0
+    cycled = any(doc.get(k) is not None for k in ("system_prompts", "prompts_per_system_prompt"))
+    for key, drawn in (("prompt_tokens_distribution", out["prompt_distribution"]),
+                       ("repeat_share", out["repeat_share"])):  # fmt: skip
+        if cycled and drawn:
+            raise r.fail(f"workload.{key}", "applies to prompts drawn per request, but this run "
+                         "cycles system_prompts x prompts_per_system_prompt prompts (give one "
+                         "or the other)")  # fmt: skip
+    return out
+
+
+def _request_rate(r: _Reader, doc: dict) -> float:
+    """vllm-bench's request rate: a number of requests/s > 0, or "inf" (all at t = 0)."""
+    if doc.get("request_rate_per_second") == "inf":
+        return math.inf
+    return r.positive(doc, "request_rate_per_second", most=MOST_RATE_PER_SECOND,
+                      name="workload.request_rate_per_second")  # fmt: skip
+
+
+def _lengths(r: _Reader, doc: dict, key: str, *, output: bool) -> Lengths | None:
+    """A length distribution object: {"kind": fixed | uniform | lognormal | quantiles |
+    vllm-random, ...} (see data/real-runs/README.md), or None when absent."""
+    raw = doc.get(key)
+    field = f"workload.{key}"
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("kind") not in DISTRIBUTION_KINDS:
+        found = raw.get("kind") if isinstance(raw, dict) else raw
+        raise r.fail(f"{field}.kind" if isinstance(raw, dict) else field,
+                     f"must be an object whose kind is one of {', '.join(DISTRIBUTION_KINDS)}, "
+                     f"got {found!r:.60}")  # fmt: skip
+    kind = raw["kind"]
+
+    def value(name: str, type_=float, optional: bool = False):
+        return r.get(raw, name, type_, optional=optional, name=f"{field}.{name}")
+
+    if kind == "fixed":
+        make = partial(Fixed, value("tokens", int))
+    elif kind == "uniform":
+        make = partial(Uniform, value("low_tokens", int), value("high_tokens", int))
+    elif kind == "lognormal":
+        make = _lognormal(r, field, value)
+    elif kind == "quantiles":
+        make = partial(Quantiles, *(_numbers(r, raw, key, field) for key in ("levels", "tokens")))
+    elif output:  # vllm-random: `vllm bench serve --dataset-name random`'s ranges
+        make = partial(vllm_random_output_lengths, output_len=value("tokens", int),
+                       range_ratio=value("range_ratio", optional=True) or 0.0)  # fmt: skip
+    else:
+        make = partial(vllm_random_prompt_lengths, input_len=value("tokens", int),
+                       range_ratio=value("range_ratio", optional=True) or 0.0,
+                       special_tokens=value("special_tokens", int, optional=True) or 0)  # fmt: skip
+    try:
+        return make()
+    except ConfigError as exc:
+        raise r.fail(field, f"is not usable: {exc}") from None
+
+
+def _lognormal(r: _Reader, field: str, value):
+    """median_tokens + sigma, mean_tokens + sigma, or mean_tokens + sd_tokens (max_tokens
+    optional)."""
+    most = value("max_tokens", int, optional=True)
+    median, mean = value("median_tokens", optional=True), value("mean_tokens", optional=True)
+    sigma, sd = value("sigma", optional=True), value("sd_tokens", optional=True)
+    if (median is None) == (mean is None) or (sigma is None) == (sd is None) or (
+            median is not None and sd is not None):  # fmt: skip
+        raise r.fail(field, "a lognormal needs median_tokens and sigma, mean_tokens and sigma, "
+                     "or mean_tokens and sd_tokens")  # fmt: skip
+    if median is not None:
+        return partial(LogNormal, median, sigma, most)
+    if sigma is not None:
+        return partial(LogNormal.from_mean, mean, sigma, most)
+    return partial(LogNormal.from_mean_sd, mean, sd, most)
+
+
+def _numbers(r: _Reader, raw: dict, name: str, field: str) -> tuple[float, ...]:
+    values = raw.get(name)
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    ):
+        raise r.fail(f"{field}.{name}", f"must be a list of numbers, got {values!r:.60}")
+    return tuple(values)
 
 
 def _template_tokens(r: _Reader, doc: dict) -> float | None:
@@ -355,6 +523,7 @@ def _check_workload(r: _Reader, w: RunWorkload, engine: dict) -> None:
     longest = engine["max_model_len"]
     prompt = w.prompt_tokens
     output = max(w.output_tokens_mean, w.output_tokens_target or 0)
+    _check_distributions(r, w, longest, output)
     if prompt is not None and prompt + output > longest:
         raise r.fail(
             "workload",
@@ -386,6 +555,28 @@ def _check_workload(r: _Reader, w: RunWorkload, engine: dict) -> None:
             f"send {requests:,} prompts of {prompt:,} tokens: {blocks:,} KV blocks of "
             f"engine.block_size {engine['block_size']} for the prefix-cache replay to walk; at "
             f"most {MOST_PREFIX_BLOCKS:,} (fewer requests, or a larger block_size)",
+        )
+
+
+def _check_distributions(r: _Reader, w: RunWorkload, longest: int, output: float) -> None:
+    """The longest prompt + output a run's distributions can draw must fit max_model_len (vLLM
+    refuses a longer request)."""
+    if w.prompt_distribution is None and w.output_distribution is None:
+        return
+    prompt = w.prompt_distribution.most_tokens if w.prompt_distribution else w.prompt_tokens or 0
+    if w.output_distribution is not None:
+        output = w.output_distribution.most_tokens
+    if prompt + output > longest:
+        which = " and ".join(
+            f"workload.{key}_tokens_distribution"
+            for key, dist in (("prompt", w.prompt_distribution), ("output", w.output_distribution))
+            if dist is not None
+        )
+        raise r.fail(
+            which,
+            f"can draw prompts of {prompt:,} and outputs of {output:,.0f} tokens, more than "
+            f"engine.max_model_len ({longest:,}); vLLM refuses such requests (bound the "
+            "distribution: a lognormal's max_tokens, a uniform's high_tokens)",
         )
 
 

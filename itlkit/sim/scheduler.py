@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -197,6 +198,9 @@ def simulate(
 
     `kv_bytes_per_token` only matters in disaggregated mode (the KV transfer time). `jitter`:
     factors that multiply step s's time by `jitter[s % len(jitter)]` (`step_jitter_factors`).
+    A closed-loop workload (`Workload.max_concurrency`) comes back with its arrival times set to
+    when each request was sent (a request never sent by the end arrives at the end), so that
+    TTFT and E2E start there, as the client measures them.
     """
     capacity_tokens, end_limit = _checked(workload, config, kv_capacity_tokens, until_seconds)
     if config.disaggregated:
@@ -221,13 +225,21 @@ def simulate(
     while engine.step():
         pass
     engine.close()
-    return _result(engine, workload, config, end_seconds=max(engine.t, end_limit)
-                   if until_seconds is not None else engine.t)  # fmt: skip
+    end = max(engine.t, end_limit) if until_seconds is not None else engine.t
+    if workload.max_concurrency is not None:
+        sent = np.minimum(engine.sent_seconds(), max(end, workload.last_arrival_seconds))
+        workload = replace(workload, arrival_seconds=np.maximum(sent, workload.arrival_seconds))
+    return _result(engine, workload, config, end_seconds=end)
 
 
 def _checked(workload: Workload, config: SchedulerConfig, kv_capacity_tokens, until_seconds):
     """(KV capacity in tokens, end time) after refusing what could not run."""
     config.validate()
+    if config.disaggregated and workload.max_concurrency is not None:
+        raise ConfigError(
+            "a closed-loop client (max_concurrency) with disaggregated prefill is not simulated: "
+            "its sends depend on finishes that the prefill instance's queue would have to know"
+        )
     if isinstance(kv_capacity_tokens, bool) or int(kv_capacity_tokens) < 1:
         raise ConfigError(f"KV capacity must be >= 1 token, got {kv_capacity_tokens!r}")
     capacity_tokens = int(kv_capacity_tokens)

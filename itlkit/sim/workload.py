@@ -3,8 +3,13 @@
 A workload is three aligned arrays sorted by arrival (seconds, prompt tokens, output tokens) plus
 how many of each prompt's tokens a shared prefix serves from vLLM's automatic prefix cache (they
 skip prefill but still occupy KV). Arrivals come from a Poisson process at a fixed rate, from a
-piecewise-constant rate profile (bursts), or from a replay: explicit lists, a CSV, or a
-`vllm bench serve --save-result` JSON. Every random draw goes through an explicit
+piecewise-constant rate profile (bursts), from `vllm bench serve`'s client (`--num-prompts` at
+`--request-rate`, inf: all at t = 0), or from a replay: explicit lists, a CSV, or a
+`vllm bench serve --save-result` JSON. A workload may carry a closed-loop client
+(`max_concurrency`, as `vllm bench serve --max-concurrency`): its arrival times are then when the
+client wants to send, and the engine sends each request only once one of the N slots is free.
+Lengths are fixed, uniform, lognormal, a table of quantiles, drawn from observed values, or
+`--dataset-name random`'s ranges. Every random draw goes through an explicit
 `numpy.random.Generator`, so a seed reproduces a run.
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +56,14 @@ class Fixed:
     def __post_init__(self) -> None:
         _tokens("a fixed length", self.tokens)
 
+    @property
+    def mean_tokens(self) -> float:
+        return float(self.tokens)
+
+    @property
+    def most_tokens(self) -> int:
+        return self.tokens
+
     def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
         return np.full(size, self.tokens, dtype=np.int64)
 
@@ -66,6 +80,14 @@ class Uniform:
         high = _tokens("uniform HIGH", self.high_tokens)
         if high < low:
             raise ConfigError(f"uniform lengths need low <= high, got LOW {low} > HIGH {high}")
+
+    @property
+    def mean_tokens(self) -> float:
+        return (self.low_tokens + self.high_tokens) / 2.0
+
+    @property
+    def most_tokens(self) -> int:
+        return self.high_tokens
 
     def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
         return rng.integers(self.low_tokens, self.high_tokens + 1, size=size, dtype=np.int64)
@@ -94,6 +116,47 @@ class LogNormal:
         if self.max_tokens is not None:
             _tokens("a lognormal max_tokens", self.max_tokens)
 
+    @classmethod
+    def from_mean(cls, mean_tokens: float, sigma: float, max_tokens: int | None = None):
+        """The lognormal of mean `mean_tokens` and log-space spread `sigma`: its median is
+        mean x exp(-sigma^2 / 2) (the lognormal's mean is exp(mu + sigma^2 / 2))."""
+        _mean_tokens("the lognormal MEAN", mean_tokens)
+        if isinstance(sigma, bool) or not (0 <= sigma <= MOST_LOGNORMAL_SIGMA):
+            raise ConfigError(
+                f"the lognormal SIGMA must be a number from 0 to {MOST_LOGNORMAL_SIGMA:g} (at 3 "
+                f"the p99 is already 1,000x the median), got {sigma!r:.40}"
+            )
+        median = max(mean_tokens * math.exp(-sigma * sigma / 2.0), 1.0)
+        return cls(median, sigma, max_tokens)
+
+    @classmethod
+    def from_mean_sd(cls, mean_tokens: float, sd_tokens: float, max_tokens: int | None = None):
+        """The lognormal of mean `mean_tokens` and standard deviation `sd_tokens` (in tokens):
+        sigma^2 = ln(1 + (sd / mean)^2), the lognormal's moments inverted."""
+        _mean_tokens("the lognormal MEAN", mean_tokens)
+        if isinstance(sd_tokens, bool) or not (0 <= sd_tokens <= MOST_TOKENS):
+            raise ConfigError(
+                f"the lognormal SD must be a number of tokens from 0 to {MOST_TOKENS:,}, "
+                f"got {sd_tokens!r:.40}"
+            )
+        sigma = math.sqrt(math.log1p((sd_tokens / mean_tokens) ** 2))
+        if sigma > MOST_LOGNORMAL_SIGMA:
+            raise ConfigError(
+                f"the lognormal SD {sd_tokens:g} is {sd_tokens / mean_tokens:,.0f}x its MEAN "
+                f"{mean_tokens:g}: a log-space spread of {sigma:.2f}, beyond "
+                f"{MOST_LOGNORMAL_SIGMA:g}"
+            )
+        return cls.from_mean(mean_tokens, sigma, max_tokens)
+
+    @property
+    def mean_tokens(self) -> float:
+        """The unclipped lognormal's mean (draws are rounded and clipped to 1..max_tokens)."""
+        return self.median_tokens * math.exp(self.sigma * self.sigma / 2.0)
+
+    @property
+    def most_tokens(self) -> int:
+        return self.max_tokens or MOST_TOKENS
+
     def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
         draws = rng.lognormal(mean=math.log(self.median_tokens), sigma=self.sigma, size=size)
         # A draw past MOST_TOKENS is longer than any KV cache: the simulation refuses it either way.
@@ -113,20 +176,172 @@ class Sampled:
         for value in self.values_tokens:
             _tokens("a sampled length", value)
 
+    @property
+    def mean_tokens(self) -> float:
+        return float(np.mean(self.values_tokens))
+
+    @property
+    def most_tokens(self) -> int:
+        return max(self.values_tokens)
+
     def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
         return rng.choice(np.asarray(self.values_tokens, dtype=np.int64), size=size, replace=True)
 
 
-Lengths = Fixed | Uniform | LogNormal | Sampled
+@dataclass(frozen=True)
+class Quantiles:
+    """Lengths from a table of quantiles: `levels` from 0 to 1 and the length at each, joined
+    by straight lines (a piecewise-linear inverse CDF: a uniform draw u gives the length
+    interpolated at level u, rounded to whole tokens)."""
+
+    levels: tuple[float, ...]
+    values_tokens: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        levels, values = self.levels, self.values_tokens
+        if len(levels) != len(values) or len(levels) < 2:
+            raise ConfigError(
+                f"a quantile table needs one length per level and at least two rows (levels 0 "
+                f"and 1), got {len(levels)} levels and {len(values)} lengths"
+            )
+        for level in levels:
+            if isinstance(level, bool) or not isinstance(level, int | float | np.number):
+                raise ConfigError(f"quantile levels must be numbers, got {level!r:.40}")
+        for value in values:
+            _mean_tokens("a quantile table's length", value)
+        if levels[0] != 0 or levels[-1] != 1:
+            raise ConfigError(
+                f"quantile levels must run from 0 to 1 (every request needs a length), got "
+                f"{levels[0]:g} to {levels[-1]:g}"
+            )
+        if any(b <= a for a, b in itertools.pairwise(levels)):  # NaN fails too
+            raise ConfigError("quantile levels must increase strictly, one row per level")
+        if any(b < a for a, b in itertools.pairwise(values)):
+            raise ConfigError(
+                "a quantile table's lengths must not decrease as the level rises (a higher "
+                "quantile is never shorter)"
+            )
+
+    @property
+    def mean_tokens(self) -> float:
+        """The mean of the piecewise-linear inverse CDF: the trapezoids' areas over [0, 1]."""
+        levels, values = np.asarray(self.levels), np.asarray(self.values_tokens, dtype=float)
+        return float(np.sum(np.diff(levels) * (values[1:] + values[:-1]) / 2.0))
+
+    @property
+    def most_tokens(self) -> int:
+        return round(self.values_tokens[-1])
+
+    def quantile_tokens(self, level):
+        """The length (unrounded) at `level` (0..1): the table interpolated."""
+        return np.interp(level, self.levels, self.values_tokens)
+
+    def sample(self, rng: np.random.Generator, *, size: int) -> np.ndarray:
+        draws = self.quantile_tokens(rng.random(size))
+        return np.clip(np.rint(draws), 1, MOST_TOKENS).astype(np.int64)
+
+
+Lengths = Fixed | Uniform | LogNormal | Sampled | Quantiles
 
 
 def as_lengths(value: int | Lengths) -> Lengths:
     """An int means a fixed length; distributions pass through."""
-    if isinstance(value, Fixed | Uniform | LogNormal | Sampled):
+    if isinstance(value, Fixed | Uniform | LogNormal | Sampled | Quantiles):
         return value
     if isinstance(value, int | np.integer):
         return Fixed(int(value))
-    raise ConfigError(f"lengths must be an int or Fixed/Uniform/LogNormal/Sampled, got {value!r}")
+    raise ConfigError(
+        f"lengths must be an int or Fixed/Uniform/LogNormal/Sampled/Quantiles, got {value!r}"
+    )
+
+
+def read_quantiles_csv(path: str | Path) -> Quantiles:
+    """Read a quantile table: a CSV with the header `level,tokens` and one row per level, from
+    level 0 (the shortest) to level 1 (the longest)."""
+    path = Path(path)
+    problem = file_problem(path, kind="quantile table")
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
+    text = read_input_text(path, kind="quantile table", max_bytes=10_000_000)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [cell.strip() for cell in next(reader, [])]
+        if header != ["level", "tokens"]:
+            raise ConfigError(
+                f"{path}:1: the header must be 'level,tokens', got {','.join(header)[:60]!r}"
+            )
+        levels, values = [], []
+        for row in reader:
+            if not row or not "".join(row).strip():
+                continue
+            where = f"{path}:{reader.line_num}"
+            if len(row) != 2:
+                raise ConfigError(
+                    f"{where}: a row holds a level and a length, got {len(row)} values"
+                )
+            try:
+                level, value = float(row[0]), float(row[1])
+            except ValueError:
+                raise ConfigError(
+                    f"{where}: {','.join(row)[:60]!r} is not a level and a number of tokens"
+                ) from None
+            levels.append(level)
+            values.append(value)
+    except csv.Error as exc:
+        raise ConfigError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
+    try:
+        return Quantiles(tuple(levels), tuple(values))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+# `vllm bench serve --dataset-name random`: lengths drawn uniformly from integer ranges around
+# --random-input-len / --random-output-len, `RandomDataset.get_sampling_params` in
+# vllm/benchmarks/datasets.py (vllm-project/vllm @ 0056b87fc1fda2642f39dda4392824c425dd1638):
+# low = floor(len x (1 - ratio)), high = ceil(len x (1 + ratio)), ratio in [0, 1); the input
+# length first loses the tokenizer's special tokens (the server adds them back), the output's
+# bounds are at least 1, and a fixed random prefix of --random-prefix-len tokens comes first.
+
+
+def _range_ratio(range_ratio: float) -> float:
+    if isinstance(range_ratio, bool) or not (0.0 <= range_ratio < 1.0):  # NaN fails too
+        raise ConfigError(
+            f"the random range ratio must be in [0, 1) (vLLM's RandomDataset refuses more), got "
+            f"{range_ratio!r:.40}"
+        )
+    return float(range_ratio)
+
+
+def vllm_random_prompt_lengths(
+    *, input_len: int, range_ratio: float = 0.0, prefix_len: int = 0, special_tokens: int = 0
+) -> Uniform:
+    """Served prompt lengths of `--dataset-name random`: prefix + U[low, high] + the special
+    tokens the server adds, low/high from `input_len - special_tokens` (see above)."""
+    ratio = _range_ratio(range_ratio)
+    _tokens("--random-input-len", input_len)
+    for name, value in (("--random-prefix-len", prefix_len), ("special tokens", special_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ConfigError(f"{name} must be a whole number of tokens, got {value!r:.40}")
+        if not 0 <= value <= MOST_TOKENS:
+            raise ConfigError(f"{name} must be from 0 to {MOST_TOKENS:,} tokens, got {value:,}")
+    real = max(0, int(input_len) - int(special_tokens))
+    low, high = math.floor(real * (1 - ratio)), math.ceil(real * (1 + ratio))
+    if prefix_len + low < 1:  # vLLM's own check: the shortest prompt must hold a token
+        raise ConfigError(
+            f"--random-input-len {input_len} with {special_tokens} special tokens and range "
+            f"ratio {ratio:g} can draw prompts of {prefix_len + low} tokens; vLLM refuses that"
+        )
+    extra = int(prefix_len) + int(special_tokens)
+    return Uniform(low + extra, high + extra)
+
+
+def vllm_random_output_lengths(*, output_len: int, range_ratio: float = 0.0) -> Uniform:
+    """Output lengths of `--dataset-name random`: U[max(floor(len x (1 - r)), 1),
+    ceil(len x (1 + r))] (see above)."""
+    ratio = _range_ratio(range_ratio)
+    _tokens("--random-output-len", output_len)
+    low = max(math.floor(output_len * (1 - ratio)), 1)
+    return Uniform(low, max(math.ceil(output_len * (1 + ratio)), 1))
 
 
 # ---- arrival processes ---------------------------------------------------------------------
@@ -207,6 +422,34 @@ def profile_arrivals(*, profile: RateProfile, duration_seconds: float, seed: See
     return knots[segment] + offset
 
 
+def bench_arrivals(
+    *, num_prompts: int, request_rate_per_second: float, burstiness: float = 1.0, seed: Seed = None
+) -> np.ndarray:
+    """When `vllm bench serve` sends `num_prompts` requests at `--request-rate` (inf: all at
+    t = 0), before any `--max-concurrency` holds them back.
+
+    `get_request` in vllm/benchmarks/serve.py (vllm-project/vllm @
+    009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1): gaps drawn gamma(shape = burstiness, scale =
+    1 / (rate x burstiness)) (burstiness 1: exponential, a Poisson process), summed from the
+    first gap (the first request waits one gap), then rescaled so that the last request goes
+    at num_prompts / rate. (Versions without the rescale send at the plain sums: the same gaps,
+    a total span off by about 1 / sqrt(num_prompts).)
+    """
+    n = _positive_int("the number of prompts", num_prompts)
+    rate = float(request_rate_per_second)
+    if not rate > 0:  # NaN fails too
+        raise ConfigError(f"the request rate must be > 0 requests/s or inf, got {rate}")
+    if math.isinf(rate):
+        return np.zeros(n)
+    if isinstance(burstiness, bool) or not (0 < burstiness < math.inf):
+        raise ConfigError(f"burstiness must be a finite number > 0, got {burstiness!r:.40}")
+    gaps = make_rng(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+    sends = np.cumsum(gaps)
+    if sends[-1] > 0:
+        sends *= (n / rate) / sends[-1]
+    return sends
+
+
 # ---- the workload --------------------------------------------------------------------------
 
 
@@ -221,6 +464,11 @@ class Workload:
     A workload read from a file keeps where each request came from, so that an error can point
     at it: `origin` (its CSV line, its index in a bench file) and `source`, a template that
     names origin k in the user's words (`'trace.csv:{}'`).
+
+    `max_concurrency` N makes the client a closed loop (`vllm bench serve --max-concurrency`):
+    the arrival times are when the client wants to send, and request k is sent at the later of
+    its arrival and the moment one of the N requests in flight finishes (first come, first
+    served). None: an open loop, every request sent at its arrival.
     """
 
     arrival_seconds: np.ndarray
@@ -231,9 +479,12 @@ class Workload:
     prefix_group: np.ndarray = None  # None: -1 everywhere
     origin: np.ndarray | None = None  # each request's place in `source` (None: not from a file)
     source: str | None = None
+    max_concurrency: int | None = None  # a closed-loop client's slots (None: open loop)
 
     def __post_init__(self) -> None:
         n = len(self.arrival_seconds)
+        if self.max_concurrency is not None:
+            _concurrency(self.max_concurrency)
         if self.shared_prompt_tokens is None:
             object.__setattr__(self, "shared_prompt_tokens", np.zeros(n, dtype=np.int64))
         if self.prefix_group is None:
@@ -289,9 +540,11 @@ def make_workload(
     prefix_group=-1,
     origin=None,
     source: str | None = None,
+    max_concurrency: int | None = None,
 ) -> Workload:
     """A workload from explicit arrays (sorted by arrival here; scalars broadcast). `origin` and
-    `source`: where each request came from (see `Workload`)."""
+    `source`: where each request came from; `max_concurrency`: a closed-loop client's slots
+    (see `Workload`)."""
     arrival = np.asarray(arrival_seconds, dtype=float).reshape(-1)
     n = arrival.size
     order = np.argsort(arrival, kind="stable")
@@ -312,6 +565,7 @@ def make_workload(
         prefix_group=column("prefix_group", prefix_group),
         origin=None if origin is None else column("origin", origin),
         source=source,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -324,28 +578,69 @@ def synthetic_workload(
     output_tokens: int | Lengths = 256,
     shared_prefix_tokens: int = 0,
     shared_prefix_fraction: float = 1.0,
+    max_concurrency: int | None = None,
     seed: Seed = None,
 ) -> Workload:
     """Poisson arrivals (fixed rate or profile) with drawn lengths and an optional shared prefix.
 
     A fraction `shared_prefix_fraction` of requests starts with the same `shared_prefix_tokens`
     system prompt; prefix caching serves those tokens (at most all but one prompt token), and
-    their KV is held once (prefix group 0).
+    their KV is held once (prefix group 0). `max_concurrency`: a closed-loop client (see
+    `Workload`); the arrivals are then when it wants to send.
     """
     if (rate_per_second is None) == (profile is None):
         raise ConfigError("give exactly one of rate_per_second and profile")
-    if not 0 <= shared_prefix_fraction <= 1:
-        raise ConfigError(f"shared prefix fraction must be in [0, 1], got {shared_prefix_fraction}")
-    if isinstance(shared_prefix_tokens, bool) or not 0 <= shared_prefix_tokens <= MOST_TOKENS:
-        raise ConfigError(
-            f"shared prefix tokens must be from 0 to {MOST_TOKENS:,}, got {shared_prefix_tokens}"
-        )
+    _check_shared_prefix(shared_prefix_tokens, shared_prefix_fraction)
+    if max_concurrency is not None:
+        _concurrency(max_concurrency)
     rng = make_rng(seed)
     if profile is None:
         if not (rate_per_second > 0 and math.isfinite(rate_per_second)):
             raise ConfigError(f"arrival rate must be > 0 requests/s, got {rate_per_second}")
         profile = RateProfile((0.0,), (float(rate_per_second),))
     arrival = profile_arrivals(profile=profile, duration_seconds=duration_seconds, seed=rng)
+    return _drawn_requests(
+        arrival, rng, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        shared_prefix_tokens=shared_prefix_tokens, shared_prefix_fraction=shared_prefix_fraction,
+        max_concurrency=max_concurrency,
+    )  # fmt: skip
+
+
+def bench_workload(
+    *,
+    num_prompts: int,
+    request_rate_per_second: float = math.inf,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+    prompt_tokens: int | Lengths = 1024,
+    output_tokens: int | Lengths = 128,
+    shared_prefix_tokens: int = 0,
+    seed: Seed = None,
+) -> Workload:
+    """What `vllm bench serve --num-prompts N --request-rate R [--max-concurrency C]` sends:
+    N requests at `bench_arrivals`' times (R inf: a burst, all at t = 0), held back by a
+    closed-loop client of C slots when C is given (see `Workload`). Lengths are drawn per
+    request (`vllm_random_prompt_lengths` / `vllm_random_output_lengths` give
+    `--dataset-name random`'s), and every request starts with the same `shared_prefix_tokens`
+    (`--random-prefix-len`: one random prefix for all), which the prefix cache serves."""
+    _check_shared_prefix(shared_prefix_tokens, 1.0)
+    if max_concurrency is not None:
+        _concurrency(max_concurrency)
+    rng = make_rng(seed)
+    arrival = bench_arrivals(
+        num_prompts=num_prompts, request_rate_per_second=request_rate_per_second,
+        burstiness=burstiness, seed=rng,
+    )  # fmt: skip
+    return _drawn_requests(
+        arrival, rng, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        shared_prefix_tokens=shared_prefix_tokens, shared_prefix_fraction=1.0,
+        max_concurrency=max_concurrency,
+    )  # fmt: skip
+
+
+def _drawn_requests(arrival, rng, *, prompt_tokens, output_tokens, shared_prefix_tokens,
+                    shared_prefix_fraction, max_concurrency) -> Workload:  # fmt: skip
+    """Requests at `arrival` with drawn lengths; a share of them starts with the shared prefix."""
     n = arrival.size
     prompt = as_lengths(prompt_tokens).sample(rng, size=n)
     output = as_lengths(output_tokens).sample(rng, size=n)
@@ -358,6 +653,7 @@ def synthetic_workload(
         cached_prompt_tokens=cached,
         shared_prompt_tokens=cached,
         prefix_group=np.where(shares, 0, -1),
+        max_concurrency=max_concurrency,
     )
 
 
@@ -540,6 +836,39 @@ def read_workload(path: str | Path, *, seed: Seed = None) -> Workload:
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+def _check_shared_prefix(tokens, fraction) -> None:
+    if not 0 <= fraction <= 1:
+        raise ConfigError(f"shared prefix fraction must be in [0, 1], got {fraction}")
+    if isinstance(tokens, bool) or not 0 <= tokens <= MOST_TOKENS:
+        raise ConfigError(f"shared prefix tokens must be from 0 to {MOST_TOKENS:,}, got {tokens}")
+
+
+# The most client slots: far beyond any benchmark client (vllm bench serve caps its own
+# connection pool with it), and a count the engine's lists hold comfortably.
+MOST_CONCURRENCY = 10**7
+
+
+def _concurrency(value) -> int:
+    """A closed-loop client's slots: a whole number from 1 to MOST_CONCURRENCY."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"max_concurrency must be a whole number of requests, got {value!r:.40}")
+    if not 1 <= value <= MOST_CONCURRENCY:
+        raise ConfigError(
+            f"max_concurrency must be from 1 to {MOST_CONCURRENCY:,} requests in flight, got "
+            f"{value:,} (0 would never send a request)"
+        )
+    return int(value)
+
+
+def _mean_tokens(name: str, value) -> float:
+    """A (possibly fractional) number of tokens from 1 to MOST_TOKENS, or a ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise ConfigError(f"{name} must be a number of tokens, got {value!r:.40}")
+    if not 1 <= value <= MOST_TOKENS:  # NaN fails too
+        raise ConfigError(f"{name} must be from 1 to {MOST_TOKENS:,} tokens, got {value!r:.40}")
+    return float(value)
 
 
 def _tokens(name: str, value) -> int:
