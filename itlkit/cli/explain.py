@@ -75,7 +75,7 @@ def run(args) -> int:
     if not result.values["fits_in_memory"]:
         print(
             "itlkit explain: this configuration does not fit in GPU memory: "
-            + result.lines[-1].value,
+            + next(line.value for line in result.lines if line.quantity == "memory"),
             file=sys.stderr,
         )
         return 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from itlkit.physics.calibration import Calibration
+from itlkit.physics.engine_memory import vllm_kv_cache
 from itlkit.physics.roofline import (
     Deployment,
     StepTime,
@@ -279,12 +280,24 @@ def _memory_section(dep: Deployment, *, batch_size: int, context_tokens: int) ->
         f"then / {format_bytes(cap.kv_bytes_per_sequence)} per sequence",
         cap.explain(batch_size=int(batch_size)),
     )
+    engine = vllm_kv_cache(dep)
+    sequences = engine.kv_tokens // int(context_tokens)
+    engine_line = ExplainLine(
+        "memory as vLLM sizes it",
+        f"{format_bytes(engine.total_bytes)} CUDA total x {engine.utilization:g} - weights - "
+        f"{format_bytes(engine.overhead_bytes)} profiled activations",
+        f"{engine.kv_tokens:,} KV tokens in blocks of {engine.block_tokens}: room for "
+        f"{sequences:,} sequences of {int(context_tokens):,} tokens (total: "
+        f"{engine.total_source})",
+    )
     values = {
         "fits_in_memory": cap.fits(batch_size=int(batch_size)),
         "max_sequences": cap.max_sequences,
         "kv_budget_bytes": cap.kv_budget_bytes,
+        "vllm_kv_tokens": engine.kv_tokens,
+        "cuda_total_bytes": engine.total_bytes,
     }
-    return [line], values
+    return [line, engine_line], values
 
 
 def _moe_note(dep: Deployment, batch_size: int) -> str:
