@@ -520,3 +520,14 @@ def test_bad_quantile_tables_name_their_line(tmp_path, table, message):
 
 def test_fixed_lengths_keep_their_old_meaning():
     assert Fixed(7).mean_tokens == 7 and Fixed(7).most_tokens == 7
+
+
+def test_the_format_readme_example_reads():
+    text = (REAL_RUNS / "README.md").read_text()
+    example = text.split("```json\n")[-1].split("```")[0]
+    doc = copy.deepcopy({**BASE, "runs": [RUN]})
+    doc["runs"][0]["workload"] = json.loads("{" + example + "}")["workload"]
+    w = run_workload(only_run(doc), capacity_blocks=10**5)
+    assert w.num_requests == 1000 and w.max_concurrency == 64
+    assert np.all(w.arrival_seconds == 0) and np.all(w.prompt_tokens == 1024)
+    assert np.all(w.output_tokens == 128)
