@@ -531,3 +531,17 @@ def test_the_format_readme_example_reads():
     assert w.num_requests == 1000 and w.max_concurrency == 64
     assert np.all(w.arrival_seconds == 0) and np.all(w.prompt_tokens == 1024)
     assert np.all(w.output_tokens == 128)
+
+
+def test_unknown_workload_says_which_runs_can_be_rebuilt():
+    from itlkit.sim.run_workload import unknown_workload
+
+    runs = parse_runs(BASE, source="fixture")
+    reasons = {r.id: unknown_workload(r) for r in runs}
+    # the fixture's 6 runs with stages and a prompt shape, and the 7 -lite ones without rates
+    assert sum(reason is None for reason in reasons.values()) == 6
+    assert sum(reason == "arrival rates unknown (stages null)" for reason in reasons.values()) == 7
+    assert unknown_workload(only_run(bench_run())) is None
+    assert unknown_workload(only_run(bench_run(prompt_tokens_mean=None))) == (
+        "prompt lengths unknown"
+    )

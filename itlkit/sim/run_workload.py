@@ -173,6 +173,19 @@ def repeat_prompts(
     )
 
 
+def unknown_workload(run: Run) -> str | None:
+    """Why `run_workload` cannot rebuild the run's requests (None: it can), for a caller that
+    sorts runs before simulating them (the calibration's `simulable`)."""
+    w = run.workload
+    if w.requests is None:
+        return "arrival rates unknown (stages null)"
+    if w.draws_prompts:
+        return None if w.prompt_distribution or w.prompt_tokens else "prompt lengths unknown"
+    needed = (w.system_prompts, w.prompts_per_system_prompt, w.system_prompt_tokens,
+              w.question_tokens)  # fmt: skip
+    return "prompt shape unknown" if None in needed else None
+
+
 def run_workload(run: Run, *, capacity_blocks: int, seed: Seed = 0) -> Workload:
     """The requests the run's client sent, with the prefix cache's hits (`capacity_blocks`:
     KV blocks the prefix cache may keep)."""
