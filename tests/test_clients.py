@@ -24,22 +24,19 @@ from itlkit.calibration.predict import predict_run
 from itlkit.cli import main
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig
-from itlkit.sim.run_workload import repeat_prompts, run_workload
-from itlkit.sim.runs import parse_runs
-from itlkit.sim.scheduler import constant_step_function, simulate
-from itlkit.sim.workload import (
+from itlkit.sim.lengths import (
     Fixed,
     LogNormal,
     Quantiles,
     Uniform,
-    bench_arrivals,
-    bench_workload,
-    make_workload,
     read_quantiles_csv,
-    synthetic_workload,
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
+from itlkit.sim.run_workload import repeat_prompts, run_workload
+from itlkit.sim.runs import parse_runs
+from itlkit.sim.scheduler import constant_step_function, simulate
+from itlkit.sim.workload import bench_arrivals, bench_workload, make_workload, synthetic_workload
 
 STEP_SECONDS = 0.01
 STEP = constant_step_function(STEP_SECONDS)

@@ -11,6 +11,7 @@ import pytest
 from itlkit.errors import ConfigError
 from itlkit.physics.roofline import Deployment
 from itlkit.sim import decode_times, engine, step_log
+from itlkit.sim.lengths import Uniform
 from itlkit.sim.results import SimulationResult
 from itlkit.sim.scheduler import (
     SchedulerConfig,
@@ -19,7 +20,7 @@ from itlkit.sim.scheduler import (
     simulate_deployment,
     step_jitter_factors,
 )
-from itlkit.sim.workload import Uniform, synthetic_workload
+from itlkit.sim.workload import synthetic_workload
 
 ARRAYS = [
     f.name for f in dataclasses.fields(SimulationResult) if f.name not in ("config", "workload")

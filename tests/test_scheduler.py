@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from itlkit.errors import ConfigError
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS
 from itlkit.physics.roofline import Deployment, capacity, decode_step, step_seconds
+from itlkit.sim.lengths import LogNormal, Uniform
 from itlkit.sim.results import fine_buckets_seconds, weighted_quantile
 from itlkit.sim.scheduler import (
     SchedulerConfig,
@@ -26,13 +27,7 @@ from itlkit.sim.scheduler import (
     simulate,
     simulate_deployment,
 )
-from itlkit.sim.workload import (
-    LogNormal,
-    Uniform,
-    make_workload,
-    steady_workload,
-    synthetic_workload,
-)
+from itlkit.sim.workload import make_workload, steady_workload, synthetic_workload
 
 FLOOR_SECONDS = 15.05e-3  # worked example: 64 x 4,096 tokens, Llama 3.1 8B BF16, H100 SXM
 CHUNK_2048_SECONDS = 79e-3  # "step with a chunk = ~79 ms"

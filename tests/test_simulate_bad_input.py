@@ -21,15 +21,8 @@ from _paths import REAL_RUNS
 from itlkit.cli import main
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import UNCALIBRATED, write_calibration
-from itlkit.sim.workload import (
-    Fixed,
-    LogNormal,
-    Sampled,
-    Uniform,
-    make_workload,
-    read_vllm_bench_result,
-    synthetic_workload,
-)
+from itlkit.sim.lengths import Fixed, LogNormal, Sampled, Uniform
+from itlkit.sim.workload import make_workload, read_vllm_bench_result, synthetic_workload
 
 RUNS = REAL_RUNS / "real_runs_trainval.json"
 

@@ -11,15 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from itlkit.errors import ConfigError, ItlkitError
+from itlkit.sim.arrivals import bursty_profile, poisson_arrivals
+from itlkit.sim.lengths import Fixed, LogNormal, Sampled, Uniform
 from itlkit.sim.workload import (
-    Fixed,
-    LogNormal,
     RateProfile,
-    Sampled,
-    Uniform,
-    bursty_profile,
     make_workload,
-    poisson_arrivals,
     profile_arrivals,
     read_vllm_bench_result,
     read_workload,

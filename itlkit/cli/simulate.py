@@ -21,16 +21,15 @@ from itlkit.cli._args import (
     whole_number,
 )
 from itlkit.errors import ConfigError
-from itlkit.sim.workload import (
-    MOST_CONCURRENCY,
+from itlkit.sim.lengths import (
     Fixed,
     LogNormal,
-    RateProfile,
     Uniform,
     read_quantiles_csv,
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
+from itlkit.sim.workload import MOST_CONCURRENCY, RateProfile
 from itlkit.units import format_seconds
 
 # The flags' ranges: wider than any real server, narrow enough that the simulation's arithmetic

@@ -32,15 +32,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from itlkit.errors import ConfigError
+from itlkit.sim.lengths import Fixed
 from itlkit.sim.runs import DEFAULT_PROMPT_TEMPLATE_TOKENS, Run
-from itlkit.sim.workload import (
-    Fixed,
-    Seed,
-    Workload,
-    bench_arrivals,
-    make_rng,
-    make_workload,
-)
+from itlkit.sim.workload import Seed, Workload, bench_arrivals, make_rng, make_workload
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,15 @@ from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
 from itlkit.physics.roofline import Deployment, capacity
-from itlkit.sim.workload import (
+from itlkit.sim.lengths import (
     Fixed,
-    Lengths,
     LogNormal,
     Quantiles,
     Uniform,
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
+from itlkit.sim.workload import Lengths
 from itlkit.units import format_bytes, kv_precision, weight_precision
 
 FORMAT = "itlkit-runs/1"
