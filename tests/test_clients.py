@@ -542,3 +542,19 @@ def test_unknown_workload_says_which_runs_can_be_rebuilt():
     assert unknown_workload(only_run(bench_run(prompt_tokens_mean=None))) == (
         "prompt lengths unknown"
     )
+
+
+def test_the_calibration_takes_bench_client_runs():
+    # calibration/fit.py's `simulable` used to skip every run without inference-perf stages
+    from itlkit.calibration.fit import simulable
+    from itlkit.calibration.predict import request_blocks
+
+    runs = [only_run(bench_run()), only_run(bench_run(prompt_tokens_mean=None))]
+    ok, skipped = simulable(runs)
+    assert ok == runs[:1]
+    assert skipped == [f"{runs[1].id}: prompt lengths unknown, not used"]
+    # a request holds its prompt and output at the end: ceil((700 + 64) / 16) blocks
+    assert request_blocks(runs[0]) == math.ceil((700 + 64) / 16)
+    drawn = only_run(bench_run(prompt_tokens_mean=None, prompt_tokens_distribution={
+        "kind": "fixed", "tokens": 512}))  # fmt: skip
+    assert request_blocks(drawn) == math.ceil((512 + 64) / 16)

@@ -38,6 +38,7 @@ from itlkit.errors import ConfigError
 from itlkit.physics.calibration import BOUNDS, Calibration
 from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, step_coefficients
 from itlkit.sim.results import SimulationResult, weighted_quantile
+from itlkit.sim.run_workload import unknown_workload
 from itlkit.sim.runs import Run
 
 STEP_TERMS = ("efficiency", "allreduce_seconds_per_call", "host_seconds_per_step",
@@ -73,14 +74,11 @@ def simulable(runs) -> tuple[list[Run], list[str]]:
     """(runs that can be simulated, one line for each that cannot)."""
     ok, skipped = [], []
     for run in runs:
-        if run.replay is not None:
+        why = None if run.replay is not None else unknown_workload(run)
+        if why is None:
             ok.append(run)
-        elif run.workload.stages is None:
-            skipped.append(f"{run.id}: arrival rates unknown (stages null), not used")
-        elif run.workload.system_prompts is None or run.workload.question_tokens is None:
-            skipped.append(f"{run.id}: prompt shape unknown, not used")
         else:
-            ok.append(run)
+            skipped.append(f"{run.id}: {why}, not used")
     return ok, skipped
 
 

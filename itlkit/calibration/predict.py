@@ -96,6 +96,8 @@ def request_blocks(run: Run) -> int:
     """KV blocks one request of the run holds when done (mean prompt + output)."""
     w = run.workload
     prompt = w.prompt_tokens_mean or (w.system_prompt_tokens or 0) + (w.question_tokens or 0)
+    if not prompt and w.prompt_distribution is not None:  # a bench client's drawn lengths
+        prompt = w.prompt_distribution.mean_tokens
     return math.ceil((prompt + generated_tokens(run)) / run.block_size)
 
 
