@@ -201,5 +201,5 @@ def test_an_error_the_engine_raises_names_the_run():
     from itlkit.calibration.predict import simulate_run
 
     run = next(r for r in read_runs(FIXTURE) if r.id == "trainval:64")
-    with pytest.raises(ConfigError, match=r"^run 'trainval:64': .*weights do not fit"):
+    with pytest.raises(ConfigError, match=r"^run 'trainval:64': .*the weights leave no KV cache"):
         simulate_run(replace(run, gpu_memory_utilization=0.01))

@@ -205,7 +205,8 @@ def test_a_request_longer_than_the_kv_cache_is_named_by_its_csv_line(tmp_path):
     trace.write_text("arrival_seconds,prompt_tokens,output_tokens\n0,100,10\n0.2,5000000,10\n")
     err = _refused("simulate", "--workload", trace)
     assert f"{trace}:3 (arriving at 0.200 s) needs 5,000,010 KV tokens (prompt 5,000,000 + " in err
-    assert "but the KV cache holds 426,784: it could never finish; shorten it, or give" in err
+    # the H100's KV cache as vLLM sizes it (tests/test_scheduler.py derives it): 456,512 tokens
+    assert "but the KV cache holds 456,512: it could never finish; shorten it, or give" in err
 
 
 def test_a_synthetic_request_longer_than_the_kv_cache_is_named_by_its_arrival():

@@ -56,7 +56,8 @@ from dataclasses import replace
 import numpy as np
 
 from itlkit.errors import ConfigError
-from itlkit.physics.roofline import Deployment, capacity, step_coefficients
+from itlkit.physics.engine_memory import vllm_kv_cache
+from itlkit.physics.roofline import Deployment, step_coefficients
 from itlkit.sim.config import DEFAULT_KV_TRANSFER_BYTES_PER_SECOND, SchedulerConfig
 from itlkit.sim.engine import Engine
 from itlkit.sim.results import SimulationResult, Summary, fine_buckets_seconds, weighted_quantile
@@ -174,11 +175,15 @@ def transfer_bytes_per_token(deployment: Deployment) -> float:
 
 
 def kv_capacity_tokens(deployment: Deployment) -> int:
-    """KV tokens that fit beside the weights: (HBM x utilisation - weights) / KV bytes per token."""
-    budget = capacity(deployment, context_tokens=1).kv_budget_bytes
-    if budget <= 0:
-        raise ConfigError(f"{deployment.label}: the weights do not fit in GPU memory")
-    return int(budget // deployment.kv_bytes_per_token_per_gpu)
+    """The KV tokens vLLM would allocate: its CUDA total x utilisation - weights - the profiled
+    activations, in whole blocks (`physics.engine_memory`)."""
+    memory = vllm_kv_cache(deployment)
+    if memory.kv_tokens < 1:
+        raise ConfigError(
+            f"{deployment.label}: the weights leave no KV cache in "
+            f"{memory.utilization:g} of {memory.total_bytes / 1e9:.2f} GB (vLLM would not start)"
+        )
+    return memory.kv_tokens
 
 
 # ---- the engine ----------------------------------------------------------------------------
