@@ -51,3 +51,44 @@ def test_the_oldest_request_is_never_the_one_preempted():
     assert r.request_preemptions[0] == 0 and r.request_preemptions[1:].min() >= 1
     np.testing.assert_allclose(np.diff(r.token_times_seconds(0)), STEP_SECONDS, atol=1e-12)
     assert r.finished.all()
+
+
+# ---- a preempted request finds its blocks again (vLLM V1 with prefix caching) --------------
+# vLLM frees a preempted request's blocks into the free queue behind the blocks already free,
+# keeping their hashes; each later allocation evicts from the queue's head (the request's last
+# blocks first); on readmission the prefix-cache lookup finds what is left, in whole 16-token
+# blocks, at most all but the last token (docs/research/gpu-memory-as-vllm-sees-it.md, section 4:
+# vllm/v1/core/block_pool.py, kv_cache_manager.py, scheduler.py at v0.10.1.1).
+
+
+def _refind_run():
+    # A and B: 64-token prompts, 43 and 100 output tokens, 200 KV tokens, a large budget
+    w = make_workload(arrival_seconds=[0.0, 0.0], prompt_tokens=[64, 64], output_tokens=[43, 100])
+    return simulate(w, step_function=constant_step_function(STEP_SECONDS),
+                    kv_capacity_tokens=200,
+                    config=SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=4))  # fmt: skip
+
+
+def test_a_preempted_request_recomputes_only_what_was_evicted():
+    # Step 0 prefills both prompts (128 tokens) and emits their first tokens; each step then adds
+    # 2 tokens: 128 + 2 x 36 = 200 fills the cache at step 36. Step 37 preempts B (the newest),
+    # holding 64 + 37 = 101 tokens, with no free tokens ahead of them. A decodes at steps 37-42
+    # (6 allocations, each evicting one token of B's from the head) and finishes its 43 tokens.
+    # Step 43 readmits B: 101 - 6 = 95 tokens left, 80 in whole blocks: it recomputes 21.
+    r = _refind_run()
+    assert list(r.request_preemptions) == [0, 1]
+    assert list(np.flatnonzero(r.step_preemptions)) == [37]
+    prefills = np.flatnonzero(r.step_prefill_tokens)
+    assert list(prefills) == [0, 43]
+    assert list(r.step_prefill_tokens[prefills]) == [128, 101 - (101 - 6) // 16 * 16]
+    assert r.finished.all()
+
+
+def test_without_the_blocks_found_again_the_whole_context_is_recomputed(monkeypatch):
+    # what itlkit did before (and vLLM does without prefix caching): all 101 tokens again
+    from itlkit.sim import engine
+
+    monkeypatch.setattr(engine.Engine, "_refound", lambda self, r: r.cached)
+    r = _refind_run()
+    prefills = np.flatnonzero(r.step_prefill_tokens)
+    assert list(r.step_prefill_tokens[prefills]) == [128, 101]

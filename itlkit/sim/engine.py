@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from itlkit.errors import ConfigError
+from itlkit.physics.engine_memory import BLOCK_TOKENS
 from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.decode_times import DecodeTimes
 from itlkit.sim.step_log import StepLog
@@ -55,6 +56,8 @@ class _Request:
     seg_gen: int = 0  # tokens emitted after that step
     epoch: int = 0  # bumps on preemption; invalidates scheduled finishes
     preemptions: int = 0
+    freed: int = 0  # preempted: tokens beyond its cached prefix, freed into the block pool
+    freed_mark: int = 0  # ... evicted one by one once `Engine.allocated` passes this
     sharing: bool = False  # its shared tokens are counted in its group's (see Engine.groups)
     first_scheduled: float = math.nan
     first_token: float = math.nan
@@ -154,6 +157,10 @@ class Engine:
         self.finishes: dict[int, list[tuple[_Request, int]]] = {}
         self.finish_steps: list[int] = []  # heap of `finishes`' keys (stale ones popped lazily)
         self.used = 0  # KV tokens held by running requests (a group's shared prefix once)
+        # New KV tokens handed out so far: a preempted request's freed blocks wait in vLLM's free
+        # queue behind the free ones, and each allocation evicts from the queue's head.
+        self.allocated = 0
+        self.refind = bool(getattr(config, "enable_prefix_caching", True))
         # Per prefix group, the shared tokens of each running request counted in it: the group
         # holds the longest of them (the others are its prefixes), as vLLM's block pool keeps one
         # copy of a block however many requests reference it.
@@ -220,6 +227,7 @@ class Engine:
                 self.partial.remove(victim)
             self._preempt(victim, batch)
         self.used += self.decoders
+        self.allocated += self.decoders
         batch.budget = self.budget_total - self.decoders
 
     def continue_partials(self, batch: _Batch) -> None:
@@ -257,11 +265,14 @@ class Engine:
                 self._admit(r)
                 r.computed = r.prompt + 1
                 self.used += r.prompt + 1
+                self.allocated += r.prompt + 1
                 batch.budget -= 1
                 batch.new_tokens += 1
                 batch.new_kv += r.prompt
                 batch.completions.append(r)
                 continue
+            if r.freed:
+                r.computed = self._refound(r)
             chunk = r.target - r.computed
             if chunk > batch.budget:
                 if self.chunked:
@@ -279,6 +290,16 @@ class Engine:
             self._prefill(r, chunk, batch)
             if r.computed != r.target:
                 self.partial.append(r)
+
+    def _refound(self, r: _Request) -> int:
+        """The KV tokens a preempted request finds again in the prefix cache (vLLM V1: its blocks
+        were freed newest-last into the free queue behind the blocks already free, keeping their
+        hashes; each later allocation evicts from the queue's head, so what is left is a prefix of
+        it, looked up in whole blocks and at most all but its last token;
+        docs/research/gpu-memory-as-vllm-sees-it.md section 4)."""
+        evicted = min(max(self.allocated - r.freed_mark, 0), r.freed)
+        found = (r.cached + r.freed - evicted) // BLOCK_TOKENS * BLOCK_TOKENS
+        return max(min(found, r.target - 1), r.cached)
 
     def _hold_cost(self, r: _Request) -> int:
         """KV tokens admitting r adds for what it holds: its own cached tokens, and the part of
@@ -298,6 +319,7 @@ class Engine:
         return kv - r.shared + before - max(holders, default=0)
 
     def _admit(self, r: _Request) -> None:
+        r.freed = 0  # what it found again is held from now on
         self.waiting.popleft()
         self.running.append(r)
         if r.first_scheduled != r.first_scheduled:  # NaN: first time scheduled
@@ -306,17 +328,21 @@ class Engine:
     def _prefill(self, r: _Request, chunk: int, batch: _Batch) -> None:
         r.computed += chunk
         self.used += chunk
+        self.allocated += chunk
         batch.budget -= chunk
         batch.prefill += chunk
         if r.computed == r.target:
             batch.completions.append(r)
 
     def _preempt(self, r: _Request, batch: _Batch) -> None:
-        """Free r's KV, reset it to recompute prompt + generated tokens (vLLM V1 recompute)."""
+        """Free r's KV, reset it to recompute prompt + generated tokens (vLLM V1 recompute); with
+        prefix caching its freed blocks may be found again when it is readmitted (`_refound`)."""
         batch.preempted += 1
+        ahead, own = self.capacity - self.used, r.computed  # free tokens before its blocks
         if r.decoding:
             done = self.s - 1 - r.seg_step  # it last emitted a token at step s - 1
             kv = r.seg_kv + done
+            own = kv
             r.generated = r.seg_gen + done
             self.decoders -= 1
             self.decode_kv -= kv
@@ -329,6 +355,8 @@ class Engine:
         # The shared prefix stays in the prefix cache (others hold it); the rest is recomputed.
         r.computed = r.cached
         r.target = r.prompt + r.generated
+        if self.refind:
+            r.freed, r.freed_mark = max(own - r.cached, 0), self.allocated + ahead
         r.remote_kv = False
         r.epoch += 1
         r.preemptions += 1
@@ -456,6 +484,7 @@ class Engine:
         d, k = self.decoders, len(starts)
         running, kv_first = len(self.running), self.used + d
         self.used += k * d
+        self.allocated += k * d
         self.decode_kv += k * d
         self.s += k - 1
         if self.s == finish:
