@@ -29,6 +29,7 @@ from itlkit.sim.lengths import (
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
+from itlkit.sim.versions import KNOWN_RANGE, parse_vllm_version
 from itlkit.sim.workload import MOST_CONCURRENCY, RateProfile
 from itlkit.units import format_seconds
 
@@ -63,6 +64,10 @@ RANDOM_DEFAULTS = {"random_input_len": 1024, "random_output_len": 128, "random_r
                    "random_prefix_len": 0}  # fmt: skip
 DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 4096, 256
 DEFAULT_RATE = 5.0  # requests/s
+# max_model_len when --vllm-version is given without --max-model-len: vLLM takes the model's
+# context, which the catalog does not hold; 32,768 is the longest at which V0 keeps chunked
+# prefill off (V1's defaults do not depend on it below 100,000 tokens or so).
+ASSUMED_MAX_MODEL_LEN = 32_768
 
 
 def _lengths(text: str):
@@ -202,12 +207,30 @@ def add_parser(subparsers) -> None:
                            "on real vLLM runs) or 'none'; default none (--runs: bundled)",
                       )  # fmt: skip
     work.add_argument("--seed", type=seed, default=0, help="random seed (reproducible runs)")
-    eng = p.add_argument_group("engine")
-    eng.add_argument("--max-num-batched-tokens", type=tokens, default=8192,
-                     help="token budget per step, decode + prefill tokens")  # fmt: skip
-    eng.add_argument("--max-num-seqs", type=sequences,
-                     help="default: min(1024, max_num_batched_tokens), as vLLM")  # fmt: skip
-    eng.add_argument("--no-chunked-prefill", action="store_true",
+    eng = p.add_argument_group(
+        "engine",
+        "settings not given take the defaults of --vllm-version on --gpu (printed as 'assumed:' "
+        "lines); without it, itlkit's: those of V1 `vllm serve` on a GPU of 70 GiB or more",
+    )
+    eng.add_argument("--vllm-version", type=_vllm_version, metavar="VERSION",
+                     help="the server's vLLM release (0.10.1.1, v0.6.3, 0.15) or V0 / V1; "
+                          f"itlkit knows {KNOWN_RANGE}")  # fmt: skip
+    eng.add_argument("--max-model-len", type=tokens, metavar="TOKENS",
+                     help="the server's context length, which V0's defaults follow (default "
+                          f"with --vllm-version: {ASSUMED_MAX_MODEL_LEN:,})")  # fmt: skip
+    eng.add_argument("--max-num-batched-tokens", type=tokens,
+                     help="token budget per step, decode + prefill tokens (default: the "
+                          "version's, else 8192)")  # fmt: skip
+    eng.add_argument(
+        "--max-num-seqs",
+        type=sequences,
+        help="default: the version's, else min(1024, max_num_batched_tokens)",
+    )
+    eng.add_argument("--chunked-prefill", dest="chunked_prefill", action="store_const",
+                     const=True, help="chunk prompts across steps (default: the version's, "
+                                      "else on)")  # fmt: skip
+    eng.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_const",
+                     const=False,
                      help="prefill prompts whole (vLLM then needs --max-num-batched-tokens of at "
                           "least every request's prompt + output)")  # fmt: skip
     eng.add_argument("--disaggregated", action="store_true",
@@ -225,12 +248,20 @@ def add_parser(subparsers) -> None:
     out.add_argument("--start-unix-seconds", type=float, default=None,
                      help="wall-clock time of simulated t = 0 in the exports "
                           "(default: that of the bundled examples)")  # fmt: skip
-    p.set_defaults(func=run)
+    # None: the version's default (or itlkit's 0.9), so that a given value can be told apart
+    p.set_defaults(func=run, gpu_memory_utilization=None)
+
+
+def _vllm_version(text: str):
+    try:
+        return parse_vllm_version(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args) -> int:
     """Simulate, print the report (or JSON), write exports; exit 0."""
-    from itlkit.sim.scheduler import SchedulerConfig, simulate_deployment
+    from itlkit.sim.scheduler import simulate_deployment
 
     if args.runs:
         from itlkit.cli._runs import simulate_runs
@@ -240,17 +271,16 @@ def run(args) -> int:
     _check_client(args)
     _check_outputs(args, args.duration)
     calibration = _calibration(args)
-    dep = _calibrated(deployment_from_args(args), calibration)
-    _check_memory(args, dep)
-    config = SchedulerConfig(
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        max_num_seqs=args.max_num_seqs or min(1024, args.max_num_batched_tokens),
-        enable_chunked_prefill=not args.no_chunked_prefill,
+    settings = _engine_settings(args)
+    memory = {"gpu_memory_utilization": settings.gpu_memory_utilization}
+    dep = _calibrated(deployment_from_args(args, **memory), calibration)
+    _check_memory(args, dep, settings.max_num_batched_tokens)
+    config = settings.scheduler_config(
         disaggregated=args.disaggregated,
         kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
     )
     workload = _workload(args, dep)
-    _check_workload(args, workload, config)
+    _check_workload(args, workload, config, settings)
     drained = args.drain or args.num_prompts is not None
     result = simulate_deployment(
         workload,
@@ -268,8 +298,11 @@ def run(args) -> int:
     if args.json:
         values = _json_values(result, dep, config)
         values["calibration"] = calibration.name if calibration else "none"
+        values["vllm_version"] = settings.version.label if settings.version else None
+        values["assumptions"] = list(_assumptions(args, settings, workload))
         print(json.dumps(values, indent=2))
     else:
+        print("\n".join(f"assumed: {a}" for a in _assumptions(args, settings, workload)))
         _print_report(result, dep, config, drained=drained)
         if args.num_prompts is not None or args.max_concurrency is not None:
             print(_client_text(args, result))
@@ -376,12 +409,54 @@ def _check_outputs(args, seconds: float) -> None:
         )
 
 
+def _engine_settings(args):
+    """The engine settings given, and --vllm-version's defaults (or itlkit's) for the rest, on
+    --gpu as CUDA reports it; ConfigError, naming the flag, where that vLLM would not start."""
+    from itlkit.physics.engine_memory import cuda_total_bytes
+    from itlkit.physics.hardware import get_gpu
+    from itlkit.sim.versions import engine_defaults
+
+    gpu = get_gpu(args.gpu)
+    given = {
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "max_num_seqs": args.max_num_seqs,
+        "enable_chunked_prefill": args.chunked_prefill,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+    }
+    try:
+        return engine_defaults(args.vllm_version, gpu_memory_bytes=cuda_total_bytes(gpu)[0],
+                               gpu_name=gpu.name, max_model_len=_max_model_len(args),
+                               given=given)  # fmt: skip
+    except ConfigError as exc:
+        raise ConfigError(f"--vllm-version {args.vllm_version.text}: {exc}") from None
+
+
+def _max_model_len(args) -> int:
+    return args.max_model_len or ASSUMED_MAX_MODEL_LEN
+
+
+def _assumptions(args, settings, workload) -> list[str]:
+    """Every default taken, and what the settings do not say: the 'assumed:' lines."""
+    lines = list(settings.assumptions)
+    if settings.version is not None and args.max_model_len is None:
+        lines.insert(1, f"max_model_len {ASSUMED_MAX_MODEL_LEN:,} (not given: --max-model-len; "
+                        "vLLM takes the model's context length, which itlkit's catalog does not "
+                        "hold)")  # fmt: skip
+    if not settings.enable_prefix_caching and workload.cached_prompt_tokens.any():
+        lines.append(
+            "prefix caching is off by the version's default, yet the workload's cached prompt "
+            "tokens (--shared-prefix-tokens, --random-prefix-len, --repeat-share or the "
+            "replayed file's) are served from a prefix cache, as with --enable-prefix-caching"
+        )
+    return lines
+
+
 MEMORY_LIMIT_BYTES = 4e9
 _BYTES_PER_STEP = 64  # the engine's per-step records (measured: 75 MB for 4 h, ~1.2 M steps)
 _BYTES_PER_REQUEST = 600  # per-request state and results
 
 
-def _check_memory(args, dep) -> None:
+def _check_memory(args, dep, budget: int) -> None:
     """Refuse, with the estimate, a simulation that would not fit in memory (before starting)."""
     from itlkit.physics.roofline import decode_step
 
@@ -390,7 +465,7 @@ def _check_memory(args, dep) -> None:
     if args.num_prompts is not None:  # run until the last finishes: at worst one at a time
         requests = args.num_prompts
         prompt, output = _lengths_from_args(args)[:2]
-        prefill = math.ceil(prompt.mean_tokens / args.max_num_batched_tokens)
+        prefill = math.ceil(prompt.mean_tokens / budget)
         steps = requests * (output.mean_tokens + prefill)
         needed = requests * _BYTES_PER_REQUEST + steps * _BYTES_PER_STEP
         lower = "fewer --num-prompts"
@@ -410,7 +485,7 @@ def _check_memory(args, dep) -> None:
         )
 
 
-def _check_workload(args, workload, config) -> None:
+def _check_workload(args, workload, config, settings) -> None:
     """Refuse a workload with no request, and one that vLLM would not serve as configured."""
     if workload.num_requests == 0:
         if args.workload:
@@ -424,12 +499,21 @@ def _check_workload(args, workload, config) -> None:
         raise ConfigError(
             f"{sends} sends no request within --duration {args.duration:g} s; raise either"
         )
+    need = workload.prompt_tokens + workload.output_tokens
+    i = int(need.argmax())
+    if (args.max_model_len or settings.version) and need[i] > _max_model_len(args):
+        given = "--max-model-len" if args.max_model_len else "max_model_len (assumed)"
+        raise ConfigError(
+            f"{workload.request_name(i)} has {int(need[i]):,} tokens (prompt "
+            f"{int(workload.prompt_tokens[i]):,} + output {int(workload.output_tokens[i]):,}), "
+            f"more than {given} {_max_model_len(args):,}, and vLLM refuses such requests: give "
+            "--max-model-len of at least that"
+        )
     if not config.enable_chunked_prefill:
-        need = workload.prompt_tokens + workload.output_tokens
-        i = int(need.argmax())
+        off = "--no-chunked-prefill" if args.chunked_prefill is False else "chunked prefill off"
         if need[i] > config.max_num_batched_tokens:
             raise ConfigError(
-                "--no-chunked-prefill needs --max-num-batched-tokens of at least max_model_len "
+                f"{off} needs --max-num-batched-tokens of at least max_model_len "
                 "(vLLM's SchedulerConfig refuses to start otherwise), and max_model_len must hold "
                 f"every request: {workload.request_name(i)} has {int(need[i]):,} tokens (prompt "
                 f"{int(workload.prompt_tokens[i]):,} + output {int(workload.output_tokens[i]):,}); "
