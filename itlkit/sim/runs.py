@@ -4,13 +4,15 @@ Each run names a deployment (a catalog model or a `config.json`'s fields, GPU, T
 the engine's settings, a workload (arrival stages, prompt structure, output length) and the
 client-side latencies measured. The format is described in `data/real-runs/README.md`
 (copied from `shared/fixtures/real_runs_trainval.md`). Values the file leaves `null` take the
-file's `defaults_for_null`; a workload whose arrival rates are unknown keeps `stages=None`, so
-that a simulation says it cannot run it instead of guessing. Every error names the file, the run
-and the field. Read-time checks also refuse what vLLM would not start or serve (a TP that does
-not split the heads, no room for one `max_model_len` context, a budget below it without chunked
-prefill, requests longer than it), sizes beyond what a simulation rebuilds in about a minute (the
-`MOST_*` table) and measurements no run can produce (a TTFT above its E2E, quantile levels
-outside (0, 1)).
+file's `defaults_for_null`, then, in a run that names its vLLM version (`engine.vllm_version`,
+or `engine.version`), that release's defaults on the run's GPU (`sim.versions`, every default
+taken said in `Run.engine_assumptions`). A workload whose arrival rates are unknown keeps
+`stages=None`, so that a simulation says it cannot run it instead of guessing. Every error names
+the file, the run and the field. Read-time checks also refuse what vLLM would not start or
+serve (a TP that does not split the heads, no room for one `max_model_len` context, a budget
+below it without chunked prefill, requests longer than it), sizes beyond what a simulation
+rebuilds in about a minute (the `MOST_*` table) and measurements no run can produce (a TTFT above
+its E2E, quantile levels outside (0, 1)).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from functools import partial
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.input_files import read_json_file
+from itlkit.physics.engine_memory import cuda_total_bytes
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
@@ -35,6 +38,7 @@ from itlkit.sim.lengths import (
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
+from itlkit.sim.versions import VllmVersion, engine_defaults, parse_vllm_version
 from itlkit.sim.workload import Lengths
 from itlkit.units import format_bytes, kv_precision, weight_precision
 
@@ -175,6 +179,10 @@ class Run:
     measured: dict[str, float]
     itl_per_token_quantiles_seconds: dict[float, float]
     replay: object | None = None  # a `Workload` sent as recorded (a bench file), else rebuilt
+    # engine.vllm_version (or engine.version): the release whose defaults filled the engine
+    # fields the run leaves null, and one line per default taken (`versions.engine_defaults`)
+    vllm_version: str | None = None
+    engine_assumptions: tuple[str, ...] = ()
 
     @property
     def gpu_family(self) -> str:
@@ -458,9 +466,15 @@ def _quantiles(r: _Reader, raw) -> dict[float, float]:
     return dict(ordered)
 
 
-def _engine(r: _Reader, doc, defaults: dict) -> dict:
+def _engine(r: _Reader, doc, defaults: dict, gpu: str) -> dict:
+    """The run's engine settings: as given, else `defaults_for_null`, else its vLLM version's
+    defaults on its GPU (`_versioned_engine`), else itlkit's (`_ENGINE_DEFAULTS`, 16-token
+    blocks, chunked prefill and prefix caching on)."""
     if not isinstance(doc, dict):
         raise r.fail("engine", "must be an object")
+    version = _vllm_version(r, doc)
+    if version is not None:
+        return _versioned_engine(r, doc, defaults, gpu, version)
 
     def count(key: str, most, default=None):
         value = r.positive(doc, key, int, optional=default is not None, most=most,
@@ -482,6 +496,77 @@ def _engine(r: _Reader, doc, defaults: dict) -> dict:
             raise r.fail(f"engine.{key}", f"must be true or false, got {flag!r:.60}")
         out[key] = flag
     return out
+
+
+def _vllm_version(r: _Reader, doc: dict) -> VllmVersion | None:
+    """engine.vllm_version, or engine.version where engine.name is "vllm" (or absent): the
+    format's `version` field names the vLLM release (data/real-runs/README.md)."""
+    named, version = doc.get("vllm_version"), doc.get("version")
+    if named is not None and version is not None and named != version:
+        raise r.fail("engine.vllm_version", f"({named!r:.40}) and engine.version "
+                     f"({version!r:.40}) name different releases")  # fmt: skip
+    field = "engine.vllm_version"
+    engine = doc.get("name")
+    if named is None and (engine is None or str(engine).lower() == "vllm"):
+        named, field = version, "engine.version"
+    if named is None:
+        return None
+    try:
+        return parse_vllm_version(named)
+    except ConfigError as exc:
+        raise r.fail(field, str(exc)) from None
+
+
+def _versioned_engine(r: _Reader, doc: dict, defaults: dict, gpu: str, version) -> dict:
+    """The engine fields of a run that names its vLLM version: the run's, else the file's
+    `defaults_for_null` where it states them, else the version's defaults on this GPU."""
+    stated = defaults["stated"]
+    said = []
+
+    def count(key: str, most):
+        value = r.positive(doc, key, int, optional=True, most=most, name=f"engine.{key}")
+        if value is None and key in stated:
+            value = defaults[key]
+            said.append(f"{key} {value:,} (the file's defaults_for_null)")
+        return value
+
+    def flag(key: str):
+        value = doc.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise r.fail(f"engine.{key}", f"must be true or false, got {value!r:.60}")
+        return value
+
+    share = r.positive(doc, "gpu_memory_utilization", optional=True, most=1.0,
+                       name="engine.gpu_memory_utilization")  # fmt: skip
+    if share is None and "gpu_memory_utilization" in stated:
+        share = defaults["gpu_memory_utilization"]
+        said.append(f"gpu_memory_utilization {share:g} (the file's defaults_for_null)")
+    longest = count("max_model_len", MOST_MODEL_LEN)
+    if longest is None:
+        longest = defaults["max_model_len"]
+        said.append(f"max_model_len {longest:,} (itlkit's default for a null engine.max_model_len; "
+                    "vLLM takes the model's context length)")  # fmt: skip
+    given = {
+        "max_num_batched_tokens": count("max_num_batched_tokens", MOST_BATCHED_TOKENS),
+        "max_num_seqs": count("max_num_seqs", MOST_SEQS),
+        "block_size": count("block_size", MOST_BLOCK_SIZE),
+        "gpu_memory_utilization": share,
+        "enable_chunked_prefill": flag("chunked_prefill"),
+        "enable_prefix_caching": flag("prefix_caching"),
+    }
+    hardware = get_gpu(gpu)
+    try:
+        s = engine_defaults(version, gpu_memory_bytes=cuda_total_bytes(hardware)[0],
+                            gpu_name=hardware.name, max_model_len=longest, given=given)  # fmt: skip
+    except ConfigError as exc:
+        raise r.fail("engine.max_num_seqs", f"is needed: {exc}") from None
+    return {
+        "max_num_batched_tokens": s.max_num_batched_tokens, "max_num_seqs": s.max_num_seqs,
+        "max_model_len": longest, "block_size": s.block_size,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "chunked_prefill": s.enable_chunked_prefill, "prefix_caching": s.enable_prefix_caching,
+        "vllm_version": s.version.label, "engine_assumptions": (*said, *s.assumptions),
+    }  # fmt: skip
 
 
 def _deployment(r: _Reader, doc, model: Model, gpu: str, engine: dict) -> tuple:
@@ -596,7 +681,7 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
     _named(r, "gpu", get_gpu, gpu)
     measured, quantiles = _measured(r, doc.get("measured"))
     model = _model(r, doc.get("model"))
-    engine = _engine(r, doc.get("engine"), defaults)
+    engine = _engine(r, doc.get("engine"), defaults, gpu)
     tp, weights, kv = _deployment(r, doc, model, gpu, engine)
     workload = _workload(r, doc.get("workload"))
     _check_engine(r, engine)
@@ -635,9 +720,10 @@ def parse_runs(doc, *, source: str = "<runs>", lenient: bool = False) -> tuple:
 
 
 def _defaults(doc, source: str) -> dict:
-    """`defaults_for_null`: the engine values to assume where a run's field is null."""
+    """`defaults_for_null`: the engine values to assume where a run's field is null (`stated`:
+    the keys the file gives, which a run naming its vLLM version takes before its defaults)."""
     if doc is None:
-        return dict(_ENGINE_DEFAULTS)
+        return {**_ENGINE_DEFAULTS, "stated": frozenset()}
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: defaults_for_null must be an object")
     out = {**_ENGINE_DEFAULTS, **doc}
@@ -650,6 +736,7 @@ def _defaults(doc, source: str) -> dict:
     share = out["gpu_memory_utilization"]
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
         raise ConfigError(f"{source}: defaults_for_null.gpu_memory_utilization must be in (0, 1]")
+    out["stated"] = frozenset(key for key in _ENGINE_DEFAULTS if doc.get(key) is not None)
     return out
 
 

@@ -140,70 +140,87 @@ _ARGS = "vllm/engine/arg_utils.py"
 _V0_GRAPHS = "CUDA graphs for decode batches (--enforce-eager off)"
 _V1_PIECEWISE = "piecewise CUDA graphs (--enforce-eager off; attention outside the graphs)"
 _V1_FULL = "full and piecewise CUDA graphs (--enforce-eager off; full graphs for pure decode)"
+# What each row's files say, in the words of the source; a row names the ones it read.
+_V0_BUDGET = "vllm/config.py SchedulerConfig (budget {} chunked, else max(max_model_len, 2048))"
+_LONG = "`use_long_context = max_model_len > 32768`: chunked prefill on"
+_V0_ARGS = (f"{_ARGS} EngineArgs (max_num_seqs 256, block_size 16, gpu_memory_utilization 0.90, "
+            "enable_prefix_caching False)")  # fmt: skip
+_V05_ARGS = (f"{_ARGS} EngineArgs (max_num_seqs 256 in V0, 1024 in V1; prefix caching as "
+             "VLLM_USE_V1; gpu_memory_utilization 0.90) and create_engine_config "
+             f"({_LONG}), vllm/platforms/cuda.py (block_size 16)")  # fmt: skip
+_V1_GRAPH_SRC = "vllm/config.py VllmConfig (level PIECEWISE, use_cudagraph)"
 
 RELEASES: tuple[Release, ...] = (
     Release((0, 5, 0), "0.5.0 0.5.1 0.5.2", "V0", False, 512, "flat", True, False, False, 0.9,
             16, None, _V0_GRAPHS,
-            f"{_ARGS} EngineArgs (max_num_seqs 256, block_size 16, gpu_memory_utilization 0.90, "
-            "enable_prefix_caching False, enable_chunked_prefill None: off), vllm/config.py "
-            "SchedulerConfig (512 chunked, else max(max_model_len, 2048))"),
+            f"{_V0_ARGS} and create_engine_config (chunked prefill None: off), "
+            + _V0_BUDGET.format(512)),
     Release((0, 5, 3), "0.5.3 0.5.4 0.5.5 0.6.0", "V0", True, 512, "flat", True, False, False,
             0.9, 16, None, _V0_GRAPHS,
-            f"{_ARGS} create_engine_config (`use_long_context = max_model_len > 32768`: chunked "
-            "prefill on unless prefix caching, LoRA, a sliding window or speculative decoding), "
-            "vllm/config.py SchedulerConfig"),
+            f"{_V0_ARGS} and create_engine_config ({_LONG} unless prefix caching, LoRA, a "
+            f"sliding window or speculative decoding), " + _V0_BUDGET.format(512)),
     Release((0, 6, 1), "0.6.1 0.6.2 0.6.3 0.6.3.post1 0.6.4 0.6.4.post1", "V0", True, 512, "flat",
             True, False, False, 0.9, 16, None, _V0_GRAPHS,
-            f"{_ARGS} create_engine_config (the 32K rule, prefix caching no longer a condition), "
-            "vllm/config.py SchedulerConfig (512)"),
+            f"{_V0_ARGS} and create_engine_config ({_LONG} unless LoRA, a sliding window or "
+            f"speculative decoding), " + _V0_BUDGET.format(512)),
     Release((0, 6, 5), "0.6.5 0.6.6 0.6.6.post1", "V0", True, 2048, "flat", True, False, False,
             0.9, 16, None, _V0_GRAPHS,
-            "vllm/config.py SchedulerConfig (2048 chunked: 'a balance between ITL and TTFT'), "
-            f"{_ARGS} __post_init__ (max_num_seqs 256 V0, 1024 V1) and _override_v1_engine_args, "
-            "vllm/envs.py (VLLM_USE_V1 default 0), vllm/platforms/cuda.py (block_size 16)"),
+            f"vllm/envs.py (VLLM_USE_V1 default 0), {_V05_ARGS}, "
+            + _V0_BUDGET.format("2048 ('a balance between ITL and TTFT')")),
     Release((0, 7, 0), "0.7.0 0.7.1 0.7.2 0.7.3", "V0", True, 2048, "name", True, False, False,
             0.9, 16, None, _V0_GRAPHS,
-            f"{_ARGS} _override_v1_engine_args (8192 on H100/H200 by name), vllm/envs.py "
-            "(VLLM_USE_V1 default 0)"),
+            f"vllm/envs.py (VLLM_USE_V1 default 0), {_V05_ARGS}, " + _V0_BUDGET.format(2048)
+            + f"; V1 opt-in: {_ARGS} _override_v1_engine_args (8192 on H100/H200 by name)"),
     Release((0, 8, 0), "0.8.0 0.8.1 0.8.2 0.8.3", "V1", True, 2048, "name", True, False, False,
             0.9, 16, None, _V1_PIECEWISE,
-            f"{_ARGS} _set_default_args_v1 (H100/H200 by name; max_num_seqs 1024) and "
-            "_set_default_args_v0, vllm/envs.py (VLLM_USE_V1 default 1)"),
+            f"vllm/envs.py (VLLM_USE_V1 default 1), {_ARGS} _set_default_args_v1 (chunked "
+            "prefill and prefix caching on; 8192 on H100/H200 by name; max_num_seqs 1024) and "
+            "EngineArgs (gpu_memory_utilization 0.90), vllm/platforms/cuda.py (block_size 16), "
+            + _V1_GRAPH_SRC),
     Release((0, 8, 4), "0.8.4", "V1", True, 2048, "name-256", True, False, False, 0.9, 16, None,
-            _V1_PIECEWISE, f"{_ARGS} _set_default_args_v1 (max_num_seqs 256 off H100/H200)"),
+            _V1_PIECEWISE,
+            f"{_ARGS} _set_default_args_v1 (max_num_seqs 256 off H100/H200), EngineArgs, "
+            f"vllm/platforms/cuda.py, {_V1_GRAPH_SRC}"),
     Release((0, 8, 5), "0.8.5 0.8.5.post1", "V1", True, 2048, "memory", True, False, False, 0.9,
             16, None, _V1_PIECEWISE,
             f"{_ARGS} _set_default_args_v1 (`device_memory >= 70 * GiB_bytes`), vllm/config.py "
-            "CacheConfig (gpu_memory_utilization 0.9)"),
+            f"CacheConfig (gpu_memory_utilization 0.9), vllm/platforms/cuda.py, {_V1_GRAPH_SRC}"),
     Release((0, 9, 0), "0.9.0 0.9.0.1 0.9.1 0.9.2 0.10.0", "V1", True, 2048, "memory-not-a100",
             True, False, False, 0.9, 16, None, _V1_PIECEWISE,
-            f"{_ARGS} _set_default_args_v1 (`and \"a100\" not in device_name`); --async-scheduling "
-            "exists from 0.10.0, default False (vllm/config.py SchedulerConfig)"),
+            f"{_ARGS} _set_default_args_v1 (`and \"a100\" not in device_name`), vllm/config.py "
+            f"CacheConfig and SchedulerConfig (async_scheduling False from 0.10.0), "
+            f"vllm/platforms/cuda.py, {_V1_GRAPH_SRC}"),
     Release((0, 10, 1), "0.10.1 0.10.1.1 0.10.2", "V1", True, 2048, "memory-not-a100", True,
             True, False, 0.9, 16, False, _V1_PIECEWISE,
             f"{_ARGS} _set_default_args_v1 (`min(default_max_num_seqs[usage_context], "
-            "self.max_num_batched_tokens or sys.maxsize)`), vllm/config/__init__.py "
-            "(cudagraph_mode PIECEWISE), vllm/config/scheduler.py (async_scheduling False)"),
+            "self.max_num_batched_tokens or sys.maxsize)`), vllm/config/cache.py, "
+            "vllm/config/scheduler.py (async_scheduling False), vllm/platforms/cuda.py, "
+            "vllm/config/__init__.py (cudagraph_mode PIECEWISE)"),
     Release((0, 11, 0), "0.11.0", "V1", False, 2048, "memory-not-a100", True, True, False, 0.9,
             16, False, _V1_FULL,
             f"{_ARGS} _set_default_args (V1 only: vllm/core/scheduler.py is gone), "
+            "vllm/config/cache.py, vllm/config/scheduler.py, vllm/platforms/cuda.py, "
             "vllm/config/__init__.py (cudagraph_mode FULL_AND_PIECEWISE)"),
     Release((0, 11, 1), "0.11.1 0.11.2 0.12.0 0.13.0", "V1", False, 2048, "memory-not-a100",
             False, True, True, 0.9, 16, False, _V1_FULL,
-            f"{_ARGS} get_batch_defaults and _set_default_args (a given chunked prefill is kept; "
-            "`min(self.max_num_seqs * model_config.max_model_len, ...)`)"),
+            f"{_ARGS} get_batch_defaults and the defaults setter (a given chunked prefill is "
+            "kept; `min(self.max_num_seqs * model_config.max_model_len, ...)`), "
+            "vllm/config/cache.py, vllm/config/scheduler.py, vllm/platforms/cuda.py"),
     Release((0, 14, 0), "0.14.0 0.15.1 0.16.0 0.17.0 0.18.0 0.19.0 0.19.1", "V1", False, 2048,
             "memory-not-a100", False, True, True, 0.9, 16, True, _V1_FULL,
-            "vllm/config/scheduler.py (async_scheduling None), vllm/config/vllm.py (None: on "
-            "unless pipeline parallelism, non-EAGLE speculative decoding or the ray executor)"),
+            f"{_ARGS} get_batch_defaults, vllm/config/cache.py, vllm/config/scheduler.py "
+            "(async_scheduling None) and vllm/config/vllm.py (None: on unless pipeline "
+            "parallelism, non-EAGLE speculative decoding or the ray executor), "
+            "vllm/platforms/cuda.py (block_size 16; from 0.18.0 vllm/config/cache.py "
+            "DEFAULT_BLOCK_SIZE)"),
     Release((0, 20, 0), "0.20.0 0.21.0 0.22.0 0.23.0 0.24.0 0.25.0 0.26.0 0.27.0 0.27.1", "V1",
             False, 2048, "memory-not-a100", False, True, True, 0.92, 16, True, _V1_FULL,
-            "vllm/config/cache.py (gpu_memory_utilization Field(default=0.92), "
-            "DEFAULT_BLOCK_SIZE 16)"),
+            f"{_ARGS} get_batch_defaults, vllm/config/cache.py (gpu_memory_utilization "
+            "Field(default=0.92), DEFAULT_BLOCK_SIZE 16), vllm/config/vllm.py (async)"),
     Release((0, 28, 0), "0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0", "V1", False, 2048,
             "tiers-160", False, True, True, 0.92, 16, True, _V1_FULL,
             f"{_ARGS} get_batch_defaults (`device_memory >= 160 * GiB_bytes` first: 16384 for "
-            "`vllm serve` too)"),
+            "`vllm serve` too), vllm/config/cache.py, vllm/config/vllm.py"),
 )  # fmt: skip
 FIRST_KNOWN = RELEASES[0].first
 # 0.34.0 sizes the KV cache from measured free memory by default (the "extensible KV cache",
@@ -352,7 +369,8 @@ def engine_defaults(
     if isinstance(version, str):
         version = parse_vllm_version(version)
     row = version.row
-    said = [f"{version.label}: the {row.engine} engine, its default ({row.citation})"]
+    said = [f"{version.label}: the {row.engine} engine, its default; the defaults below are "
+            f"read in {row.citation}"]  # fmt: skip
     value = dict(given)
 
     def take(key: str, default, why: str) -> None:
