@@ -1,4 +1,4 @@
-"""The engine's knobs, with vLLM's names and `vllm serve`'s defaults."""
+"""The engine's knobs, with vLLM's names and itlkit's defaults (a release's: `sim.versions`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ DEFAULT_KV_TRANSFER_BYTES_PER_SECOND = 50e9
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """The engine's knobs (vLLM names); defaults are `vllm serve` on an H100-class GPU."""
+    """The engine's knobs (vLLM names). The defaults are V1 `vllm serve`'s on a GPU of at least
+    70 GiB that is not an A100 (vLLM 0.10.1 to 0.27.x); `versions.engine_defaults` gives those
+    of a named release on a given GPU."""
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 1024

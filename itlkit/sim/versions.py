@@ -185,11 +185,15 @@ RELEASES: tuple[Release, ...] = (
             16, None, _V1_PIECEWISE,
             f"{_ARGS} _set_default_args_v1 (`device_memory >= 70 * GiB_bytes`), vllm/config.py "
             f"CacheConfig (gpu_memory_utilization 0.9), vllm/platforms/cuda.py, {_V1_GRAPH_SRC}"),
-    Release((0, 9, 0), "0.9.0 0.9.0.1 0.9.1 0.9.2 0.10.0", "V1", True, 2048, "memory-not-a100",
-            True, False, False, 0.9, 16, None, _V1_PIECEWISE,
+    Release((0, 9, 0), "0.9.0 0.9.0.1 0.9.1 0.9.2", "V1", True, 2048, "memory-not-a100", True,
+            False, False, 0.9, 16, None, _V1_PIECEWISE,
             f"{_ARGS} _set_default_args_v1 (`and \"a100\" not in device_name`), vllm/config.py "
-            f"CacheConfig and SchedulerConfig (async_scheduling False from 0.10.0), "
-            f"vllm/platforms/cuda.py, {_V1_GRAPH_SRC}"),
+            f"CacheConfig, vllm/platforms/cuda.py, {_V1_GRAPH_SRC}"),
+    Release((0, 10, 0), "0.10.0", "V1", True, 2048, "memory-not-a100", True, False, False, 0.9,
+            16, False, _V1_PIECEWISE,
+            f"{_ARGS} _set_default_args_v1, vllm/config.py CacheConfig and SchedulerConfig "
+            f"(async_scheduling False: --async-scheduling is new), vllm/platforms/cuda.py, "
+            + _V1_GRAPH_SRC),
     Release((0, 10, 1), "0.10.1 0.10.1.1 0.10.2", "V1", True, 2048, "memory-not-a100", True,
             True, False, 0.9, 16, False, _V1_PIECEWISE,
             f"{_ARGS} _set_default_args_v1 (`min(default_max_num_seqs[usage_context], "
