@@ -6,9 +6,9 @@ speculative decoding:
 
 - V0, the default engine to 0.7.3 (and `VLLM_USE_V1=0` to 0.10.2): chunked prefill off unless
   max_model_len exceeds 32,768 tokens; then a token budget of 512 (to 0.6.4) or 2,048 (from
-  0.6.5); off, a budget of max(max_model_len, 2,048). 256 sequences, no prefix caching. A step
-  that admits prompts carries no decodes (`_schedule_default`); with chunked prefill, decodes go
-  first (`_schedule_chunked_prefill`), as in V1.
+  0.6.5); off, a budget of max(max_model_len, 2,048). 256 sequences, no prefix caching. Without
+  chunked prefill a step that admits prompts carries no decodes (vllm/core/scheduler.py
+  `_schedule_default`); with it, decodes go first (`_schedule_chunked_prefill`), as in V1.
 - V1, the default from 0.8.0 and the only engine from 0.11.0: chunked prefill and prefix caching
   on; the budget and the sequence limit by GPU, `V1_TIERS`: 8,192 and 1,024 where CUDA reports at
   least 70 GiB (from 0.9.0 unless the GPU is an A100), 2,048 and 256 below it (before 0.8.5 the
@@ -16,7 +16,7 @@ speculative decoding:
 
 Each row of `RELEASES` is a range of releases whose defaults agree, with the files read. The
 releases were read from their PyPI wheels (`pip download vllm==X --no-deps`: the tag's build);
-from 0.10.1.1 on, the wheel names its commit (`vllm/_version.py`), given in the row's source.
+from 0.10.1 on, the wheel names its commit (`vllm/_version.py`), given in the row's source.
 `engine_defaults` applies a row to a GPU, a context length and the settings given, and says in
 one line per default what it took and why.
 """
@@ -454,7 +454,7 @@ def _behaviour_lines(row: Release, name: str, value: dict) -> list[str]:
     if row.engine == "V0" and not value["enable_chunked_prefill"]:
         lines.append(
             f"{name}'s V0 scheduler without chunked prefill runs arriving prompts in steps of "
-            "their own while the decodes wait (core/scheduler.py _schedule_default); itlkit's "
+            "their own while the decodes wait (vllm/core/scheduler.py _schedule_default); itlkit's "
             "engine runs each whole prompt in one step beside the decodes"
         )
     if row.async_scheduling is None:
@@ -464,7 +464,7 @@ def _behaviour_lines(row: Release, name: str, value: dict) -> list[str]:
         host = f"--async-scheduling {on}"
     lines.append(
         f"{name} runs {row.cuda_graphs}, {host}: itlkit's step time does not depend on them "
-        "(--host-overhead or a calibration carries the host's time per step)"
+        "(the deployment's host overhead, or a calibration, carries the host's time per step)"
     )
     return lines
 
