@@ -389,3 +389,19 @@ def test_a_bad_version_field_is_one_line_naming_it(engine, message):
 def test_another_engines_version_is_not_read_as_vllms():
     run = _run({"name": "sglang", "version": "0.4.3", "max_num_batched_tokens": 2048})
     assert run.vllm_version is None and run.max_num_seqs == 128
+
+
+def test_simulate_runs_prints_the_defaults_a_runs_version_gave_it(tmp_path, capsys):
+    from itlkit.cli import main
+
+    doc = copy.deepcopy(DOC)
+    doc["runs"] = [r for r in doc["runs"] if r["id"] == "trainval:64"]
+    doc["runs"][0]["gpu"] = "a100-80gb-sxm"
+    doc["runs"][0]["engine"] = {"name": "vllm", "vllm_version": "0.10.1.1",
+                                "max_num_batched_tokens": 2048, "max_model_len": 8192}  # fmt: skip
+    doc.pop("defaults_for_null")
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(doc))
+    assert main(["simulate", "--runs", str(path), "--calibration", "none"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert any(a.startswith("max_num_seqs 256") for a in line["assumed"]), line["assumed"]

@@ -36,6 +36,8 @@ def simulate_runs(args) -> int:
             if isinstance(run, RunError):
                 raise ConfigError(run.message)
             line = predict_run(run, calibration, seed=args.seed).to_json()
+            if run.engine_assumptions:  # the engine defaults its vLLM version gave it
+                line["assumed"] = list(run.engine_assumptions)
         except ConfigError as exc:  # unknown rates, a model that does not fit, ...
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
