@@ -154,8 +154,8 @@ def test_sizes_beyond_a_simulation_are_refused_with_the_field(edit, expected):
         (lambda r: r.pop("weights_precision"), "run 'trainval:64': weights_precision is missing"),
         (lambda r: r.update(kv_precision="int4"), "run 'trainval:64': kv_precision is not usable"),
         (lambda r: r["engine"].update(gpu_memory_utilization=1e-9),
-         "engine.gpu_memory_utilization 1e-09 of 80.00 GB leaves 0 B per GPU beside the "
-         "weights of qwen2.5-7b bf16 on h100-sxm (15.23 GB)"),
+         "engine.gpu_memory_utilization 1e-09 of 85.05 GB (the GPU's CUDA total) leaves 0 B "
+         "per GPU beside the weights of qwen2.5-7b bf16 on h100-sxm (15.23 GB)"),
         # vLLM's SchedulerConfig refuses this at start-up
         (lambda r: r["engine"].update(chunked_prefill=False, max_num_batched_tokens=2048),
          "engine.max_num_batched_tokens (2,048) is below engine.max_model_len (4,096) with "

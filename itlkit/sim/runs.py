@@ -24,12 +24,12 @@ from functools import partial
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.input_files import read_json_file
-from itlkit.physics.engine_memory import cuda_total_bytes
+from itlkit.physics.engine_memory import cuda_total_bytes, vllm_kv_cache
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
-from itlkit.physics.roofline import Deployment, capacity
+from itlkit.physics.roofline import Deployment
 from itlkit.sim.lengths import (
     Fixed,
     LogNormal,
@@ -578,15 +578,16 @@ def _deployment(r: _Reader, doc, model: Model, gpu: str, engine: dict) -> tuple:
     _named(r, "tp", lambda n: check_tensor_parallel(model, tp=n), tp)
     dep = Deployment(model=model, gpu=get_gpu(gpu), weights=weights, kv=kv, tp=tp,
                      gpu_memory_utilization=engine["gpu_memory_utilization"])  # fmt: skip
-    room = capacity(dep, context_tokens=engine["max_model_len"])
-    if room.max_sequences < 1:  # vLLM checks this at start-up (kv_cache_utils.py)
+    room = vllm_kv_cache(dep)  # the KV cache vLLM sizes from the memory CUDA reports
+    if room.kv_tokens < engine["max_model_len"]:  # vLLM checks this at start-up (kv_cache_utils.py)
         raise r.fail(
             "engine.gpu_memory_utilization",
-            f"{dep.gpu_memory_utilization:g} of {format_bytes(dep.gpu.hbm_bytes)} leaves "
-            f"{format_bytes(max(room.kv_budget_bytes, 0))} per GPU beside the weights of "
-            f"{dep.label} ({format_bytes(room.weight_bytes)}), less than one "
-            f"{engine['max_model_len']:,}-token context (engine.max_model_len) needs "
-            f"({format_bytes(room.kv_bytes_per_sequence)}): vLLM would not start",
+            f"{dep.gpu_memory_utilization:g} of {format_bytes(room.total_bytes)} (the GPU's CUDA "
+            f"total) leaves {format_bytes(max(room.kv_bytes, 0))} per GPU beside the weights of "
+            f"{dep.label} ({format_bytes(room.weight_bytes)}) and "
+            f"{format_bytes(room.overhead_bytes)} of activations: {room.kv_tokens:,} KV tokens, "
+            f"less than one {engine['max_model_len']:,}-token context (engine.max_model_len): "
+            "vLLM would not start",
         )
     return tp, weights.name, kv.name
 
