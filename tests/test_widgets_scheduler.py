@@ -236,3 +236,140 @@ def test_the_calibrated_step_model_slows_every_step_by_at_least_one_over_its_eff
     ex.step_model.value = "none"
     assert ex.result.summary().itl_p50_seconds == raw
     assert "calibration" not in ex.figure.layout.title.text
+
+
+# ---- the simulator's clients, spread lengths and repeated prompts ------------------------------
+# Each control is moved on a fresh explorer (60 s at 3 requests/s of 4,096 + 768 tokens, about
+# 185 requests) and checked on the workload the simulation ran.
+
+
+def _shown(control) -> bool:
+    return control.layout.display != "none"
+
+
+def test_a_closed_loop_never_runs_more_requests_than_its_slots():
+    ex = SchedulerExplorer(window_seconds=60)
+    assert ex.result.step_running.max() > 4  # the open loop runs dozens at once
+    assert not _shown(ex.max_concurrency) and _shown(ex.rate)
+    ex.client.value = "closed"
+    assert _shown(ex.max_concurrency) and _shown(ex.rate)
+    ex.max_concurrency.value = 4
+    r = ex.result
+    assert r.workload.max_concurrency == 4
+    # A request takes ~768 decode steps (> 4 s); the client wants 3/s: every slot stays taken.
+    assert r.step_running.max() == 4
+    assert "at most 4 in flight" in ex.figure.layout.title.text
+    sent = int(r.arrived.sum())
+    assert sent < 0.5 * r.workload.num_requests  # the slots hold the client back
+    assert f"closed loop, at most 4 in flight: {sent} sent of the" in ex.status.value
+
+
+def test_a_closed_loops_arrivals_are_its_send_times():
+    """With every slot taken, the client sends each next request when one finishes: every
+    arrival marked in the timeline (the middle of the window) is a finish time."""
+    ex = SchedulerExplorer(window_seconds=60, client="closed", max_concurrency=4)
+    r = ex.result
+    marked = np.asarray(_trace(ex.figure, "arrival").x)
+    assert marked.size >= 4
+    finishes = r.finish_seconds[~np.isnan(r.finish_seconds)]
+    assert np.isin(marked, finishes).all()
+    # the Poisson times the client wanted are other times (3/s: ~45 in 15 s, not ~12)
+    ex.client.value = "open"
+    assert not np.isin(np.asarray(_trace(ex.figure, "arrival").x), finishes).any()
+
+
+def test_a_burst_sends_the_sliders_requests_at_t_0():
+    ex = SchedulerExplorer(window_seconds=60)
+    ex.client.value = "burst"
+    assert _shown(ex.burst_requests) and not _shown(ex.rate) and not _shown(ex.max_concurrency)
+    ex.burst_requests.value = 50
+    w = ex.result.workload
+    assert w.num_requests == 50 and not w.arrival_seconds.any()
+    marked = np.asarray(_trace(ex.figure, "arrival").x)
+    assert marked.size == 50 and not marked.any()  # the timeline starts at the burst
+    assert "a burst of 50 at t = 0" in ex.figure.layout.title.text
+    assert "burst: 50 requests sent at t = 0" in ex.status.value
+    assert ex.result.step_running.max() == 50
+
+
+def test_a_uniform_spread_draws_lengths_within_it():
+    ex = SchedulerExplorer(window_seconds=60)
+    assert not _shown(ex.spread_percent)
+    ex.spread.value = "uniform"
+    assert _shown(ex.spread_percent)
+    ex.spread_percent.value = 50
+    w = ex.result.workload
+    prompt, output = 4096, 768
+    assert w.prompt_tokens.min() >= 0.5 * prompt and w.prompt_tokens.max() <= 1.5 * prompt
+    assert w.output_tokens.min() >= 0.5 * output and w.output_tokens.max() <= 1.5 * output
+    # ~185 uniform draws reach within 5 % of both ends
+    assert w.prompt_tokens.min() < 0.55 * prompt and w.prompt_tokens.max() > 1.45 * prompt
+    assert w.output_tokens.min() < 0.55 * output and w.output_tokens.max() > 1.45 * output
+    assert "lengths uniform ± 50%" in ex.status.value
+
+
+def test_a_lognormal_spread_keeps_the_mean_and_spreads_the_lengths():
+    ex = SchedulerExplorer(window_seconds=60, spread_percent=50)
+    ex.spread.value = "lognormal"
+    w = ex.result.workload
+    # sigma 0.5: standard deviation sqrt(e^0.25 - 1) = 53 % of the mean; the mean of ~185
+    # draws lies within 4 % (one standard error) of 4,096 about two times in three, 15 % here
+    assert w.prompt_tokens.mean() == pytest.approx(4096, rel=0.15)
+    assert w.output_tokens.mean() == pytest.approx(768, rel=0.15)
+    assert w.prompt_tokens.std() > 0.35 * 4096
+    assert "lognormal lengths (sigma 0.5)" in ex.status.value
+
+
+def test_repeated_prompts_are_served_from_the_prefix_cache_at_their_share():
+    ex = SchedulerExplorer(window_seconds=60)
+    assert not ex.result.workload.cached_prompt_tokens.any()
+    ex.repeat_share.value = 0.4
+    w = ex.result.workload
+    n = w.num_requests
+    cached = w.cached_prompt_tokens
+    # request k > 0 repeats with probability 0.4 (repeat_prompts): 0.4 (n - 1) / n of them,
+    # with a binomial standard deviation of 0.036 at n = 185; the prefix cache (all of the KV
+    # cache, ~115 such prompts) keeps nearly every prompt they repeat
+    assert np.mean(cached > 0) == pytest.approx(0.4 * (n - 1) / n, abs=0.08)
+    assert not (cached % 16).any() and (cached < w.prompt_tokens).all()  # whole 16-token blocks
+    assert "40% resend an earlier prompt" in ex.status.value
+
+
+def test_the_frontier_follows_the_client():
+    ex = SchedulerExplorer(window_seconds=60)
+    before = list(_trace(ex.figure, "token budget (tokens/step)").y)
+    ex.client.value = "closed"
+    frontier = _trace(ex.figure, "token budget (tokens/step)")
+    assert list(frontier.y) != before and len(frontier.y) == 7
+    star = _trace(ex.figure, "current setting")
+    point = list(frontier.customdata).index(2048)
+    assert (star.x[0], star.y[0]) == (frontier.x[point], frontier.y[point])
+    # Another budget's point is the closed loop run afresh at that budget: the client's wanted
+    # times held back by that run's finishes, not the send times of the run at 2048.
+    config = SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=256)
+    alone = scheduler_view(ex.deployment, config=config, window_seconds=60, frontier=(),
+                           **ex.traffic())  # fmt: skip
+    point = list(frontier.customdata).index(512)
+    assert frontier.x[point] == pytest.approx(alone.result.summary().ttft_p99_seconds)
+    # and the budget alone reuses it
+    ex.budget.value = 1024
+    assert list(_trace(ex.figure, "token budget (tokens/step)").y) == list(frontier.y)
+
+
+@pytest.mark.parametrize(
+    "control, value",
+    [("max_concurrency", 8), ("spread", "uniform"), ("spread_percent", 20), ("repeat_share", 0.5)],
+)
+def test_the_frontier_follows_every_traffic_control(control, value):
+    ex = SchedulerExplorer(window_seconds=60, client="closed", spread="lognormal")
+    before = list(_trace(ex.figure, "token budget (tokens/step)").x)
+    getattr(ex, control).value = value
+    assert list(_trace(ex.figure, "token budget (tokens/step)").x) != before
+
+
+def test_a_closed_loop_with_disaggregated_prefill_says_why_it_cannot_run():
+    ex = SchedulerExplorer(window_seconds=30, client="closed")
+    before = np.asarray(_trace(ex.figure, "step duration").y)
+    ex.disaggregated.value = True
+    assert "Cannot run" in ex.status.value and "closed-loop client" in ex.status.value
+    np.testing.assert_array_equal(_trace(ex.figure, "step duration").y, before)

@@ -2,7 +2,9 @@
 
 `scheduler_view` runs the simulations one setting needs (the run itself and the same traffic at
 every token budget of the frontier); `scheduler_figure` draws a view; `trace_data` gives the data
-of every trace in figure order so a FigureWidget can be updated in place.
+of every trace in figure order so a FigureWidget can be updated in place. The traffic is built
+with the library calls `itlkit simulate` uses: a `Client` (open loop, closed loop or burst), a
+`Spread` of request lengths, and a share of repeated prompts.
 """
 
 from __future__ import annotations
@@ -13,8 +15,17 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from itlkit.errors import UnknownNameError
 from itlkit.physics.roofline import Deployment, decode_step
 from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, top_title, wrap
+from itlkit.sim.lengths import (
+    Fixed,
+    Lengths,
+    LogNormal,
+    vllm_random_output_lengths,
+    vllm_random_prompt_lengths,
+)
+from itlkit.sim.run_workload import repeat_prompts
 from itlkit.sim.scheduler import (
     SchedulerConfig,
     SimulationResult,
@@ -24,7 +35,7 @@ from itlkit.sim.scheduler import (
     simulate,
     transfer_bytes_per_token,
 )
-from itlkit.sim.workload import Workload, synthetic_workload
+from itlkit.sim.workload import Workload, bench_workload, synthetic_workload
 from itlkit.units import MILLISECOND
 
 # The token budgets the notebook offers, all on the frontier (the slider's every stop).
@@ -44,8 +55,68 @@ FRONTIER_LABEL_SPAN = (0.12, 0.08)
 # 1,280 px) holds the longest label, "4096-16384 (now)" (about 110 px).
 FRONTIER_LEFT_LABELS = 0.5
 FRONTIER_LABELS_BELOW = 0.15
+# The clients and length spreads the notebook offers, by name, with the words its menus show.
+CLIENTS = {
+    "open": "open loop (Poisson at the rate)",
+    "closed": "closed loop (max concurrency)",
+    "burst": "burst (all at t = 0)",
+}
+SPREADS = {
+    "fixed": "fixed",
+    "uniform": "uniform ± spread",
+    "lognormal": "lognormal with a spread",
+}
+# vLLM's KV block (vllm/platforms/cuda.py, block_size 16; see sim.versions): the prefix cache
+# serves repeated prompts in whole blocks, as `itlkit simulate --repeat-share` assumes.
+BLOCK_SIZE_TOKENS = 16
 FINE_BUCKETS_SECONDS = fine_buckets_seconds(low_seconds=2e-3, high_seconds=2.0, per_decade=40)
 _FAST, _SLOW, _ARRIVAL = "#4C72B0", "#C44E52", "#55A868"
+
+
+@dataclass(frozen=True)
+class Client:
+    """Who sends the requests, and when (`kind`, one of CLIENTS).
+
+    "open": Poisson arrivals at the rate (`synthetic_workload`); "closed": the same arrivals
+    held back by `max_concurrency` slots, each next request sent when one in flight finishes
+    (`vllm bench serve --max-concurrency`); "burst": `burst_requests` requests all at t = 0
+    (`bench_workload` at `--request-rate inf`).
+    """
+
+    kind: str = "open"
+    max_concurrency: int = 16
+    burst_requests: int = 100
+
+    def __post_init__(self) -> None:
+        if self.kind not in CLIENTS:
+            raise UnknownNameError(f"unknown client {self.kind!r}; known: {', '.join(CLIENTS)}")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How request lengths vary around the chosen length L (`kind`, one of SPREADS).
+
+    "fixed": every request L; "uniform": from L(1 - share) to L(1 + share), as `vllm bench
+    serve --dataset-name random` with `--random-range-ratio share`; "lognormal": mean L and
+    log-space spread sigma = share (about share x L standard deviation while share is small).
+    """
+
+    kind: str = "fixed"
+    share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SPREADS:
+            raise UnknownNameError(f"unknown spread {self.kind!r}; known: {', '.join(SPREADS)}")
+
+    def lengths(self, tokens: int, *, output: bool = False) -> Lengths:
+        """The distribution of prompt (or `output`) lengths around `tokens`."""
+        if self.kind == "uniform":
+            if output:
+                return vllm_random_output_lengths(output_len=tokens, range_ratio=self.share)
+            return vllm_random_prompt_lengths(input_len=tokens, range_ratio=self.share)
+        if self.kind == "lognormal":
+            return LogNormal.from_mean(float(tokens), float(self.share))
+        return Fixed(int(tokens))
 
 
 @dataclass(frozen=True)
@@ -65,7 +136,7 @@ class SchedulerView:
     config: SchedulerConfig
     rate_per_second: float
     window_seconds: float
-    result: SimulationResult
+    result: SimulationResult  # a closed loop's: its workload's arrivals are the send times
     frontier: tuple[FrontierPoint, ...]
     mean_running: float
     mean_context_tokens: float
@@ -74,6 +145,10 @@ class SchedulerView:
     timeline_seconds: float
     efficiency: float = 1.0  # the step function's (a calibration's; 1 = the roofline as is)
     calibration: str = ""  # the name of the calibration in force, if any
+    client: Client = Client()
+    spread: Spread = Spread()
+    repeat_share: float = 0.0
+    workload: Workload | None = None  # what the client wanted to send (None: the result's)
 
 
 def scheduler_workload(
@@ -83,15 +158,39 @@ def scheduler_workload(
     output_tokens: int,
     window_seconds: float,
     seed: int = 0,
+    client: Client = Client(),
+    spread: Spread = Spread(),
+    repeat_share: float = 0.0,
+    prefix_cache_blocks: int = 1,
 ) -> Workload:
-    """Poisson arrivals of fixed-length requests over the window (the notebook's traffic)."""
-    return synthetic_workload(
-        duration_seconds=window_seconds,
-        rate_per_second=rate_per_second,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        seed=seed,
-    )
+    """The notebook's traffic over the window, built as `itlkit simulate` builds it: Poisson
+    arrivals at the rate (held back by a closed loop's slots), or a burst at t = 0; lengths
+    drawn around the chosen ones; a `repeat_share` of requests resending an earlier prompt,
+    served by a prefix cache of `prefix_cache_blocks` blocks."""
+    prompt = spread.lengths(prompt_tokens)
+    output = spread.lengths(output_tokens, output=True)
+    if client.kind == "burst":
+        workload = bench_workload(
+            num_prompts=client.burst_requests,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            seed=seed,
+        )
+    else:
+        workload = synthetic_workload(
+            duration_seconds=window_seconds,
+            rate_per_second=rate_per_second,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            max_concurrency=client.max_concurrency if client.kind == "closed" else None,
+            seed=seed,
+        )
+    if not repeat_share or not workload.num_requests:
+        return workload
+    # The repeats draw from their own stream, so that they do not echo the arrivals' draws.
+    return repeat_prompts(workload, share=repeat_share, block_size=BLOCK_SIZE_TOKENS,
+                          capacity_blocks=max(prefix_cache_blocks, 1),
+                          seed=np.random.default_rng((seed, 1)))  # fmt: skip
 
 
 def frontier_points(
@@ -143,23 +242,32 @@ def scheduler_view(
     timeline_seconds: float = 15.0,
     efficiency: float = 1.0,
     calibration: str = "",
+    client: Client = Client(),
+    spread: Spread = Spread(),
+    repeat_share: float = 0.0,
 ) -> SchedulerView:
-    """Simulate one setting over a window of Poisson traffic, and its frontier unless given.
+    """Simulate one setting over a window of traffic (`scheduler_workload`), and its frontier
+    unless given.
 
     `frontier=()` leaves the frontier empty, to be added later with `with_frontier`. A
     calibration's host and all-reduce terms travel in `deployment`, its efficiency here.
     """
+    capacity = kv_capacity_tokens(deployment)
     workload = scheduler_workload(
         rate_per_second=rate_per_second,
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         window_seconds=window_seconds,
         seed=seed,
+        client=client,
+        spread=spread,
+        repeat_share=repeat_share,
+        prefix_cache_blocks=capacity // BLOCK_SIZE_TOKENS,
     )
     result = simulate(
         workload,
         step_function=roofline_step_function(deployment, efficiency=efficiency),
-        kv_capacity_tokens=kv_capacity_tokens(deployment),
+        kv_capacity_tokens=capacity,
         config=config,
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=window_seconds,
@@ -170,9 +278,11 @@ def scheduler_view(
     mean_running = float(np.dot(result.step_running, durations) / busy) if busy else 0.0
     # Mean context the decodes read, from each step's size: the floor for a typical batch.
     batch = max(round(float(np.dot(decoding, durations) / busy)) if busy else 1, 1)
-    context = float(prompt_tokens + output_tokens / 2)
+    context = _mean_context_tokens(workload, prompt_tokens, output_tokens)
     floor = float(decode_step(deployment, batch_size=batch, context_tokens=context).floor_seconds)
-    start = min(max(window_seconds / 2, 0.0), max(window_seconds - timeline_seconds, 0.0))
+    # A burst happens at t = 0: the timeline shows its start; other traffic, the middle.
+    start = 0.0 if client.kind == "burst" else window_seconds / 2
+    start = min(max(start, 0.0), max(window_seconds - timeline_seconds, 0.0))
     view = SchedulerView(
         deployment=deployment,
         config=config,
@@ -187,18 +297,32 @@ def scheduler_view(
         timeline_seconds=float(timeline_seconds),
         efficiency=float(efficiency),
         calibration=calibration,
+        client=client,
+        spread=spread,
+        repeat_share=float(repeat_share),
+        workload=workload,
     )
     return with_frontier(view) if frontier is None else view
 
 
+def _mean_context_tokens(workload: Workload, prompt_tokens: int, output_tokens: int) -> float:
+    """A decode's context halfway through its output, averaged over the requests drawn."""
+    if not workload.num_requests:
+        return float(prompt_tokens + output_tokens / 2)
+    return float(workload.prompt_tokens.mean() + workload.output_tokens.mean() / 2)
+
+
 def with_frontier(view: SchedulerView) -> SchedulerView:
-    """The view with its frontier: the same traffic at every budget (the current run reused)."""
+    """The view with its frontier: the same traffic at every budget (the current run reused).
+
+    The same traffic is what the client wanted to send: a closed loop sends again as each
+    budget's finishes free its slots."""
     summary = view.result.summary()
     current = FrontierPoint(
         view.config.max_num_batched_tokens, summary.ttft_p99_seconds, summary.itl_p99_seconds
     )
     frontier = frontier_points(
-        view.result.workload,
+        view.result.workload if view.workload is None else view.workload,
         deployment=view.deployment,
         config=view.config,
         window_seconds=view.window_seconds,
@@ -215,7 +339,12 @@ def waiting_at_end(view: SchedulerView) -> int:
 
 
 def overloaded(view: SchedulerView) -> bool:
-    """More than OVERLOAD_QUEUE_SECONDS of arrivals still waiting at the end: the queue grows."""
+    """More than OVERLOAD_QUEUE_SECONDS of arrivals still waiting at the end: the queue grows.
+
+    Only an open loop's queue can grow so: a closed loop holds at most its slots in flight, and
+    a burst sends once."""
+    if view.client.kind != "open":
+        return False
     return waiting_at_end(view) > view.rate_per_second * OVERLOAD_QUEUE_SECONDS
 
 
@@ -229,6 +358,40 @@ def overload_text(view: SchedulerView) -> str:
         f"{s.ttft_p99_seconds:.0f} s · {waiting_at_end(view)} requests waiting, "
         f"{s.requests_in_flight} in flight at the end"
     )
+
+
+def client_words(view: SchedulerView) -> str:
+    """The client in a few words, for the title: "3 req/s", "3 req/s, at most 4 in flight",
+    "a burst of 100 at t = 0"."""
+    c = view.client
+    if c.kind == "burst":
+        return f"a burst of {c.burst_requests} at t = 0"
+    words = f"{view.rate_per_second:g} req/s"
+    return words + (f", at most {c.max_concurrency} in flight" if c.kind == "closed" else "")
+
+
+def client_text(view: SchedulerView) -> str:
+    """Which client ran, what it sent, the lengths and the repeats (the status table's row)."""
+    c, w = view.client, view.result.workload
+    if c.kind == "burst":
+        text = f"burst: {w.num_requests} requests sent at t = 0"
+    elif c.kind == "closed":
+        sent = int(view.result.arrived.sum())
+        text = (
+            f"closed loop, at most {c.max_concurrency} in flight: {sent} sent of the "
+            f"{w.num_requests} it wanted to send at {view.rate_per_second:g} req/s"
+        )
+    else:
+        text = f"open loop: {w.num_requests} requests, Poisson at {view.rate_per_second:g} req/s"
+    s = view.spread
+    spread = {"fixed": "fixed lengths", "uniform": f"lengths uniform ± {s.share:.0%}",
+              "lognormal": f"lognormal lengths (sigma {s.share:g})"}[s.kind]  # fmt: skip
+    text += f" · {spread}"
+    if view.repeat_share:
+        cached = int(np.count_nonzero(w.cached_prompt_tokens))
+        text += (f" · {view.repeat_share:.0%} resend an earlier prompt ({cached} found in the "
+                 "prefix cache)")  # fmt: skip
+    return text
 
 
 def figure_title(view: SchedulerView) -> str:
@@ -246,7 +409,7 @@ def figure_title(view: SchedulerView) -> str:
         f"floor at that batch {view.floor_seconds / ms:.1f} ms"
     )
     setting = (
-        f"{view.deployment.label}, {view.rate_per_second:g} req/s, budget "
+        f"{view.deployment.label}, {client_words(view)} · budget "
         f"{c.max_num_batched_tokens} tokens/step, max_num_seqs {c.max_num_seqs}, {mode} · "
         f"{s.preemptions} preemptions, {s.requests_in_flight} requests in flight at the end"
         + (f" · calibration {view.calibration}" if view.calibration else "")

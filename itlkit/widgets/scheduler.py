@@ -1,5 +1,9 @@
 """Notebook 02's explorer: traffic and scheduler controls driving the simulator and one
-FigureWidget (ITL histograms | step timeline | TTFT-ITL frontier)."""
+FigureWidget (ITL histograms | step timeline | TTFT-ITL frontier).
+
+The traffic controls offer the simulator's clients (open loop, closed loop, burst), spread
+request lengths and repeated prompts, built as `itlkit simulate` builds them
+(`plots.scheduler.scheduler_workload`)."""
 
 from __future__ import annotations
 
@@ -12,8 +16,13 @@ from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment
 from itlkit.plots._style import title_margin_px
 from itlkit.plots.scheduler import (
+    CLIENTS,
     FRONTIER_BUDGETS,
+    SPREADS,
+    Client,
     SchedulerView,
+    Spread,
+    client_text,
     figure_title,
     overload_text,
     scheduler_figure,
@@ -34,6 +43,7 @@ from itlkit.widgets._style import (
 )
 
 _WIDE = {"description_width": "180px"}  # as the sliders' labels
+_LONG_LABEL = "240px"  # "max concurrency (requests in flight)" needs ~235 px of label
 BUDGETS = FRONTIER_BUDGETS
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 # The step model: the roofline as is, or with the constants fitted on real vLLM runs
@@ -55,6 +65,12 @@ class SchedulerExplorer:
         prompt_tokens: int = 4096,
         output_tokens: int = 768,
         max_num_seqs: int = 256,
+        client: str = "open",
+        max_concurrency: int = 16,
+        burst_requests: int = 100,
+        spread: str = "fixed",
+        spread_percent: int = 50,
+        repeat_share: float = 0.0,
         window_seconds: float = 120.0,
         seed: int = 0,
     ):
@@ -69,6 +85,15 @@ class SchedulerExplorer:
             output_tokens=output_tokens,
             max_num_seqs=max_num_seqs,
         )
+        self._build_traffic_controls(
+            client=client,
+            max_concurrency=max_concurrency,
+            burst_requests=burst_requests,
+            spread=spread,
+            spread_percent=spread_percent,
+            repeat_share=repeat_share,
+        )
+        self._show_traffic_controls()
         self.status = widgets.HTML()
         self.busy = busy_label()
         self._frontier, self._frontier_key = (), None
@@ -77,20 +102,17 @@ class SchedulerExplorer:
         self._frontier, self._frontier_key = self._view.frontier, key
         self.figure = figure_widget(scheduler_figure(self._view))
         self.status.value = status_html(self._view)
-        self.controls = [
-            self.rate,
-            self.budget,
-            self.prompt,
-            self.output,
-            self.max_num_seqs,
-            self.chunked,
-            self.disaggregated,
-            self.step_model,
-        ]
+        # traffic on the left, the engine on the right; the client's own sliders show only
+        # for their client, the spread only for spread lengths
+        traffic = [self.client, self.rate, self.burst_requests, self.max_concurrency,
+                   self.prompt, self.output, self.spread, self.spread_percent]  # fmt: skip
+        engine = [self.budget, self.max_num_seqs, self.repeat_share, self.step_model,
+                  self.chunked, self.disaggregated]  # fmt: skip
+        self.controls = traffic + engine
         for control in self.controls:
             control.observe(self.update, names="value")
-        left = widgets.VBox(self.controls[:4])
-        right = widgets.VBox(self.controls[4:])
+        left = widgets.VBox(traffic)
+        right = widgets.VBox(engine)
         self.view = widgets.VBox(
             [columns(left, right), self.busy, self.status, self.figure, FitFiguresToWidth()]
         )
@@ -140,6 +162,73 @@ class SchedulerExplorer:
             layout=widgets.Layout(width=CONTROL_WIDTH),
         )  # fmt: skip
 
+    def _build_traffic_controls(
+        self,
+        *,
+        client: str,
+        max_concurrency: int,
+        burst_requests: int,
+        spread: str,
+        spread_percent: int,
+        repeat_share: float,
+    ) -> None:
+        """The client, its slots or its burst, the lengths' spread and the repeated prompts."""
+        self.client = widgets.Dropdown(
+            options=[(words, kind) for kind, words in CLIENTS.items()], value=client,
+            description="client", style=_WIDE, layout=widgets.Layout(width=CONTROL_WIDTH),
+        )  # fmt: skip
+        self.max_concurrency = slider(
+            widgets.IntSlider, "max concurrency (requests in flight)", simulated=True,
+            label_width=_LONG_LABEL, value=max_concurrency, min=1, max=256,
+        )  # fmt: skip
+        self.burst_requests = slider(
+            widgets.IntSlider, "requests in the burst (num_prompts)", simulated=True,
+            label_width=_LONG_LABEL, value=burst_requests, min=10, max=1000, step=10,
+        )  # fmt: skip
+        self.spread = widgets.Dropdown(
+            options=[(words, kind) for kind, words in SPREADS.items()], value=spread,
+            description="prompt and output lengths", style=_WIDE,
+            layout=widgets.Layout(width=CONTROL_WIDTH),
+        )  # fmt: skip
+        # below 100 %: vLLM's random dataset refuses a range ratio of 1 (lengths down to 0)
+        self.spread_percent = slider(
+            widgets.IntSlider, "spread (%)", simulated=True,
+            value=spread_percent, min=0, max=90, step=5,
+        )  # fmt: skip
+        self.repeat_share = slider(
+            widgets.FloatSlider, "repeated prompts (share)", simulated=True,
+            value=repeat_share, min=0.0, max=1.0, step=0.05,
+        )  # fmt: skip
+        self.client.add_class("itlkit-client")  # handles for browser tests
+        self.max_concurrency.add_class("itlkit-concurrency")
+
+    def _show_traffic_controls(self) -> None:
+        """Show the sliders the chosen client and spread use, hide the others."""
+        kind = self.client.value
+        shown = {
+            self.rate: kind != "burst",
+            self.max_concurrency: kind == "closed",
+            self.burst_requests: kind == "burst",
+            self.spread_percent: self.spread.value != "fixed",
+        }
+        for control, show in shown.items():
+            control.layout.display = None if show else "none"
+
+    def traffic(self) -> dict:
+        """The traffic the controls describe, as `scheduler_view`'s keywords."""
+        return dict(
+            rate_per_second=float(self.rate.value),
+            prompt_tokens=int(self.prompt.value),
+            output_tokens=int(self.output.value),
+            client=Client(
+                kind=self.client.value,
+                max_concurrency=int(self.max_concurrency.value),
+                burst_requests=int(self.burst_requests.value),
+            ),
+            spread=Spread(kind=self.spread.value, share=self.spread_percent.value / 100),
+            repeat_share=float(self.repeat_share.value),
+        )
+
     @property
     def result(self) -> SimulationResult:
         """The simulation behind the figure as drawn now."""
@@ -176,12 +265,9 @@ class SchedulerExplorer:
         config = self.config()
         config.validate()
         calibration = self._apply_step_model()
-        traffic = dict(
-            rate_per_second=float(self.rate.value),
-            prompt_tokens=int(self.prompt.value),
-            output_tokens=int(self.output.value),
-        )
-        # The frontier sweeps the budget, so moving only the budget slider reuses it.
+        traffic = self.traffic()
+        # The frontier sweeps the budget, so moving only the budget slider reuses it; every
+        # other control (the client, the lengths, the repeats too) makes it stale.
         key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
                config.disaggregated, self.step_model.value)  # fmt: skip
         stale = key != self._frontier_key
@@ -203,6 +289,7 @@ class SchedulerExplorer:
         The run's panels are redrawn first; when the traffic changed, the frontier (five more
         runs) follows in a second update, so the histograms never wait for it.
         """
+        self._show_traffic_controls()
         # Sent to the page before the simulations start: the reader sees the wait.
         self.busy.value = BUSY_HTML
         try:
@@ -244,10 +331,14 @@ def status_html(view: SchedulerView) -> str:
         ("preemptions", f"{s.preemptions}"),
         ("engine steps simulated", f"{s.steps} in {view.window_seconds:.0f} s"),
     ]
-    # two name-value pairs a row: a short table keeps the figure below it in view
-    cell = '<td style="padding:2px 24px 2px 0">{}</td>'
-    cells = [cell.format(html.escape(a)) + cell.format(html.escape(b)) for a, b in rows]
-    body = "".join(f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2))
+    # two name-value pairs a row: a short table keeps the figure below it in view; the client
+    # (which ran, what it sent) first, across the table
+    cell = '<td style="padding:2px 24px 2px 0"{}>{}</td>'
+    client = cell.format("", "client") + cell.format(' colspan="3"', html.escape(client_text(view)))
+    cells = [cell.format("", html.escape(a)) + cell.format("", html.escape(b)) for a, b in rows]
+    body = f"<tr>{client}</tr>" + "".join(
+        f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2)
+    )
     table = f'<table style="font-size:13px">{body}</table>'
     verdict = overload_text(view)
     if not verdict:
