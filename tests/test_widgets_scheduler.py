@@ -261,7 +261,7 @@ def test_a_closed_loop_never_runs_more_requests_than_its_slots():
     assert "at most 4 in flight" in ex.figure.layout.title.text
     sent = int(r.arrived.sum())
     assert sent < 0.5 * r.workload.num_requests  # the slots hold the client back
-    assert f"closed loop, at most 4 in flight: {sent} sent of the" in ex.status.value
+    assert f"client: closed loop, at most 4 in flight: sent {sent} of" in ex.status.value
 
 
 def test_a_closed_loops_arrivals_are_its_send_times():

@@ -378,8 +378,8 @@ def client_text(view: SchedulerView) -> str:
     elif c.kind == "closed":
         sent = int(view.result.arrived.sum())
         text = (
-            f"closed loop, at most {c.max_concurrency} in flight: {sent} sent of the "
-            f"{w.num_requests} it wanted to send at {view.rate_per_second:g} req/s"
+            f"closed loop, at most {c.max_concurrency} in flight: sent {sent} of "
+            f"{w.num_requests} (wanted at {view.rate_per_second:g} req/s)"
         )
     else:
         text = f"open loop: {w.num_requests} requests, Poisson at {view.rate_per_second:g} req/s"
@@ -389,8 +389,9 @@ def client_text(view: SchedulerView) -> str:
     text += f" · {spread}"
     if view.repeat_share:
         cached = int(np.count_nonzero(w.cached_prompt_tokens))
-        text += (f" · {view.repeat_share:.0%} resend an earlier prompt ({cached} found in the "
-                 "prefix cache)")  # fmt: skip
+        text += (
+            f" · {view.repeat_share:.0%} resend an earlier prompt ({cached} from the prefix cache)"
+        )
     return text
 
 

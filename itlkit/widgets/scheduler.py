@@ -44,6 +44,8 @@ from itlkit.widgets._style import (
 
 _WIDE = {"description_width": "180px"}  # as the sliders' labels
 _LONG_LABEL = "240px"  # "max concurrency (requests in flight)" needs ~235 px of label
+# The client's menu reads "closed loop (max concurrency)": 220 px beside a 180-px label cut it.
+_CLIENT_LABEL = {"description_width": "100px"}
 BUDGETS = FRONTIER_BUDGETS
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 # The step model: the roofline as is, or with the constants fitted on real vLLM runs
@@ -102,17 +104,21 @@ class SchedulerExplorer:
         self._frontier, self._frontier_key = self._view.frontier, key
         self.figure = figure_widget(scheduler_figure(self._view))
         self.status.value = status_html(self._view)
-        # traffic on the left, the engine on the right; the client's own sliders show only
-        # for their client, the spread only for spread lengths
-        traffic = [self.client, self.rate, self.burst_requests, self.max_concurrency,
-                   self.prompt, self.output, self.spread, self.spread_percent]  # fmt: skip
-        engine = [self.budget, self.max_num_seqs, self.repeat_share, self.step_model,
-                  self.chunked, self.disaggregated]  # fmt: skip
-        self.controls = traffic + engine
+        # the client and what it sends on the left; the lengths' spread and the engine on
+        # the right; a client's own slider shows only for that client, the spread only for
+        # spread lengths, so that each column holds five or six rows and the figure stays in
+        # view below them
+        client = [self.client, self.rate, self.burst_requests, self.max_concurrency,
+                  self.prompt, self.output, self.repeat_share]  # fmt: skip
+        engine = [self.spread, self.spread_percent, self.budget, self.max_num_seqs,
+                  self.step_model, self.chunked, self.disaggregated]  # fmt: skip
+        self.controls = client + engine
         for control in self.controls:
             control.observe(self.update, names="value")
-        left = widgets.VBox(traffic)
-        right = widgets.VBox(engine)
+        left = widgets.VBox(client)
+        switches = widgets.HBox([self.chunked, self.disaggregated],
+                                layout=widgets.Layout(grid_gap="0 24px"))  # fmt: skip
+        right = widgets.VBox([*engine[:-2], switches])
         self.view = widgets.VBox(
             [columns(left, right), self.busy, self.status, self.figure, FitFiguresToWidth()]
         )
@@ -156,7 +162,7 @@ class SchedulerExplorer:
             value=max_num_seqs,
         )
         self.chunked = checkbox("chunked prefill", value=True)
-        self.disaggregated = checkbox("disaggregated prefill (separate instance)")
+        self.disaggregated = checkbox("disaggregated prefill")
         self.step_model = widgets.Dropdown(
             options=STEP_MODELS, value="none", description="step time", style=_WIDE,
             layout=widgets.Layout(width=CONTROL_WIDTH),
@@ -175,7 +181,8 @@ class SchedulerExplorer:
         """The client, its slots or its burst, the lengths' spread and the repeated prompts."""
         self.client = widgets.Dropdown(
             options=[(words, kind) for kind, words in CLIENTS.items()], value=client,
-            description="client", style=_WIDE, layout=widgets.Layout(width=CONTROL_WIDTH),
+            description="client", style=_CLIENT_LABEL,
+            layout=widgets.Layout(width=CONTROL_WIDTH),
         )  # fmt: skip
         self.max_concurrency = slider(
             widgets.IntSlider, "max concurrency (requests in flight)", simulated=True,
@@ -201,6 +208,7 @@ class SchedulerExplorer:
         )  # fmt: skip
         self.client.add_class("itlkit-client")  # handles for browser tests
         self.max_concurrency.add_class("itlkit-concurrency")
+        self.spread.add_class("itlkit-spread")
 
     def _show_traffic_controls(self) -> None:
         """Show the sliders the chosen client and spread use, hide the others."""
@@ -332,14 +340,12 @@ def status_html(view: SchedulerView) -> str:
         ("engine steps simulated", f"{s.steps} in {view.window_seconds:.0f} s"),
     ]
     # two name-value pairs a row: a short table keeps the figure below it in view; the client
-    # (which ran, what it sent) first, across the table
-    cell = '<td style="padding:2px 24px 2px 0"{}>{}</td>'
-    client = cell.format("", "client") + cell.format(' colspan="3"', html.escape(client_text(view)))
-    cells = [cell.format("", html.escape(a)) + cell.format("", html.escape(b)) for a, b in rows]
-    body = f"<tr>{client}</tr>" + "".join(
-        f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2)
-    )
-    table = f'<table style="font-size:13px">{body}</table>'
+    # (which ran, what it sent) in one line above it, which leaves the columns as narrow
+    cell = '<td style="padding:2px 24px 2px 0">{}</td>'
+    cells = [cell.format(html.escape(a)) + cell.format(html.escape(b)) for a, b in rows]
+    body = "".join(f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2))
+    client = f'<div style="font-size:13px">client: {html.escape(client_text(view))}</div>'
+    table = client + f'<table style="font-size:13px">{body}</table>'
     verdict = overload_text(view)
     if not verdict:
         return table
