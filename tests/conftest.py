@@ -301,3 +301,14 @@ def page(
             except Exception as error:  # a crashed page must not hide the test's own failure
                 print(f"could not save failure screenshot: {error}", file=sys.stderr)
         context.close()
+
+
+@pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
+def sized_page(request, browser, page_errors):
+    """A page at 1,280 and at 1,920 px wide (the layout checks' two widths), and its width."""
+    context = browser.new_context(viewport={"width": request.param, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    yield page, request.param
+    context.close()

@@ -63,16 +63,6 @@ OVERLAPPING_TEXT = """() => {
 }"""
 
 
-@pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
-def sized_page(request, browser, page_errors, artifacts_dir: Path):
-    context = browser.new_context(viewport={"width": request.param, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.on("pageerror", lambda error: page_errors.append(str(error)))
-    yield page, request.param
-    context.close()
-
-
 @pytest.mark.parametrize("notebook", list(NOTEBOOKS))
 def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifacts_dir, notebook):
     page, width = sized_page

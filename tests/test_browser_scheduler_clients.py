@@ -24,16 +24,6 @@ NOTEBOOK = "02_chunked_prefill.ipynb"
 FIGURE_IN_VIEW = 0.5  # as tests/test_browser_layout.py asks of the default controls
 
 
-@pytest.fixture(params=[1280, 1920], ids=lambda w: f"{w}px")
-def sized_page(request, browser, page_errors):
-    context = browser.new_context(viewport={"width": request.param, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.on("pageerror", lambda error: page_errors.append(str(error)))
-    yield page, request.param
-    context.close()
-
-
 def _choose(page, handle: str, label: str, title_part: str) -> None:
     """Pick `label` in the dropdown `handle` and wait for the figure's title to show it."""
     page.locator(f"{handle} select").first.select_option(label=label)
