@@ -12,10 +12,24 @@ the file (goal <= 30 s), both as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
 mean ITL / TTFT / E2E on these runs, and 29% of TTFT p99.
+
+Held-out runs by group: .venv/bin/python benchmarks/bench_fidelity.py --runs RUNS.json [--runs ...]
+
+e.g. `--runs data/real-runs-more/real_world_more.json` (107 vllm bench serve bursts on A100 and
+H100 64 GB, vLLM 0.10.1.1 and V0). Simulates every run twice, with the bundled calibration
+(data/calibration.json) and with none (the plain roofline), and prints each run's relative error
+(predicted / measured - 1) of the TPOT mean (per request (E2E - TTFT) / (output tokens - 1),
+averaged over requests; runs without `measured.tpot_mean_seconds` skip it), the TTFT mean and the
+ITL p50 (`measured.itl_per_token_quantiles_seconds["0.5"]`, where given); then the median and the
+worst |error| of each, overall and per source (`source.repo`), table (`source.table`), GPU and
+model class (dense by total parameters, or MoE), and per flag of the run's `flags` (a run counts
+under each of its flags; "(none)": no flag); and every run that cannot be simulated, with
+its one-line reason. Nothing is fitted on these runs: they measure the calibration from outside.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -26,12 +40,14 @@ from pathlib import Path
 import numpy as np
 
 from itlkit.calibration.fit import median_abs, residuals, simulable
-from itlkit.calibration.predict import predict_run
+from itlkit.calibration.predict import predict, predict_run, simulate_run
+from itlkit.errors import ConfigError
 from itlkit.physics.calibration import UNCALIBRATED, read_calibration
-from itlkit.sim.runs import read_runs
+from itlkit.sim.runs import RunError, read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_RUNS = ROOT / "tests" / "data" / "real_runs" / "real_runs_trainval.json"
+DEFAULT_RUNS = ROOT / "data" / "real-runs" / "real_runs_trainval.json"
+BUNDLED = ROOT / "data" / "calibration.json"
 ITLKIT = [sys.executable, "-m", "itlkit"]
 SHOWN = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p99_seconds",
          "e2e_p99_seconds")  # fmt: skip
@@ -53,8 +69,159 @@ def table(title: str, rows: dict[str, dict[str, float]]) -> None:
     print("  median |error|".ljust(32) + "".join(f"{medians[k]:12.1%}" for k in SHOWN))
 
 
+# ---- held-out runs, by group (--runs) --------------------------------------------------------
+
+HELD_OUT = ("tpot_mean", "ttft_mean", "itl_p50")
+HELD_OUT_LABELS = {"tpot_mean": "TPOT mean", "ttft_mean": "TTFT mean", "itl_p50": "ITL p50"}
+GROUPS = ("source", "table", "gpu", "model class", "flag")
+
+
+def model_class(model) -> str:
+    """A coarse class of the model: MoE, else dense by total parameters."""
+    if model.is_moe:
+        return "MoE"
+    billions = model.total_params / 1e9
+    return "dense < 10B" if billions < 10 else "dense 10-40B" if billions < 40 else "dense > 40B"
+
+
+def tpot_mean_seconds(result) -> float:
+    """Mean over finished requests of (last token - first token) / (tokens - 1), as vllm bench
+    computes TPOT (the TTFT pipeline delay adds to both ends, so it cancels)."""
+    done = result.finished & (result.generated_tokens > 1)
+    gaps = result.finish_seconds[done] - result.first_token_seconds[done]
+    return float(np.mean(gaps / (result.generated_tokens[done] - 1)))
+
+
+def held_out_errors(run, calibration, *, tpot_mean: float | None) -> dict[str, float]:
+    """Relative errors (predicted / measured - 1) of the run's TPOT mean (`tpot_mean`: the
+    measured one, which `Run` does not carry), TTFT mean and ITL p50."""
+    result = simulate_run(run, calibration)
+    prediction = predict(run, result, calibration)
+    out = {"ttft_mean": prediction.ttft_mean_seconds / run.measured["ttft_mean_seconds"] - 1}
+    if tpot_mean:
+        out["tpot_mean"] = tpot_mean_seconds(result) / tpot_mean - 1
+    if 0.5 in run.itl_per_token_quantiles_seconds:
+        predicted = prediction.itl_per_token_quantiles_seconds[0.5]
+        out["itl_p50"] = predicted / run.itl_per_token_quantiles_seconds[0.5] - 1
+    return out
+
+
+def read_held_out(path: Path) -> tuple[list, dict[str, dict], list[str]]:
+    """(runs that read, each run's group labels and measured TPOT mean, one line per run that
+    does not read)."""
+    runs = read_runs(path, lenient=True)
+    docs = {doc["id"]: doc for doc in json.loads(path.read_text(encoding="utf-8"))["runs"]}
+    ok, labels, failed = [], {}, []
+    for run in runs:
+        if isinstance(run, RunError):
+            failed.append(f"{run.id}: {run.message}")
+            continue
+        source = docs[run.id].get("source")
+        source = source if isinstance(source, dict) else {"repo": str(source)}
+        ok.append(run)
+        tpot = docs[run.id].get("measured", {}).get("tpot_mean_seconds")
+        labels[run.id] = {"source": source.get("repo", "?"), "table": source.get("table", "?"),
+                          "gpu": run.gpu, "model class": model_class(run.model),
+                          "flag": tuple(docs[run.id].get("flags") or ["(none)"]),
+                          "tpot_mean": tpot}  # fmt: skip
+    return ok, labels, failed
+
+
+def members(label) -> tuple:
+    """The group values a run belongs to: one, or each of its flags."""
+    return label if isinstance(label, tuple) else (label,)
+
+
+def medians_and_worst(rows: dict[str, dict[str, float]], ids) -> str:
+    """'median worst (run)' of |error| for each held-out metric over these runs."""
+    cells = []
+    for key in HELD_OUT:
+        have = [(abs(rows[i][key]), i) for i in ids if i in rows and key in rows[i]]
+        if not have:
+            cells.append(f"{'-':>8}{'-':>9} {'':<5}")
+            continue
+        worst, at = max(have)
+        cells.append(f"{np.median([e for e, _ in have]):8.1%}{worst:9.1%} {at:<5}")
+    return "".join(cells)
+
+
+def held_out(paths: list[Path]) -> None:
+    calibrations = {"none": UNCALIBRATED, "bundled": read_calibration(BUNDLED)}
+    runs, labels, failed = [], {}, []
+    for path in paths:
+        got, more, bad = read_held_out(path)
+        runs += got
+        labels |= more
+        failed += [f"{path.name} {line}" for line in bad]
+    unread = len(failed)
+    errors = {name: {} for name in calibrations}
+    start = time.perf_counter()
+    for run in runs:
+        try:
+            for name, calibration in calibrations.items():
+                tpot = labels[run.id]["tpot_mean"]
+                errors[name][run.id] = held_out_errors(run, calibration, tpot_mean=tpot)
+        except ConfigError as exc:
+            failed.append(f"{run.id}: {exc}")
+            for rows in errors.values():
+                rows.pop(run.id, None)
+    seconds = time.perf_counter() - start
+    names = ", ".join(p.name for p in paths)
+    print(
+        f"{names}: {len(runs) + unread} runs, {len(errors['none'])} simulated under both "
+        f"calibrations in {seconds:.1f} s"
+    )
+    head = "".join(f"{HELD_OUT_LABELS[k]:>10}" for k in HELD_OUT)
+    print("per run: predicted / measured - 1, calibration none | bundled")
+    print(f"  {'run':<6}{'table':<6}{'gpu':<15}{'model class':<14}{head} |{head}")
+    for run in runs:
+        if run.id not in errors["none"]:
+            continue
+        g = labels[run.id]
+        cells = [
+            "".join(f"{rows[run.id][k]:+10.1%}" if k in rows[run.id] else f"{'-':>10}"
+                    for k in HELD_OUT)
+            for rows in errors.values()
+        ]  # fmt: skip
+        print(
+            f"  {run.id:<6}{g['table']:<6}{g['gpu']:<15}{g['model class']:<14}"
+            f"{cells[0]} |{cells[1]}"
+        )
+    for name, rows in errors.items():
+        print(f"median and worst |error| (run), calibration {name}:")
+        print("  " + "group".ljust(44) + "".join(f"{HELD_OUT_LABELS[k]:>23}" for k in HELD_OUT))
+        print("  " + "".ljust(44) + "     median   worst run" * len(HELD_OUT))
+        print(f"  {'all':<38}{len(rows):>5} " + medians_and_worst(rows, list(rows)))
+        for group in GROUPS:
+            for value in sorted({v for i in rows for v in members(labels[i][group])}):
+                ids = [i for i in rows if value in members(labels[i][group])]
+                title = f"{group} {value}"[:38]
+                print(f"  {title:<38}{len(ids):>5} " + medians_and_worst(rows, ids))
+    print(f"cannot be simulated: {len(failed)}")
+    for line in failed:
+        print(f"  {line}")
+
+
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_RUNS
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_RUNS,
+        help="runs to calibrate on and score (default: the 13 trainval runs)",
+    )
+    parser.add_argument("--runs", type=Path, action="append", metavar="RUNS.json",
+                        help="instead: score held-out runs under the bundled calibration and "
+                        "none, per source / table / GPU / model class (repeatable)")  # fmt: skip
+    args = parser.parse_args()
+    if args.runs:
+        held_out(args.runs)
+    else:
+        fit_and_score(args.path)
+
+
+def fit_and_score(path: Path) -> None:
     runs, skipped = simulable(read_runs(path))
     print(f"{path.name}: {len(runs)} runs simulated, {len(skipped)} cannot be (unknown rates)")
     raw = {run.id: residuals(run, predict_run(run, UNCALIBRATED)) for run in runs}
