@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from itlkit.diagnosis.deployment import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_PRECISION
+
 # Bounds beyond any real deployment, which keep the arithmetic on a value finite (a batch of
 # 1e300 sequences overflows a float; a 400-digit integer cannot become one). A flag with a
 # tighter physical range says so with its own bounds.
@@ -79,7 +81,11 @@ def seconds_at_most(limit_seconds: float):
     return number_between(0.0, limit_seconds, "a number of seconds")
 
 
-DEFAULT_DEPLOYMENT = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "weights_precision": "bf16"}
+DEFAULT_DEPLOYMENT = {
+    "model": DEFAULT_MODEL,
+    "gpu": DEFAULT_GPU,
+    "weights_precision": DEFAULT_PRECISION,
+}
 
 
 def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = False) -> None:

@@ -141,9 +141,11 @@ class HistogramExplorer:
         """The deployment the controls state, the rest read off the metrics or assumed."""
         return infer_deployment(self.picker.stated(tp=self.tp.value), self._facts)
 
-    def floor_seconds(self) -> float:
-        """Bandwidth floor of one decode step for the deployment, batch and context."""
-        step = decode_step(self.inferred().deployment, batch_size=self.batch.value,
+    def floor_seconds(self, inferred: InferredDeployment | None = None) -> float:
+        """Bandwidth floor of one decode step for the deployment (`inferred`, when the caller
+        has it already), batch and context."""
+        deployment = (inferred or self.inferred()).deployment
+        step = decode_step(deployment, batch_size=self.batch.value,
                            context_tokens=self.context.value)  # fmt: skip
         return float(step.floor_seconds)
 
@@ -176,7 +178,8 @@ class HistogramExplorer:
     def _figures(self) -> tuple[dict, dict]:
         """Both figures as plain data (plots.histogram's specs) for the current controls."""
         series = self.series()
-        floor = self.floor_seconds()
+        inferred = self.inferred()  # once per redraw: a config.json is read each time
+        floor = self.floor_seconds(inferred)
         k = float(self.slow_factor.value)
         if len(series) >= 2:
             require_scrape_times(series)  # as `itlkit diagnose`: untimed scrapes have no window
@@ -192,10 +195,10 @@ class HistogramExplorer:
         self.warning.value = ""
         if self.metric.value == "itl":
             summary = summarize(hist, quantiles=QUANTILES, floor_seconds=floor, slow_factor=k)
-            label = (f"({self.inferred().deployment.label}, batch {self.batch.value}, "
+            label = (f"({inferred.deployment.label}, batch {self.batch.value}, "
                      f"{self.context.value} tokens)")  # fmt: skip
             # which floor the histogram is judged against, always in sight (it is an assumption)
-            said = "; ".join(self.inferred().assumptions)
+            said = "; ".join(inferred.assumptions)
             title += "<br>" + wrap(
                 f"floor {format_seconds(floor)} for {html.escape(label[1:-1])}"
                 + (f" · assumed: {html.escape(said)}" if said else ""),
