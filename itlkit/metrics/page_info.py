@@ -26,14 +26,23 @@ def cache_config(text: str, *, source: str = "<page>") -> dict[str, str] | None:
     return found
 
 
+def cache_config_of_texts(pages) -> dict[str, str] | None:
+    """`cache_config` of the last of `pages` ((source, text) pairs) that has one."""
+    found = None
+    for source, text in pages:
+        found = cache_config(text, source=source) or found
+    return found
+
+
 def cache_config_of_files(paths) -> dict[str, str] | None:
     """`cache_config` of the last page among `paths` (files or folders of scrapes) that has one."""
-    found = None
+    return cache_config_of_texts(_page_texts(paths))
+
+
+def _page_texts(paths):
+    """(file name, text) of every page among `paths`, folders read in name order."""
     for path in map(Path, paths):
         files = sorted(path.glob("*.prom")) if path.is_dir() else [path]
         for file in files:
-            if file.suffix == ".json" or not file.is_file():
-                continue
-            text = file.read_text(encoding="utf-8", errors="replace")
-            found = cache_config(text, source=str(file)) or found
-    return found
+            if file.suffix != ".json" and file.is_file():
+                yield str(file), file.read_text(encoding="utf-8", errors="replace")

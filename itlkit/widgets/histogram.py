@@ -27,7 +27,7 @@ from itlkit.metrics.histogram import (
     slow_share_over_time,
     summarize,
 )
-from itlkit.metrics.page_info import cache_config
+from itlkit.metrics.page_info import cache_config_of_texts
 from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
@@ -308,9 +308,8 @@ class HistogramExplorer:
         self._source = ", ".join(sorted(texts)) if len(texts) <= 2 else f"{len(texts)} uploads"
         # the dropdown no longer names what is shown, and choosing any example is a change again
         self.example.value = None
-        configs = [cache_config(text, source=name) for name, text in sorted(texts.items())]
         self._facts = PageFacts(tuple(served_model_names(self._frame)),
-                                next((c for c in reversed(configs) if c), None))  # fmt: skip
+                                cache_config_of_texts(sorted(texts.items())))  # fmt: skip
         self._show()
 
 
