@@ -149,6 +149,16 @@ def add_parser(subparsers) -> None:
     )
     dep.add_argument("--host-overhead", type=host_overhead, default=0.0, metavar="SECONDS",
                      help="per-step host time added to every step, 0 to 1 s")  # fmt: skip
+    _add_workload_arguments(p)
+    _add_client_arguments(p)
+    _add_engine_arguments(p)
+    _add_output_arguments(p)
+    # None: the version's default (or itlkit's 0.9), so that a given value can be told apart
+    p.set_defaults(func=run, gpu_memory_utilization=None)
+
+
+def _add_workload_arguments(p) -> None:
+    """Who arrives when, with how many tokens, for how long (or the runs of a file)."""
     work = p.add_argument_group("workload")
     work.add_argument("--rate", type=rate, help=f"arrivals per second (default {DEFAULT_RATE:g})")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
@@ -164,6 +174,22 @@ def add_parser(subparsers) -> None:
                       help="replay a CSV (columns arrival_seconds, prompt_tokens, "
                            "output_tokens; optional cached_prompt_tokens, prefix_group) or a "
                            "`vllm bench serve` result JSON")  # fmt: skip
+    work.add_argument("--duration", type=duration, default=60.0, metavar="SECONDS",
+                      help="arrival window and simulated time")  # fmt: skip
+    work.add_argument("--drain", action="store_true",
+                      help="after --duration, run on until every request has finished")  # fmt: skip
+    work.add_argument("--runs", metavar="RUNS.json",
+                      help="simulate every run of an itlkit-runs/1 file instead (drained; one "
+                           "JSON object per run per line)")  # fmt: skip
+    work.add_argument("--calibration", metavar="FILE",
+                      help="CALIBRATION.json from `itlkit calibrate`, 'bundled' (fitted "
+                           "on real vLLM runs) or 'none'; default none (--runs: bundled)",
+                      )  # fmt: skip
+    work.add_argument("--seed", type=seed, default=0, help="random seed (reproducible runs)")
+
+
+def _add_client_arguments(p) -> None:
+    """The client as `vllm bench serve` drives a server: counts, rates, concurrency, lengths."""
     client = p.add_argument_group(
         "client (as vllm bench serve)",
         "--num-prompts sends a count of requests, as vllm bench serve does, and runs until the "
@@ -195,18 +221,10 @@ def add_parser(subparsers) -> None:
     client.add_argument("--repeat-share", type=share, default=0.0, metavar="SHARE",
                         help="share of requests that resend an earlier request's prompt, "
                              "served from the prefix cache while it keeps it (0 to 1)")  # fmt: skip
-    work.add_argument("--duration", type=duration, default=60.0, metavar="SECONDS",
-                      help="arrival window and simulated time")  # fmt: skip
-    work.add_argument("--drain", action="store_true",
-                      help="after --duration, run on until every request has finished")  # fmt: skip
-    work.add_argument("--runs", metavar="RUNS.json",
-                      help="simulate every run of an itlkit-runs/1 file instead (drained; one "
-                           "JSON object per run per line)")  # fmt: skip
-    work.add_argument("--calibration", metavar="FILE",
-                      help="CALIBRATION.json from `itlkit calibrate`, 'bundled' (fitted "
-                           "on real vLLM runs) or 'none'; default none (--runs: bundled)",
-                      )  # fmt: skip
-    work.add_argument("--seed", type=seed, default=0, help="random seed (reproducible runs)")
+
+
+def _add_engine_arguments(p) -> None:
+    """The engine's settings, and the vLLM release whose defaults fill those not given."""
     eng = p.add_argument_group(
         "engine",
         "settings not given take the defaults of --vllm-version on --gpu (printed as 'assumed:' "
@@ -237,6 +255,10 @@ def add_parser(subparsers) -> None:
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
     eng.add_argument("--kv-transfer-bandwidth", type=kv_bandwidth, default=50e9,
                      metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
+
+
+def _add_output_arguments(p) -> None:
+    """JSON, and the exports as vLLM /metrics scrapes or OpenMetrics."""
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     out.add_argument("--prom-out", metavar="DIR",
@@ -248,8 +270,6 @@ def add_parser(subparsers) -> None:
     out.add_argument("--start-unix-seconds", type=float, default=None,
                      help="wall-clock time of simulated t = 0 in the exports "
                           "(default: that of the bundled examples)")  # fmt: skip
-    # None: the version's default (or itlkit's 0.9), so that a given value can be told apart
-    p.set_defaults(func=run, gpu_memory_utilization=None)
 
 
 def _vllm_version(text: str):
