@@ -96,6 +96,24 @@ def timeline_figure(
             "running requests and the bandwidth floor they imply",
         ),
     )
+    _add_timeline_traces(fig, data)
+    title = timeline_title(d)
+    top_px = title_margin_px(title, below=60)
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=14)),
+        margin=dict(l=60, r=30, t=top_px, b=TIMELINE_BOTTOM_PX),
+        legend=FOOT_LEGEND,
+    )
+    if height is None:
+        height = top_px + plots_px + TIMELINE_BOTTOM_PX + LEGEND_ROWS_PX
+    responsive(fig, height=height, width=width)
+    _label_timeline_axes(fig, list(data[0]["y"]), has_time_axis=d.timeline.has_time_axis)
+    fig.update_xaxes(title_text="time (UTC)", row=3, col=1)
+    return fig
+
+
+def _add_timeline_traces(fig: go.Figure, data) -> None:
+    """The heatmap, the slow share beside the arrivals, the running requests beside the floor."""
     ticks = list(range(LOG_SHARE_MIN, 1))
     low, high = fig.layout.yaxis.domain  # the colour bar stands beside the heatmap
     fig.add_trace(
@@ -130,17 +148,11 @@ def timeline_figure(
                    line=dict(color="#4C72B0", dash="dot")),
         row=3, col=1, secondary_y=True,
     )  # fmt: skip
-    title = timeline_title(d)
-    top_px = title_margin_px(title, below=60)
-    fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=14)),
-        margin=dict(l=60, r=30, t=top_px, b=TIMELINE_BOTTOM_PX),
-        legend=FOOT_LEGEND,
-    )
-    if height is None:
-        height = top_px + plots_px + TIMELINE_BOTTOM_PX + LEGEND_ROWS_PX
-    responsive(fig, height=height, width=width)
-    buckets = list(data[0]["y"])
+
+
+def _label_timeline_axes(fig: go.Figure, buckets: list, *, has_time_axis: bool) -> None:
+    """Every bucket row labelled, counts from zero, the overlaying axes' own round ticks, and
+    a note over the time panels when one scrape has no time axis."""
     fig.update_yaxes(title_text="ITL bucket", tickmode="array", tickvals=buckets, ticktext=buckets,
                      tickfont=dict(size=11), row=1, col=1)  # fmt: skip
     counts = dict(rangemode="tozero", col=1)  # shares, rates and counts start at zero
@@ -151,14 +163,12 @@ def timeline_figure(
     fig.update_yaxes(title_text="requests/s", row=2, secondary_y=True, **own_ticks)
     fig.update_yaxes(title_text="requests", row=3, secondary_y=False, **counts)
     fig.update_yaxes(title_text="floor (ms)", row=3, secondary_y=True, **own_ticks)
-    if not d.timeline.has_time_axis:
+    if not has_time_axis:
         for row in (2, 3):
             fig.add_annotation(
                 text=NO_SERIES, showarrow=False, xref="x domain", yref="y domain", x=0.5, y=0.5,
                 bgcolor="rgba(255,255,255,0.85)", row=row, col=1,
             )  # fmt: skip
-    fig.update_xaxes(title_text="time (UTC)", row=3, col=1)
-    return fig
 
 
 def timeline_title(d: Diagnosis) -> str:
