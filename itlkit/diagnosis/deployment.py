@@ -10,11 +10,13 @@ they judge the same page against the same deployment and say the same "assumed: 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from itlkit.physics.gpu_from_kv import gpus_matching, kv_evidence
+from itlkit.physics.hardware import get_gpu
 from itlkit.physics.model_names import guess_model
 from itlkit.physics.roofline import Deployment
 
@@ -165,10 +167,6 @@ def tp_from_name(served_name: str) -> int | None:
 def _narrowed_by_kv_cache(inferred: InferredDeployment, facts: PageFacts) -> InferredDeployment:
     """The GPUs the page's KV cache size allows (its memory bounds the card); the first is the
     one judged against, and the GPU sentence says why. Unchanged when the page cannot tell."""
-    import dataclasses
-
-    from itlkit.physics.hardware import get_gpu
-
     sizes = _cache_sizes(facts.cache_config or {})
     if sizes is None:
         return inferred
