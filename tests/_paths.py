@@ -7,3 +7,5 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data"
 REAL_PAGES = Path(__file__).parents[1] / "data" / "real-pages"
 REAL_RUNS = Path(__file__).parents[1] / "data" / "real-runs"
+REAL_RUNS_MORE = Path(__file__).parents[1] / "data" / "real-runs-more"
+BUNDLED_CALIBRATION = Path(__file__).parents[1] / "data" / "calibration.json"

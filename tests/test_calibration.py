@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _paths import DATA, REAL_RUNS
+from _paths import DATA, REAL_RUNS, REAL_RUNS_MORE
 
 from itlkit.calibration.fit import calibrate
 from itlkit.calibration.predict import predict_run
@@ -178,7 +178,27 @@ TRUE = Calibration(
 @pytest.fixture(scope="module")
 def recovered():
     runs = [measured_as(short(run), TRUE) for run in KNOWN]
+    return calibrate(runs, leave_one_out=False, prior_weight=0.0,
+                     step_model=TRUE.step_model).calibration  # fmt: skip
+
+
+# The engine step model: MFU is a constant of its own, seen through the runs' prefill.
+TRUE_ENGINE = replace(TRUE, step_model="engine", mfu=0.6)
+
+
+@pytest.fixture(scope="module")
+def recovered_engine():
+    runs = [measured_as(short(run), TRUE_ENGINE) for run in KNOWN]
     return calibrate(runs, leave_one_out=False, prior_weight=0.0).calibration
+
+
+@pytest.mark.parametrize("key, tolerance", [
+    ("efficiency", 0.02), ("host_seconds_per_step", 0.1), ("host_seconds_per_sequence", 0.15),
+    ("mfu", 0.1),
+])  # fmt: skip
+def test_the_engine_fit_recovers_its_constants_and_the_mfu(recovered_engine, key, tolerance):
+    assert recovered_engine.step_model == "engine"
+    assert getattr(recovered_engine, key) == pytest.approx(getattr(TRUE_ENGINE, key), rel=tolerance)
 
 
 @pytest.mark.parametrize("key, tolerance", [
@@ -200,7 +220,8 @@ def test_the_fit_recovers_a_step_jitter():
     truth = replace(TRUE, step_jitter=0.25)
     run = measured_as(short(CODEGEN, 60.0), truth)
     others = [measured_as(short(r), truth) for r in KNOWN if r.id != CODEGEN.id]
-    fit = calibrate([run, *others], leave_one_out=False, prior_weight=0.0).calibration
+    fit = calibrate([run, *others], leave_one_out=False, prior_weight=0.0,
+                    step_model=truth.step_model).calibration  # fmt: skip
     assert fit.step_jitter == pytest.approx(0.25, abs=0.05)
     assert fit.residuals[CODEGEN.id]["itl_token_p0.998"] == pytest.approx(0.0, abs=0.05)
 
@@ -273,32 +294,42 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     from itlkit.cli._runs import load_calibration
 
     bundled = load_calibration("bundled")
-    assert bundled.is_calibrated and len(bundled.fitted_on) == len(KNOWN)
-    assert set(bundled.fitted_on) == {run.id for run in KNOWN}
-    assert "per_gpu_family" in bundled.undetermined  # every fixture run is on an H100
+    more = read_runs(REAL_RUNS_MORE / "real_world_more.json")
+    # the 6 simulable fixture runs (H100, vLLM 0.15.1) and the 107 A100 / H100 64 GB bursts
+    assert bundled.is_calibrated and set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more)}
+    assert bundled.step_model == "engine"
+    # one group per GPU family with enough runs, V0 apart: A100 (81), H100 (6), H100 V0 (26)
+    assert set(bundled.groups) == {"gpu:a100", "gpu:h100", "gpu:h100/V0"}
+    assert bundled.for_gpu("h200-sxm") is bundled  # no H200 runs: the global constants
+    assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
+    assert set(bundled.leave_one_source_out) == {
+        "inference-sim/sim-to-real-accuracy-validation", "dennislee22/vLLM-benchmarking",
+        "FerranAgulloLopez/vLLMBatchingMemoryGap"}  # fmt: skip
 
 
 def test_explain_shows_the_calibrated_step_beside_the_reference():
     from itlkit.cli._runs import load_calibration
 
-    c = load_calibration("bundled")
+    c = load_calibration("bundled").for_gpu("h100-sxm")  # explain's default GPU
     done = itlkit("explain", "--calibration", "bundled", "--json")
     assert done.returncode == 0, done.stderr
     values = json.loads(done.stdout)
     # the reference's floor stays (worked example: 4.79 + 10.26 = 15.05 ms at 64 x 4,096)
     assert round(values["floor_seconds"] * 1e3, 2) == 15.05
-    # a calibrated step: the roofline's GPU time / efficiency + host per step + 64 x per
-    # sequence (TP 1: no all-reduce)
+    # a calibrated step of the engine model, memory-bound at 64 tokens: the floor less the
+    # untied input embedding (128,256 x 4,096 bf16, gathered, not streamed) / efficiency + host
+    # per step + 64 x per sequence (TP 1: no all-reduce)
+    embedding_seconds = 128256 * 4096 * 2 / 3.35e12
     expected = (
-        values["floor_seconds"] / c.efficiency
+        (values["floor_seconds"] - embedding_seconds) / c.efficiency
         + c.host_seconds_per_step
         + 64 * c.host_seconds_per_sequence
     )
     assert values["calibrated_step_seconds"] == pytest.approx(expected, rel=1e-9)
     assert values["calibration"] == c.name
     text = itlkit("explain", "--calibration", "bundled").stdout
-    assert "calibrated decode step" in text and "fitted on 6 runs" in text
+    assert "calibrated decode step" in text and "constants of gpu:h100" in text
 
 
 # ---- calibrating on a `vllm bench serve` file ---------------------------------------------

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _paths import REAL_PAGES
+from _paths import BUNDLED_CALIBRATION, REAL_PAGES
 from prometheus_client.parser import text_string_to_metric_families
 
 REAL = REAL_PAGES
@@ -312,8 +312,11 @@ def test_the_opt_page_finds_the_slow_cluster_and_judges_the_step_against_the_hos
     assert slow["share"] == pytest.approx(6648 / 164629, rel=1e-12)
     assert (slow["lower_seconds"], slow["upper_seconds"]) == (0.025, 0.05)
     assert main["mean_seconds"] == pytest.approx((998.1225105317717 - 6648 * 0.0375) / 157981)
-    # a healthy host: 0.58 ms per step + 64 x 3.6 us (data/calibration.json)
-    assert doc["healthy_host_seconds"] == pytest.approx(0.000581112 + 64 * 3.63342e-6, rel=1e-5)
+    # a healthy host: vLLM 0.15.1's, per step + 64 x per sequence (data/calibration.json, the
+    # constants fitted on its H100 runs)
+    host = json.loads(BUNDLED_CALIBRATION.read_text())["groups"]["gpu:h100"]
+    healthy = host["host_seconds_per_step"] + 64 * host["host_seconds_per_sequence"]
+    assert doc["healthy_host_seconds"] == pytest.approx(healthy, rel=1e-12)
     assert doc["tp"] == 2  # from the served name 'opt-125m-tp2'
 
 

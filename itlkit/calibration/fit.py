@@ -35,26 +35,29 @@ from itlkit.calibration.predict import (
     simulate_run,
 )
 from itlkit.errors import ConfigError
-from itlkit.physics.calibration import BOUNDS, Calibration
-from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, step_coefficients
+from itlkit.physics.calibration import BOUNDS, INTERCONNECTS, Calibration
+from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, ENGINE, ENGINE_MFU, step_coefficients
 from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.sim.run_workload import unknown_workload
 from itlkit.sim.runs import Run
 
-STEP_TERMS = ("efficiency", "allreduce_seconds_per_call", "host_seconds_per_step",
+# The per-call all-reduce latency is fitted per link the runs' TP crosses (NVLink, PCIe, network).
+LINK_TERMS = tuple(f"allreduce_seconds_per_call.{link}" for link in INTERCONNECTS)
+STEP_TERMS = ("efficiency", "mfu", *LINK_TERMS, "host_seconds_per_step",
               "host_seconds_per_sequence")  # fmt: skip
 MAX_ROUNDS = 8
 CONVERGED = 0.003  # relative change of every ITL prediction between two rounds
-SCALE = np.array([0.1, 10e-6, 1e-3, 10e-6])  # a typical size of each step constant's change
+SCALE = np.array([0.1, 0.1, 10e-6, 30e-6, 100e-6, 1e-3, 10e-6])  # a typical change of each
 MIN_RUNS = 3
-# A weak prior on (1 / efficiency, its x all-reduce latency, host per step, host per sequence):
+# A weak prior on (1 / efficiency, 1 / MFU, its x all-reduce latency over NVLink, PCIe and a
+# network, host per step, host per sequence):
 # centred on the uncalibrated roofline (no overheads), with spreads of physically plausible
 # size; each counts as a pseudo-observation weighted PRIOR_WEIGHT against the runs' relative
 # errors. It keeps a constant that few runs see (the all-reduce latency: 3 of 6 runs use TP)
 # from trading off freely against efficiency. The weight 0.1 was picked from 0, 0.02, 0.05, 0.1,
 # 0.2, 0.4 by the leave-one-out ITL error on the fixture (one global choice, not per run).
-PRIOR_MEAN = np.array([1.0, 0.0, 0.0, 0.0])
-PRIOR_SPREAD = np.array([0.5, 30e-6, 2e-3, 50e-6])
+PRIOR_MEAN = np.array([1.0, 1.0 / ENGINE_MFU, 0.0, 0.0, 0.0, 0.0, 0.0])
+PRIOR_SPREAD = np.array([0.5, 0.5, 30e-6, 100e-6, 500e-6, 2e-3, 50e-6])
 PRIOR_WEIGHT = 0.1
 
 
@@ -63,7 +66,8 @@ class RunFeatures:
     """What one simulated run's ITL mean is made of (token-weighted means over its steps)."""
 
     gpu_seconds: float  # the roofline's GPU time at efficiency 1, all-reduce latency excluded
-    allreduce_calls: float  # all-reduce calls per step (0 without tensor parallelism)
+    compute_seconds: float  # engine model: GEMM and attention time at MFU 1 (reference: 0)
+    link_calls: tuple[float, ...]  # all-reduce calls per step over each of INTERCONNECTS
     sequences: float  # sequences in a step
     rest_seconds: float  # what the step terms do not explain (preemption gaps, ...)
     ttft_engine_seconds: float  # the engine's mean TTFT, before the pipeline
@@ -84,25 +88,53 @@ def simulable(runs) -> tuple[list[Run], list[str]]:
 
 def features(run: Run, result: SimulationResult, calibration: Calibration) -> RunFeatures:
     """Split a simulated run's steps into the fit's terms (exact for a jitter-free run)."""
+    calibration = calibration.for_gpu(run.gpu, run.engine)
     dep = run_deployment(run, calibration)
     c = step_coefficients(dep, efficiency=calibration.efficiency)
     calls = ALLREDUCES_PER_LAYER * dep.model.num_layers if dep.allreduce and dep.tp > 1 else 0
     sequences = result.step_decode_tokens + (result.step_prefill_tokens > 0)
     host = c.host_seconds(sequences)
     latency = calls * dep.allreduce_latency_seconds
-    gpu = (result.step_duration_seconds - host) * calibration.efficiency - latency
+    if dep.is_engine:
+        gpu, compute = _engine_parts(result, c, calibration, latency)
+    else:
+        gpu = (result.step_duration_seconds - host) * calibration.efficiency - latency
+        compute = np.zeros_like(gpu)
     weights = result.step_itl_observations.astype(float)
     mean = lambda values: float((values * weights).sum() / weights.sum())  # noqa: E731
     engine_only = replace(calibration, ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.0)
     prediction = predict(run, result, engine_only)
     return RunFeatures(
         gpu_seconds=mean(gpu),
-        allreduce_calls=float(calls),
+        compute_seconds=mean(compute),
+        link_calls=tuple(float(calls) if dep.link_kind == k else 0.0 for k in INTERCONNECTS),
         sequences=mean(sequences),
         rest_seconds=prediction.itl_mean_seconds - mean(result.step_duration_seconds),
         ttft_engine_seconds=prediction.ttft_mean_seconds,
         first_step_seconds=first_token_step_seconds(result),
     )
+
+
+def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency: float):
+    """Per step of the engine model: (memory-side seconds at efficiency 1, compute-side
+    seconds at MFU 1). The step is max(weight x e, GEMMs x u) + (KV + link bytes) x e +
+    attention x u + latency x e + host (e = 1 / efficiency, u = 1 / MFU); the KV read, which
+    the log does not keep, is what the duration leaves once the other terms are known."""
+    decode = result.step_decode_tokens.astype(float)
+    prefill = result.step_prefill_tokens.astype(float)
+    tokens, sequences = decode + prefill, decode + (prefill > 0)
+    e, u = 1.0 / calibration.efficiency, 1.0 / calibration.mfu
+    weight = np.broadcast_to(c.weight_read(tokens), tokens.shape)
+    gemm = c.matmul_seconds(tokens, sequences) / u
+    attention = c.attention_flops(chunk_tokens=prefill) / c.flops_per_second / u
+    link = c.allreduce_bytes(tokens) / c.link_bytes_per_second
+    memory_bound = weight * e >= gemm * u
+    known = np.where(memory_bound, weight * e, gemm * u) + attention * u + (link + latency) * e
+    kv = (result.step_duration_seconds - c.host_seconds(sequences) - known) / e
+    ran = tokens > 0
+    memory = np.where(ran, np.where(memory_bound, weight, 0.0) + kv + link, 0.0)
+    compute = np.where(ran, np.where(memory_bound, 0.0, gemm) + attention, 0.0)
+    return memory, compute
 
 
 def first_token_step_seconds(result: SimulationResult) -> float:
@@ -133,7 +165,8 @@ def step_design(runs, feats, measured) -> tuple[np.ndarray, np.ndarray]:
     rows, rhs = [], []
     for run, f in zip(runs, feats, strict=True):
         m = measured[run.id]
-        rows.append([f.gpu_seconds / m, f.allreduce_calls / m, 1.0 / m, f.sequences / m])
+        rows.append([f.gpu_seconds / m, f.compute_seconds / m, *(c / m for c in f.link_calls),
+                     1.0 / m, f.sequences / m])  # fmt: skip
         rhs.append(1.0 - f.rest_seconds / m)
     return np.array(rows), np.array(rhs)
 
@@ -145,24 +178,30 @@ def solve_step_terms(
     measured = {run.id: run.measured["itl_mean_seconds"] for run in runs}
     a, y = step_design(runs, feats, measured)
     undetermined = {}
-    if not any(f.allreduce_calls for f in feats):
+    if not any(f.compute_seconds for f in feats):
         a[:, 1] = 0.0
-        undetermined["allreduce_seconds_per_call"] = "no run with tensor parallelism: left at 0"
-    low = np.array([1.0, 0.0, 0.0, 0.0])
-    high = np.array(
-        [
-            1 / BOUNDS["efficiency"][0],
-            20 * BOUNDS["allreduce_seconds_per_call"][1],
-            BOUNDS["host_seconds_per_step"][1],
-            BOUNDS["host_seconds_per_sequence"][1],
-        ]
-    )
+        undetermined["mfu"] = "the reference step model prices every GEMM at one MFU: not fitted"
+    for i, (link, key) in enumerate(zip(INTERCONNECTS, LINK_TERMS, strict=True)):
+        if not any(f.link_calls[i] for f in feats):
+            a[:, 2 + i] = 0.0
+            undetermined[key] = f"no run with tensor parallelism over {link}: left at 0"
+    link_high = [20 * BOUNDS["allreduce_seconds_per_call"][1]] * len(INTERCONNECTS)
+    low = np.zeros(len(STEP_TERMS))
+    low[:2] = 1.0
+    hosts = [BOUNDS["host_seconds_per_step"][1], BOUNDS["host_seconds_per_sequence"][1]]
+    high = np.array([1 / BOUNDS["efficiency"][0], 1 / BOUNDS["mfu"][0], *link_high, *hosts])
     weight = prior_weight / PRIOR_SPREAD
     x = _bounded_lstsq(np.vstack([a, np.diag(weight)]), np.concatenate([y, weight * PRIOR_MEAN]),
                        low, high)  # fmt: skip
-    e, b, h0, h1 = (float(v) for v in x)
-    values = {"efficiency": 1.0 / e, "allreduce_seconds_per_call": b / e,
+    e, u, *links, h0, h1 = (float(v) for v in x)
+    values = {"efficiency": 1.0 / e, "mfu": 1.0 / u,
+              **{key: b / e for key, b in zip(LINK_TERMS, links, strict=True)},
               "host_seconds_per_step": h0, "host_seconds_per_sequence": h1}  # fmt: skip
+    nvlink = LINK_TERMS[0]
+    for key in LINK_TERMS[1:]:  # a link no run crossed: the NVLink latency, said so
+        if key in undetermined and nvlink not in undetermined:
+            values[key] = values[nvlink]
+            undetermined[key] = undetermined[key].replace("left at 0", "the NVLink value is used")
     return values, _standard_errors(a, y, x, e), undetermined
 
 
@@ -174,15 +213,17 @@ def _standard_errors(a, y, x, e) -> dict[str, float]:
     sigma2 = float(((a @ x - y) ** 2).sum() / dof)
     cov = sigma2 * np.linalg.pinv(a.T @ a)
     se = np.sqrt(np.clip(np.diag(cov), 0, None))
-    return {"efficiency": float(se[0] / e**2), "allreduce_seconds_per_call": float(se[1] / e),
-            "host_seconds_per_step": float(se[2]),
-            "host_seconds_per_sequence": float(se[3])}  # fmt: skip
+    n = len(LINK_TERMS)
+    return {"efficiency": float(se[0] / e**2), "mfu": float(se[1] * (1 / x[1]) ** 2),
+            **{key: float(se[2 + i] / e) for i, key in enumerate(LINK_TERMS)},
+            "host_seconds_per_step": float(se[2 + n]),
+            "host_seconds_per_sequence": float(se[3 + n])}  # fmt: skip
 
 
 def thin_solver(base: Calibration):
     """For one or two runs: refit the efficiency (and with two, the host time per step) from
     `base`, keeping its other step constants."""
-    a = base.allreduce_seconds_per_call["nvlink"]
+    per_call = [base.allreduce_seconds_per_call.get(link, 0.0) for link in INTERCONNECTS]
 
     def solve(runs, feats):
         free = min(len(runs), 2)
@@ -190,9 +231,11 @@ def thin_solver(base: Calibration):
         for run, f in zip(runs, feats, strict=True):
             m = run.measured["itl_mean_seconds"]
             held = f.rest_seconds + base.host_seconds_per_sequence * f.sequences
+            held += f.compute_seconds / base.mfu
             if free < 2:
                 held += base.host_seconds_per_step
-            rows.append([(f.gpu_seconds + a * f.allreduce_calls) / m, 1.0 / m][:free])
+            links = sum(a * c for a, c in zip(per_call, f.link_calls, strict=True))
+            rows.append([(f.gpu_seconds + links) / m, 1.0 / m][:free])
             rhs.append(1.0 - held / m)
         low = np.array([1.0, 0.0])[:free]
         high = np.array([1 / BOUNDS["efficiency"][0], BOUNDS["host_seconds_per_step"][1]])[:free]
@@ -285,18 +328,22 @@ def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
 def _step_values(calibration: Calibration) -> dict[str, float]:
     return {
         "efficiency": calibration.efficiency,
-        "allreduce_seconds_per_call": calibration.allreduce_seconds_per_call["nvlink"],
+        "mfu": calibration.mfu,
+        **{
+            key: calibration.allreduce_seconds_per_call.get(link, 0.0)
+            for link, key in zip(INTERCONNECTS, LINK_TERMS, strict=True)
+        },
         "host_seconds_per_step": calibration.host_seconds_per_step,
         "host_seconds_per_sequence": calibration.host_seconds_per_sequence,
     }
 
 
 def _with_step_terms(calibration: Calibration, values: dict) -> Calibration:
-    links = dict(calibration.allreduce_seconds_per_call)
-    links["nvlink"] = links["pcie"] = values["allreduce_seconds_per_call"]
+    links = {link: values[key] for link, key in zip(INTERCONNECTS, LINK_TERMS, strict=True)}
     return replace(
         calibration,
         efficiency=values["efficiency"],
+        mfu=values["mfu"],
         allreduce_seconds_per_call=links,
         host_seconds_per_step=values["host_seconds_per_step"],
         host_seconds_per_sequence=values["host_seconds_per_sequence"],
@@ -368,21 +415,9 @@ def median_abs(rows: dict[str, dict[str, float]]) -> dict[str, float]:
             for key in keys}  # fmt: skip
 
 
-def _fold(runs, feats, held: int, base: Calibration, prior_weight: float) -> Calibration:
-    """The constants fitted without run `held` (from the global fit's features)."""
-    keep = [i for i in range(len(runs)) if i != held]
-    train, train_feats = [runs[i] for i in keep], [feats[i] for i in keep]
-    values, _, _ = solve_step_terms(train, train_feats, prior_weight=prior_weight)
-    steps, seconds = solve_pipeline(train, train_feats)
-    jitter = base.step_jitter if any(r.itl_per_token_quantiles_seconds for r in train) else 0.0
-    cal = _with_step_terms(base, values)
-    return replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds,
-                   step_jitter=jitter)  # fmt: skip
-
-
 def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
               name: str = "calibration", prior_weight: float = PRIOR_WEIGHT,
-              base: Calibration | None = None) -> Fit:  # fmt: skip
+              base: Calibration | None = None, step_model: str = ENGINE) -> Fit:  # fmt: skip
     """Fit every constant the runs determine; residuals and leave-one-out error included
     (`prior_weight` 0: the data alone, as the identifiability test fits). With fewer than
     MIN_RUNS runs and a `base` calibration, only the efficiency (two runs: and the host time
@@ -395,7 +430,7 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
             f"prompt shape); fitting 4 step constants and the TTFT pipeline needs at least "
             f"{MIN_RUNS}" + ("" if not usable else ", or a base calibration to refit (--base)")
         )
-    start = replace(base, fitted_on=()) if thin else Calibration()
+    start = replace(base, fitted_on=()) if thin else Calibration(step_model=step_model)
     cal, feats, errors, undetermined, rounds = fit_step_terms(
         usable, start, seed=seed, log=log, prior_weight=prior_weight,
         solver=thin_solver(base) if thin else None,
@@ -411,34 +446,43 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     if sigma is None:
         undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
     cal = replace(cal, step_jitter=sigma or 0.0)
+    groups, group_feats = ({}, {}) if thin else _groups(usable, cal, seed, prior_weight, log)
+    cal = replace(cal, groups=groups)
     predictions = {run.id: predict_run(run, cal, seed=seed) for run in usable}
     rows = {run.id: residuals(run, predictions[run.id]) for run in usable}
-    loo = {}
+    loo, loso = {}, {}
     if leave_one_out:
-        folds = {
-            run.id: residuals(
-                run, predict_run(run, _fold(usable, feats, i, cal, prior_weight), seed=seed)
-            )
-            for i, run in enumerate(usable)
-        }
-        loo = median_abs(folds)
+        loo, loso = _held_out(usable, feats, group_feats, cal, seed, prior_weight)
     cal = replace(
         cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
+        leave_one_source_out=loso,
     )  # fmt: skip
     return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
 
 
+def _groups(runs, cal, seed, prior_weight, log):
+    from itlkit.calibration.groups import fit_groups
+
+    return fit_groups(runs, cal, seed=seed, prior_weight=prior_weight, log=log)
+
+
+def _held_out(runs, feats, group_feats, cal, seed, prior_weight):
+    """(leave-one-out, leave-one-source-out) median |errors| (`calibration.groups`)."""
+    from itlkit.calibration.groups import held_out_errors
+
+    by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
+    args = (runs, by_id, group_feats, cal)
+    folds = held_out_errors(*args, seed=seed, prior_weight=prior_weight, key=lambda r: r.id)
+    loo = median_abs(folds)
+    loso = held_out_errors(*args, seed=seed, prior_weight=prior_weight, key=lambda r: r.source)
+    return loo, loso
+
+
 def _scope_notes(runs) -> dict[str, str]:
     """What the runs' spread cannot tell apart (said in CALIBRATION.json)."""
-    from itlkit.physics.calibration import link_kind
-    from itlkit.physics.hardware import get_gpu
-
     notes = {}
     gpus = sorted({run.gpu for run in runs})
     if len(gpus) == 1:
         notes["per_gpu_family"] = f"every run is on {gpus[0]}: one global fit, used for all GPUs"
-    if not any(link_kind(get_gpu(run.gpu)) == "pcie" for run in runs):
-        notes["allreduce_seconds_per_call.pcie"] = "no PCIe-only runs: the NVLink value is used"
-    notes["mfu"] = "not fitted (prefill compute barely shapes these runs): 0.5 of peak is used"
     return notes

@@ -15,6 +15,7 @@ from dataclasses import replace
 from itlkit.diagnosis.scoring import Diagnosis
 from itlkit.diagnosis.whatif import calibrate as replay_speed
 from itlkit.physics.calibration import UNCALIBRATED, Calibration
+from itlkit.physics.roofline import REFERENCE
 
 
 def calibration_from_incident(
@@ -30,7 +31,11 @@ def calibration_from_incident(
         efficiency=speed.efficiency,
         host_seconds_per_step=speed.host_overhead_seconds,
         host_seconds_per_sequence=0.0,
-        allreduce_seconds_per_call={"nvlink": 0.0, "pcie": 0.0},
+        allreduce_seconds_per_call={"nvlink": 0.0, "pcie": 0.0, "network": 0.0},
+        step_model=REFERENCE,  # the what-if replay's step model
+        groups={},  # the incident's constants hold for its deployment, whatever the GPU
+        group="",
+        leave_one_source_out={},
         name=source,
         fitted_on=(source,),
         uncertainty={},

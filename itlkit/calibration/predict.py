@@ -67,21 +67,20 @@ class RunPrediction:
 
 
 def run_deployment(run: Run, calibration: Calibration = UNCALIBRATED) -> Deployment:
-    """The run's deployment with the calibration's host and all-reduce terms."""
-    gpu = get_gpu(run.gpu)
+    """The run's deployment with the calibration's host and all-reduce terms (its GPU
+    family's constants where the calibration has a group for it)."""
+    calibration = calibration.for_gpu(run.gpu, run.engine)
     deployment = Deployment(
         model=run.model,
-        gpu=gpu,
+        gpu=get_gpu(run.gpu),
         weights=weight_precision(run.weights_precision),
         kv=kv_precision(run.kv_precision),
         tp=run.tp,
         gpu_memory_utilization=run.gpu_memory_utilization,
-        host_overhead_seconds=calibration.host_seconds_per_step,
-        host_seconds_per_sequence=calibration.host_seconds_per_sequence,
-        allreduce_latency_seconds=calibration.allreduce_for(gpu),
+        interconnect=run.interconnect,
     )
     deployment.validate()
-    return deployment
+    return calibration.apply(deployment)
 
 
 def run_config(run: Run) -> SchedulerConfig:
@@ -112,7 +111,7 @@ def simulate_run(
     prompts, the hits are replayed with that smaller cache and the run simulated again.
     """
     try:
-        return _simulate_drained(run, calibration, seed=seed)
+        return _simulate_drained(run, calibration.for_gpu(run.gpu, run.engine), seed=seed)
     except ConfigError as exc:  # from the engine, which does not know the run
         if isinstance(exc, UnknownWorkload) or str(exc).startswith("run "):
             raise
@@ -167,6 +166,7 @@ def pipeline_delay_seconds(result: SimulationResult, calibration: Calibration) -
 
 def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
     """The runs file's statistics of a simulated run."""
+    calibration = calibration.for_gpu(run.gpu, run.engine)
     arrival = result.workload.arrival_seconds
     delay = pipeline_delay_seconds(result, calibration)
     done = result.finished

@@ -25,8 +25,8 @@ def add_parser(subparsers) -> None:
             "residual of every run and the leave-one-out error, and write CALIBRATION.json."
         ),
     )
-    p.add_argument("runs", metavar="RUNS.json", nargs="?",
-                   help="real runs in the itlkit-runs/1 format")  # fmt: skip
+    p.add_argument("runs", metavar="RUNS.json", nargs="*",
+                   help="real runs in the itlkit-runs/1 format (one file or several)")  # fmt: skip
     bench = p.add_argument_group(
         "vllm bench serve results",
         "detailed result files (--save-detailed) of your own server; a bench file does not "
@@ -72,7 +72,7 @@ def run(args) -> int:
     runs = _runs(args)
     progress = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
     base = None if args.base == "none" else load_calibration(args.base)
-    names = [Path(args.runs).name] if args.runs else [Path(b).name for b in args.bench]
+    names = [Path(r).name for r in args.runs] if args.runs else [Path(b).name for b in args.bench]
     fit = calibrate(runs, seed=args.seed, leave_one_out=not args.no_leave_one_out,
                     log=progress, name=" + ".join(names), base=base)  # fmt: skip
     write_calibration(fit.calibration, args.output)
@@ -145,7 +145,7 @@ def _runs(args) -> list:
 
     if not args.runs and not args.bench:
         raise ConfigError("give a runs file (RUNS.json) or --bench FILE (or both)")
-    runs = list(read_runs(args.runs)) if args.runs else []
+    runs = [run for path in args.runs for run in read_runs(path)]
     if args.bench:
         from itlkit.cli.diagnose import fill_deployment_from_metrics
         from itlkit.metrics.bench import read_bench_result
@@ -177,7 +177,9 @@ def _print_fit(fit, output: str) -> None:
     print(f"  efficiency {c.efficiency:.3f} (+-{se.get('efficiency', float('nan')):.3f})")
     print(f"  host per step {c.host_seconds_per_step * 1e3:.3f} ms, per sequence "
           f"{c.host_seconds_per_sequence * 1e6:.1f} us")  # fmt: skip
-    print(f"  all-reduce per call {links['nvlink'] * 1e6:.1f} us (NVLink)")
+    print(f"  all-reduce per call {links['nvlink'] * 1e6:.1f} us (NVLink), "
+          f"{links.get('network', 0.0) * 1e6:.1f} us (network); MFU {c.mfu:.3f} "
+          f"({c.step_model} step model)")  # fmt: skip
     print(f"  TTFT pipeline {c.ttft_pipeline_steps:.2f} steps + "
           f"{c.ttft_pipeline_seconds * 1e3:.2f} ms; step jitter {c.step_jitter:.3f}")  # fmt: skip
     for key, why in c.undetermined.items():
@@ -187,6 +189,13 @@ def _print_fit(fit, output: str) -> None:
     for run_id, row in c.residuals.items():
         cells = "".join(f"{row[key]:+11.1%}" for key, _ in _SHOWN)
         print(f"  {run_id[:34]:<34}{cells}")
+    for key, values in c.groups.items():
+        print(f"  group {key}: efficiency {values['efficiency']:.3f}, MFU {values['mfu']:.3f}, "
+              f"host {values['host_seconds_per_step'] * 1e3:.3f} ms + "
+              f"{values['host_seconds_per_sequence'] * 1e6:.1f} us/sequence")  # fmt: skip
+    for source, errors in c.leave_one_source_out.items():
+        cells = ", ".join(f"{label} {errors[key]:.1%}" for key, label in _SHOWN if key in errors)
+        print(f"leave-one-source-out, {source}: {cells}")
     if c.leave_one_out:
         loo = c.leave_one_out
         cells = ", ".join(f"{label} {loo[key]:.1%}" for key, label in _SHOWN if key in loo)

@@ -293,7 +293,10 @@ def run(args) -> int:
     calibration = _calibration(args)
     settings = _engine_settings(args)
     memory = {"gpu_memory_utilization": settings.gpu_memory_utilization}
-    dep = _calibrated(deployment_from_args(args, **memory), calibration)
+    plain = deployment_from_args(args, **memory)
+    engine = settings.version.engine if settings.version else "V1"
+    calibration = calibration.for_gpu(plain.gpu.slug, engine) if calibration else None
+    dep = _calibrated(plain, calibration)
     _check_memory(args, dep, settings.max_num_batched_tokens)
     config = settings.scheduler_config(
         disaggregated=args.disaggregated,
@@ -343,17 +346,8 @@ def _calibration(args):
 
 
 def _calibrated(dep, calibration):
-    """The deployment with the calibration's host and all-reduce terms."""
-    if calibration is None:
-        return dep
-    from dataclasses import replace
-
-    return replace(
-        dep,
-        host_overhead_seconds=calibration.host_seconds_per_step,
-        host_seconds_per_sequence=calibration.host_seconds_per_sequence,
-        allreduce_latency_seconds=calibration.allreduce_for(dep.gpu),
-    )
+    """The deployment with the calibration's host and all-reduce terms and step model."""
+    return dep if calibration is None else calibration.apply(dep)
 
 
 def _jitter(calibration, seed: int):

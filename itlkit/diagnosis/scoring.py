@@ -390,11 +390,17 @@ class Diagnosis:
         }  # fmt: skip
 
 
+# A healthy host is vLLM 0.15's (V1, async output processing): the bundled calibration's
+# constants for the GPU its vLLM 0.15.1 runs used. Host work is CPU time, so it is the standard
+# for every GPU; slower hosts (V0, older releases, one GPU per pod) are what the cause names.
+HEALTHY_HOST_GPU = "h100-sxm"
+
+
 @functools.cache
 def healthy_host_calibration() -> Calibration:
-    """The bundled calibration (`data/calibration.json`): its host terms are what a
-    healthy vLLM host costs per step, measured on real vLLM 0.15.1 H100 runs."""
-    return read_calibration(bundled_path("calibration.json"))
+    """The bundled calibration (`data/calibration.json`) for the vLLM 0.15.1 H100 runs: its host
+    terms are what a healthy vLLM host costs per step."""
+    return read_calibration(bundled_path("calibration.json")).for_gpu(HEALTHY_HOST_GPU)
 
 
 def default_max_num_batched_tokens(deployment: Deployment) -> int:

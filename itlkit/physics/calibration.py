@@ -19,6 +19,14 @@ uncalibrated value and itlkit is the plain roofline model of the reference analy
   hand-offs, tokenisation and the first streamed chunk; in steps (of the step that emitted the
   token) plus seconds. The same delay precedes the last token, so E2E carries it as well and the
   ITL mean (E2E - TTFT) / (tokens - 1) does not. Uncalibrated: 0 and 0.
+* `step_model`: `reference` (every parameter through every token at one MFU, all GPU time over
+  the efficiency: the reference analysis) or `engine` (`Deployment.as_engine`: what vLLM computes,
+  with GEMM efficiency by token count; the efficiency then divides memory and link traffic only).
+  Uncalibrated: reference.
+* `mfu`: in the engine model, the share of dense peak a large GEMM reaches. Uncalibrated: 0.8.
+* `groups`: the same constants refitted on the runs of one GPU family (`gpu:a100`, `gpu:h100`,
+  ...); a deployment on a family with a group uses its constants (`for_gpu`), any other the
+  global ones, and says so (`describe`).
 * `step_jitter`: the spread of a step around the formula (the standard deviation of its log; a
   mean-one lognormal factor per step), which makes the per-token ITL tail. Uncalibrated: 0.
 """
@@ -32,19 +40,20 @@ from pathlib import Path
 
 from itlkit.errors import ConfigError
 from itlkit.input_files import read_json_file
-from itlkit.physics.hardware import Hardware
+from itlkit.physics.roofline import ENGINE_MFU, REFERENCE, STEP_MODELS, Deployment
 
 FORMAT = "itlkit-calibration/1"
-INTERCONNECTS = ("nvlink", "pcie")
+INTERCONNECTS = ("nvlink", "pcie", "network")
 # The constants a fit may set, with the range a physical value lies in (seconds, or a ratio).
 BOUNDS = {
     "efficiency": (0.05, 1.0),
     "host_seconds_per_step": (0.0, 0.05),
     "host_seconds_per_sequence": (0.0, 0.002),
-    "allreduce_seconds_per_call": (0.0, 0.001),
+    "allreduce_seconds_per_call": (0.0, 0.005),  # a network between nodes: up to ms
     "ttft_pipeline_steps": (0.0, 10.0),
     "ttft_pipeline_seconds": (0.0, 1.0),
     "step_jitter": (0.0, 1.0),
+    "mfu": (0.05, 1.0),
 }
 
 
@@ -61,27 +70,60 @@ class Calibration:
     ttft_pipeline_steps: float = 0.0
     ttft_pipeline_seconds: float = 0.0
     step_jitter: float = 0.0
+    step_model: str = REFERENCE
+    mfu: float = ENGINE_MFU
     name: str = "uncalibrated (the roofline model as is)"
     fitted_on: tuple[str, ...] = ()  # run ids (or files) the constants came from
     uncertainty: dict[str, float] = field(default_factory=dict)  # one standard error each
     undetermined: dict[str, str] = field(default_factory=dict)  # constant -> why and what used
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)  # run -> metric -> error
     leave_one_out: dict[str, float] = field(default_factory=dict)  # metric -> median |error|
+    groups: dict[str, dict] = field(default_factory=dict)  # "gpu:<family>" -> GROUP_KEYS values
+    group: str = ""  # the group whose constants these are ("": the global fit)
+    # source -> metric -> median |error| of its runs, predicted by constants fitted without them
+    leave_one_source_out: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in BOUNDS:
             if key == "allreduce_seconds_per_call":
                 continue
             _check(key, getattr(self, key))
+        if self.step_model not in STEP_MODELS:
+            raise ConfigError(f"calibration: step_model must be one of {', '.join(STEP_MODELS)}, "
+                              f"got {self.step_model!r}")  # fmt: skip
         unknown = set(self.allreduce_seconds_per_call) - set(INTERCONNECTS)
         if unknown:
             raise ConfigError(f"allreduce_seconds_per_call: unknown interconnect {sorted(unknown)}")
         for link, value in self.allreduce_seconds_per_call.items():
             _check(f"allreduce_seconds_per_call.{link}", value)
 
-    def allreduce_for(self, gpu: Hardware) -> float:
-        """Per-call all-reduce latency over this GPU's links (NVLink-class or PCIe)."""
-        return self.allreduce_seconds_per_call.get(link_kind(gpu), 0.0)
+    def for_gpu(self, gpu: str, engine: str = "V1") -> Calibration:
+        """The constants for a deployment on `gpu` (a catalog slug) under vLLM's `engine`
+        ("V0" or "V1"): its group where the calibration has one, else the global fit."""
+        key = group_key(gpu, engine)
+        values = self.groups.get(key)
+        if values is None:
+            return self
+        return replace(self, **_group_values(values, key), groups={}, group=key)
+
+    def allreduce_for(self, deployment: Deployment) -> float:
+        """Per-call all-reduce latency over the deployment's link (NVLink-class, PCIe, network);
+        a link the calibration never saw gets its NVLink value (none: 0)."""
+        per_call = self.allreduce_seconds_per_call
+        return per_call.get(deployment.link_kind, per_call.get("nvlink", 0.0))
+
+    def apply(self, deployment: Deployment) -> Deployment:
+        """The deployment with this calibration's host and all-reduce terms and step model
+        (the efficiency is the step function's, `step_coefficients(efficiency=...)`)."""
+        calibrated = replace(
+            deployment,
+            host_overhead_seconds=self.host_seconds_per_step,
+            host_seconds_per_sequence=self.host_seconds_per_sequence,
+            allreduce_latency_seconds=self.allreduce_for(deployment),
+        )
+        if self.step_model == REFERENCE:
+            return calibrated
+        return calibrated.as_engine(mfu=self.mfu)
 
     @property
     def is_calibrated(self) -> bool:
@@ -92,7 +134,8 @@ class Calibration:
         if not self.is_calibrated:
             return f"calibration: {self.name}"
         n = len(self.fitted_on)
-        return f"calibration {self.name!r}: fitted on {n} run{'' if n == 1 else 's'}"
+        scope = f", constants of {self.group}" if self.group else ""
+        return f"calibration {self.name!r}: fitted on {n} run{'' if n == 1 else 's'}{scope}"
 
     def with_values(self, **values) -> Calibration:
         return replace(self, **values)
@@ -103,17 +146,31 @@ class Calibration:
         return {"format": FORMAT, **doc}
 
 
-def link_kind(gpu: Hardware) -> str:
-    """'nvlink' for a scale-up link (NVLink, Infinity Fabric) in the datasheet, else 'pcie'."""
-    return "nvlink" if gpu.interconnect_bytes_per_second_bidir else "pcie"
-
-
 def _check(key: str, value) -> None:
     low, high = BOUNDS[key.split(".")[0]]
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"calibration: {key} must be a finite number, got {value!r}")
     if not low <= value <= high:
         raise ConfigError(f"calibration: {key} = {value:g} is outside [{low:g}, {high:g}]")
+
+
+GROUP_KEYS = ("efficiency", "mfu", "allreduce_seconds_per_call", "host_seconds_per_step",
+              "host_seconds_per_sequence", "ttft_pipeline_steps",
+              "ttft_pipeline_seconds")  # fmt: skip
+
+
+def group_key(gpu: str, engine: str = "V1") -> str:
+    """The calibration group of a catalog GPU under a vLLM engine: its family, and the engine
+    where it is V0, whose host side differs (`a100-80gb-sxm` -> `gpu:a100`, `gpu:h100/V0`)."""
+    family = "gpu:" + gpu.split("-")[0]
+    return family + "/V0" if engine == "V0" else family
+
+
+def _group_values(values, key: str) -> dict:
+    """A group's constants, checked: every GROUP_KEYS entry and nothing else."""
+    if not isinstance(values, dict) or set(values) != set(GROUP_KEYS):
+        raise ConfigError(f"calibration: groups.{key} must hold exactly {', '.join(GROUP_KEYS)}")
+    return dict(values)
 
 
 UNCALIBRATED = Calibration()
@@ -137,7 +194,10 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
     if not isinstance(values.get("allreduce_seconds_per_call", {}), dict):
         raise ConfigError(f"{source}: allreduce_seconds_per_call must be an object by interconnect")
     try:
-        return Calibration(**values)
+        calibration = Calibration(**values)
+        for key in calibration.groups:  # each group must make a valid calibration too
+            calibration.for_gpu(*key.removeprefix("gpu:").split("/"))
+        return calibration
     except (TypeError, ConfigError) as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
@@ -161,6 +221,9 @@ def _check_metadata(values: dict, source: str) -> None:
         "undetermined": mapping(text),
         "residuals": mapping(mapping(number)),
         "leave_one_out": mapping(number),
+        "groups": lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
+        "group": text,
+        "leave_one_source_out": mapping(mapping(number)),
     }
     for key, ok in shapes.items():
         if key in values and not ok(values[key]):

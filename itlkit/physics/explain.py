@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from itlkit.physics.calibration import Calibration
 from itlkit.physics.engine_memory import vllm_kv_cache
@@ -99,6 +99,11 @@ def explain(
                 chunk_tokens=chunk_tokens or prompt_tokens,
             )
         )
+    sections.append(
+        _engine_section(
+            dep, batch_size=batch_size, context_tokens=context_tokens, chunk_tokens=chunk_tokens
+        )
+    )
     sections.append(_memory_section(dep, batch_size=batch_size, context_tokens=context_tokens))
     lines: list[ExplainLine] = []
     values: dict = {}
@@ -199,19 +204,21 @@ def _step_overheads_section(step: StepTime) -> _Section:
 def _calibrated_section(
     dep: Deployment, calibration: Calibration, batch_size: int, context_tokens: int
 ) -> _Section:
-    """The decode step with the calibration's terms: GPU time / efficiency + host per step and
-    per sequence + all-reduce latency per call."""
-    calibrated = replace(
-        dep,
-        host_overhead_seconds=calibration.host_seconds_per_step,
-        host_seconds_per_sequence=calibration.host_seconds_per_sequence,
-        allreduce_latency_seconds=calibration.allreduce_for(dep.gpu),
-    )
+    """The decode step with the calibration's terms (its GPU family's, where it has them): its
+    step model's GPU time with the efficiency + host per step and per sequence + all-reduce
+    latency per call."""
+    calibration = calibration.for_gpu(dep.gpu.slug)
+    calibrated = calibration.apply(dep)
     c = step_coefficients(calibrated, efficiency=calibration.efficiency)
     seconds = float(c.seconds(batch_size, batch_size * context_tokens, sequences=batch_size))
+    gpu = (
+        f"engine step (memory / {calibration.efficiency:.3g}, GEMMs at MFU {calibration.mfu:.3g})"
+        if calibrated.is_engine
+        else f"roofline / {calibration.efficiency:.3g}"
+    )
     line = ExplainLine(
         "calibrated decode step",
-        f"roofline / {calibration.efficiency:.3g} + host "
+        f"{gpu} + host "
         f"{format_seconds(c.host_seconds(batch_size))} ({calibration.describe()})",
         format_seconds(seconds),
     )
@@ -269,6 +276,65 @@ def _prefill_section(
         "prefill_seconds": cost.seconds,
     }
     return [line], values
+
+
+# Where vLLM's step differs from the reference analysis' simplifications (the lines name them):
+LOGITS_SOURCE = (
+    "vLLM computes logits only at logits_indices, one per scheduled request "
+    "(vllm/v1/worker/gpu_model_runner.py @000fc94b)"
+)
+EMBEDDING_SOURCE = (
+    "the input embedding is F.embedding, a row gather "
+    "(vllm/model_executor/layers/vocab_parallel_embedding.py @7f5d141a)"
+)
+
+
+def _engine_section(
+    dep: Deployment, *, batch_size: int, context_tokens: int, chunk_tokens: int | None
+) -> _Section:
+    """The same steps priced as vLLM computes them (`Deployment.as_engine`), beside the
+    reference numbers above, which keep the worked example's simplifications: `EMBEDDING_SOURCE`
+    and `LOGITS_SOURCE` say where in vLLM's source."""
+    engine = dep if dep.is_engine else dep.as_engine()
+    c = step_coefficients(engine)
+    decode = decode_step(engine, batch_size=batch_size, context_tokens=context_tokens)
+    head = c.head_flops_per_sequence * batch_size
+    lines = [
+        ExplainLine(
+            "engine terms",
+            "embedding gathered (F.embedding), logits at sampled rows only (logits_indices), "
+            f"GEMMs at MFU {engine.mfu:g} x n / (n + {engine.mfu_half_tokens:g}), prefill "
+            "attention",
+            f"LM head {format_flops(head)} for {batch_size} sampled rows",
+        ),
+        ExplainLine(
+            "engine decode step",
+            f"max(weights {format_seconds(decode.weight_read_seconds)}, GEMMs "
+            f"{format_seconds(decode.matmul_seconds)}) + KV + all-reduce + host",
+            format_seconds(decode.step_seconds),
+        ),
+    ]
+    values = {
+        "engine_mfu": engine.mfu,
+        "engine_mfu_half_tokens": engine.mfu_half_tokens,
+        "engine_decode_step_seconds": float(decode.step_seconds),
+    }
+    if chunk_tokens:
+        mixed = mixed_step(engine, batch_size=batch_size, context_tokens=context_tokens,
+                           chunk_tokens=chunk_tokens)  # fmt: skip
+        tokens = batch_size + chunk_tokens
+        lines.append(
+            ExplainLine(
+                "engine mixed step",
+                f"GEMMs over {tokens:,} tokens at "
+                f"{format_percent(engine.mfu * c.gemm_efficiency(tokens))} of peak "
+                f"{format_seconds(mixed.matmul_seconds)} + prefill attention "
+                f"{format_seconds(mixed.prefill_attention_seconds)} + KV + all-reduce + host",
+                format_seconds(mixed.step_seconds),
+            )
+        )
+        values["engine_mixed_step_seconds"] = float(mixed.step_seconds)
+    return lines, values
 
 
 def _memory_section(dep: Deployment, *, batch_size: int, context_tokens: int) -> _Section:

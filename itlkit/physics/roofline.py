@@ -27,6 +27,18 @@ from itlkit.physics.model_catalog import get_model
 from itlkit.units import Precision, format_bytes
 
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
+REFERENCE, ENGINE = "reference", "engine"
+STEP_MODELS = (REFERENCE, ENGINE)
+INTERCONNECT_KINDS = ("nvlink", "pcie", "network")
+# TP across nodes: the all-reduce crosses the nodes' network, here 100 Gb/s Ethernet (one
+# direction, 12.5 GB/s); RDMA fabrics are faster (say so with `network_bytes_per_second`).
+NETWORK_BYTES_PER_SECOND = 12.5e9
+# The engine step model's GEMM efficiency, mfu x n / (n + half): cuBLAS-class kernels reach about
+# three quarters of dense peak on a 2,048-token GEMM at LLM shapes (issue 20 measured 61-75 % on
+# A100 chunk steps; DeepGEMM's published H800 table: 206 / 352 TFLOPS at M = 64 / 128 and over
+# 1,300 at M = 4,096, against 1,979 peak) and far less on a few tokens. `calibrate` fits mfu.
+ENGINE_MFU = 0.8
+ENGINE_MFU_HALF_TOKENS = 128.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,10 @@ class Deployment:
     host_seconds_per_sequence: float = 0.0
     activation_bytes_per_element: float = 2.0
     gpu_memory_utilization: float = 0.9
+    step_model: str = REFERENCE  # or ENGINE: the terms vLLM computes (`as_engine`)
+    mfu_half_tokens: float = 0.0  # engine: a GEMM over n tokens reaches mfu x n / (n + this)
+    interconnect: str | None = None  # None: the GPU's own link; or one of INTERCONNECT_KINDS
+    network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
 
     @classmethod
     def create(
@@ -82,13 +98,50 @@ class Deployment:
             raise ConfigError(
                 f"GPU memory utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.step_model not in STEP_MODELS:
+            raise ConfigError(f"step model must be one of {', '.join(STEP_MODELS)}, "
+                              f"got {self.step_model!r}")  # fmt: skip
+        if self.interconnect is not None and self.interconnect not in INTERCONNECT_KINDS:
+            raise ConfigError(f"interconnect must be one of {', '.join(INTERCONNECT_KINDS)}, "
+                              f"got {self.interconnect!r}")  # fmt: skip
+        if not (self.network_bytes_per_second > 0 and math.isfinite(self.network_bytes_per_second)):
+            raise ConfigError("network_bytes_per_second must be a finite number > 0")
         for name in (
+            "mfu_half_tokens",
             "host_overhead_seconds",
             "host_seconds_per_sequence",
             "allreduce_latency_seconds",
         ):
             if getattr(self, name) < 0 or not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number >= 0")
+
+    def as_engine(self, *, mfu: float = ENGINE_MFU,
+                  half_tokens: float = ENGINE_MFU_HALF_TOKENS) -> Deployment:  # fmt: skip
+        """The same deployment priced as vLLM computes a step (`StepCoefficients`: the engine
+        terms): embeddings gathered, logits only at sampled positions, prefill attention counted,
+        GEMM efficiency by token count, and GPU efficiency applied to memory traffic only."""
+        return replace(self, step_model=ENGINE, mfu=mfu, mfu_half_tokens=half_tokens,
+                       exclude_input_embedding=True, prefill_attention=True)  # fmt: skip
+
+    @property
+    def is_engine(self) -> bool:
+        return self.step_model == ENGINE
+
+    @property
+    def link_kind(self) -> str:
+        """'nvlink' (a scale-up link: NVLink, Infinity Fabric), 'pcie' or 'network'."""
+        if self.interconnect is not None:
+            return self.interconnect
+        return "nvlink" if self.gpu.interconnect_bytes_per_second_bidir else "pcie"
+
+    @property
+    def link_bytes_per_second(self) -> float:
+        """One direction of the link the all-reduces cross."""
+        if self.link_kind == "network":
+            return self.network_bytes_per_second
+        if self.link_kind == "pcie":
+            return self.gpu.pcie_bytes_per_second_bidir / 2
+        return self.gpu.link_bytes_per_second
 
     @property
     def label(self) -> str:
@@ -115,6 +168,26 @@ class Deployment:
             tokens=tokens, exclude_input_embedding=self.exclude_input_embedding
         )
         return params * self.weights.bytes_per_element / self.tp
+
+    @property
+    def lm_head_matrix_params(self) -> float:
+        """The LM head's matrix (the tied embedding table, or the untied head): vocab x width."""
+        return float(self.model.vocab_size * self.model.embed_dim)
+
+    @property
+    def expert_params_per_token(self) -> float:
+        """Routed-expert parameters one token multiplies through (0 for a dense model)."""
+        m = self.model
+        return float(m.moe_layers * m.experts_per_token * m.expert_params) if m.is_moe else 0.0
+
+    @property
+    def engine_dense_params(self) -> float:
+        """Parameters every token of an engine step multiplies through, outside the routed
+        experts and the LM head: the gathered embeddings are not matmuls."""
+        m = self.model
+        gathered = m.embedding_params + m.position_embedding_params
+        head = m.lm_head_params  # the untied head (0 when tied: it is the gathered table)
+        return float(m.active_params - gathered - head - self.expert_params_per_token)
 
     @property
     def matmul_params(self) -> float:
@@ -222,6 +295,13 @@ class StepCoefficients:
     host_seconds_per_sequence: float = 0.0  # scheduling, sampling, detokenising one sequence
     efficiency: float = 1.0
     moe: Deployment | None = None  # weight bytes depend on the experts a step touches
+    # The engine terms (`Deployment.as_engine`); all zero in the reference model, where
+    # matmul_flops_per_token covers every parameter of every token.
+    engine: bool = False
+    head_flops_per_sequence: float = 0.0  # the LM head, once per sampled position
+    expert_flops_per_token: float = 0.0  # routed experts, in GEMMs of tokens x share rows
+    expert_token_share: float = 1.0  # top-k / experts: the rows one expert's GEMM gets
+    mfu_half_tokens: float = 0.0
 
     def weight_read(self, tokens):
         """Seconds to stream the weights a step over `tokens` tokens reads."""
@@ -229,8 +309,36 @@ class StepCoefficients:
             return self.weight_read_seconds
         return self.moe.weight_bytes_per_gpu(tokens=tokens) / self.hbm_bytes_per_second
 
-    def matmul_seconds(self, tokens):
-        return self.matmul_flops_per_token * tokens / self.flops_per_second
+    def gemm_efficiency(self, rows):
+        """Share of the MFU a GEMM over `rows` tokens reaches: n / (n + half) in the engine
+        model (a fixed cost of `half` rows: tiles, waves, the weight stream); 1 in the reference."""
+        if not self.engine:
+            return 1.0
+        rows = np.maximum(rows, 1.0)
+        return rows / (rows + self.mfu_half_tokens)
+
+    def matmul_seconds(self, tokens, sequences=0):
+        """The step's GEMMs at their MFU. Engine model: the dense GEMMs over every token, the
+        LM head over the sampled positions (`sequences`), the experts over their share."""
+        if not self.engine:
+            return self.matmul_flops_per_token * tokens / self.flops_per_second
+        # n rows at n / (n + half) of the MFU take as long as n + half rows at the MFU.
+        dense = self.matmul_flops_per_token * self._padded(tokens)
+        head = self.head_flops_per_sequence * self._padded(sequences)
+        share = self.expert_token_share
+        experts = self.expert_flops_per_token * self._padded(tokens * share) / share
+        return (dense + head + experts) / self.flops_per_second
+
+    def _padded(self, rows):
+        """Rows a GEMM over `rows` rows costs at full MFU: rows + half (none for none)."""
+        if isinstance(rows, np.ndarray):
+            return np.where(rows > 0, rows + self.mfu_half_tokens, 0.0)
+        return rows + self.mfu_half_tokens if rows > 0 else 0.0
+
+    def matmul_flops(self, tokens, sequences=0):
+        return (self.matmul_flops_per_token + self.expert_flops_per_token) * tokens + (
+            self.head_flops_per_sequence * sequences
+        )
 
     def kv_read_seconds(self, kv_bytes):
         return kv_bytes / self.hbm_bytes_per_second
@@ -255,7 +363,15 @@ class StepCoefficients:
         return self.host_overhead_seconds + self.host_seconds_per_sequence * sequences
 
     def total(self, weight, matmul, kv, attention, allreduce, maximum=np.maximum, sequences=0):
-        """The step from its terms (`maximum=max` for Python floats, as the simulator calls it)."""
+        """The step from its terms (`maximum=max` for Python floats, as the simulator calls it).
+
+        Reference model: every GPU term divides by the efficiency. Engine model: the GEMMs and
+        attention are already at their MFU, so the efficiency divides the memory and link
+        traffic only."""
+        if self.engine:
+            e = self.efficiency
+            gpu = maximum(weight / e, matmul) + (kv + allreduce) / e + attention
+            return gpu + self.host_seconds(sequences)
         gpu = maximum(weight, matmul) + kv + attention + allreduce
         return gpu / self.efficiency + self.host_seconds(sequences)
 
@@ -263,7 +379,7 @@ class StepCoefficients:
         """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all."""
         return self.total(
             self.weight_read(tokens),
-            self.matmul_seconds(tokens),
+            self.matmul_seconds(tokens, sequences),
             self.kv_read_seconds(self.kv_bytes_per_token * kv_tokens),
             attention_flops / self.flops_per_second,
             self.allreduce_seconds(tokens),
@@ -289,22 +405,37 @@ def step_coefficients(
         count * 2.0 * (dep.tp - 1) / dep.tp * m.hidden_size * dep.activation_bytes_per_element
     )
     host = dep.host_overhead_seconds if host_overhead_seconds is None else host_overhead_seconds
+    engine = _engine_terms(dep) if dep.is_engine else {}
     return StepCoefficients(
         weight_read_seconds=float(dep.weight_bytes_per_gpu(tokens=1))
         / dep.gpu.hbm_bytes_per_second,
-        matmul_flops_per_token=2.0 * dep.matmul_params / dep.tp,
+        matmul_flops_per_token=engine.pop("dense", 2.0 * dep.matmul_params / dep.tp),
         flops_per_second=dep.mfu * dep.peak_flops_per_second,
         kv_bytes_per_token=dep.kv_bytes_per_token_per_gpu,
         hbm_bytes_per_second=dep.gpu.hbm_bytes_per_second,
         attention_flops_per_token_pair=pair if dep.prefill_attention else 0.0,
         allreduce_bytes_per_token=per_token if allreduce else 0.0,
-        link_bytes_per_second=dep.gpu.link_bytes_per_second,
+        link_bytes_per_second=dep.link_bytes_per_second,
         allreduce_seconds_per_step=count * dep.allreduce_latency_seconds if allreduce else 0.0,
         host_overhead_seconds=float(host),
         host_seconds_per_sequence=float(dep.host_seconds_per_sequence),
         efficiency=float(efficiency),
         moe=dep if m.is_moe else None,
+        **engine,
     )
+
+
+def _engine_terms(dep: Deployment) -> dict:
+    """The engine model's GEMM split, per GPU (vLLM shards the LM head and the experts by TP)."""
+    m = dep.model
+    return {
+        "engine": True,
+        "dense": 2.0 * dep.engine_dense_params / dep.tp,
+        "head_flops_per_sequence": 2.0 * dep.lm_head_matrix_params / dep.tp,
+        "expert_flops_per_token": 2.0 * dep.expert_params_per_token / dep.tp,
+        "expert_token_share": m.experts_per_token / m.num_experts if m.is_moe else 1.0,
+        "mfu_half_tokens": float(dep.mfu_half_tokens),
+    }
 
 
 def _batch(dep: Deployment, batch_size, context_tokens, request_context_tokens):
@@ -346,20 +477,21 @@ def step_time(
     chunk = _positive("chunk tokens", chunk_tokens, allow_zero=True)
     prior = _positive("chunk context tokens", chunk_context_tokens, allow_zero=True)
     tokens = batch + chunk
+    sequences = batch + (chunk > 0)
     weight_read = np.broadcast_to(c.weight_read(tokens), np.shape(tokens)).astype(float)
     kv_read = c.kv_read_seconds(kv_bytes)
-    matmul_seconds = c.matmul_seconds(tokens)
+    matmul_seconds = c.matmul_seconds(tokens, sequences)
     attention_flops = c.attention_flops(chunk_tokens=chunk, prior_tokens=prior)
     attention_seconds = attention_flops / c.flops_per_second
     allreduce_seconds = np.broadcast_to(c.allreduce_seconds(tokens), np.shape(tokens))
-    host = c.host_seconds(batch + (chunk > 0))
+    host = c.host_seconds(sequences)
     step = c.total(
         weight=weight_read,
         matmul=matmul_seconds,
         kv=kv_read,
         attention=attention_seconds,
         allreduce=allreduce_seconds,
-        sequences=batch + (chunk > 0),
+        sequences=sequences,
     )
     return StepTime(
         batch_size=_out(batch),
@@ -371,7 +503,7 @@ def step_time(
         weight_read_seconds=_out(weight_read),
         kv_read_seconds=_out(kv_read),
         floor_seconds=_out(weight_read + kv_read),
-        matmul_flops=_out(c.matmul_flops_per_token * tokens),
+        matmul_flops=_out(c.matmul_flops(tokens, sequences)),
         matmul_seconds=_out(matmul_seconds),
         prefill_attention_flops=_out(attention_flops),
         prefill_attention_seconds=_out(attention_seconds),

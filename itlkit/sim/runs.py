@@ -29,7 +29,7 @@ from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
-from itlkit.physics.roofline import Deployment
+from itlkit.physics.roofline import INTERCONNECT_KINDS, Deployment
 from itlkit.sim.lengths import (
     Fixed,
     LogNormal,
@@ -183,6 +183,16 @@ class Run:
     # fields the run leaves null, and one line per default taken (`versions.engine_defaults`)
     vllm_version: str | None = None
     engine_assumptions: tuple[str, ...] = ()
+    # the link TP's all-reduces cross: "nvlink", "pcie" or "network" (TP across nodes); None:
+    # the GPU's own. Read from `interconnect`, or the flag "tp_across_nodes" in `flags`.
+    interconnect: str | None = None
+    source: str = ""  # where the run was published (`source.repo`, else the file)
+
+    @property
+    def engine(self) -> str:
+        """vLLM's engine generation the run used: "V0" or "V1" (V1 where no version is named)."""
+        return parse_vllm_version(self.vllm_version.removeprefix("vLLM ")).engine if (
+            self.vllm_version) else "V1"  # fmt: skip
 
     @property
     def gpu_family(self) -> str:
@@ -690,7 +700,29 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
     return Run(
         id=doc["id"], model=model, gpu=gpu, tp=tp, weights_precision=weights, kv_precision=kv,
         **engine, workload=workload, measured=measured, itl_per_token_quantiles_seconds=quantiles,
+        interconnect=_interconnect(r, doc), source=_source(doc, source),
     )  # fmt: skip
+
+
+def _interconnect(r: _Reader, doc: dict) -> str | None:
+    """`interconnect` ("nvlink", "pcie", "network"), else "network" where `flags` holds
+    "tp_across_nodes", else None (the GPU's own link)."""
+    link = r.get(doc, "interconnect", str, optional=True)
+    if link is not None and link not in INTERCONNECT_KINDS:
+        raise r.fail("interconnect", f"must be one of {', '.join(INTERCONNECT_KINDS)}, "
+                                     f"got {link!r:.40}")  # fmt: skip
+    flags = doc.get("flags")
+    if link is None and isinstance(flags, list) and "tp_across_nodes" in flags:
+        return "network"
+    return link
+
+
+def _source(doc: dict, source: str) -> str:
+    """The run's publisher (`source.repo` or a string `source`), else the file it came from."""
+    given = doc.get("source")
+    if isinstance(given, dict) and isinstance(given.get("repo"), str):
+        return given["repo"]
+    return given if isinstance(given, str) and given else source
 
 
 @dataclass(frozen=True)

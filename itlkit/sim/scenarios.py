@@ -247,10 +247,13 @@ def at_level(scenario: Scenario, level: str | NoiseLevel) -> Scenario:
     level = NOISE_LEVELS[level] if isinstance(level, str) else level
     if not level.calibrated:
         return replace(scenario, noise=level.name, step_jitter=level.step_jitter or 0.0)
-    cal = bundled_calibration()
+    # The constants fitted for the scenario's GPU family (the golden incidents keep the
+    # reference step model, on which their injections and thresholds were set).
+    cal = bundled_calibration().for_gpu(scenario.deployment().gpu.slug)
     constants = {
         "file": "data/calibration.json",
         "name": cal.name,
+        "group": cal.group,
         "efficiency": cal.efficiency,
         "host_seconds_per_step": cal.host_seconds_per_step,
         "host_seconds_per_sequence": cal.host_seconds_per_sequence,

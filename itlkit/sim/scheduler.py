@@ -108,7 +108,10 @@ def roofline_step_function(
     if not (host >= 0 and math.isfinite(host)):
         raise ConfigError(f"host overhead must be a finite number >= 0 seconds, got {host}")
     attention = c.attention_flops_per_token_pair > 0
-    scalar = None if c.moe is not None else _scalar_seconds(c)
+    if c.moe is not None:
+        scalar = None
+    else:
+        scalar = _engine_scalar_seconds(c) if c.engine else _scalar_seconds(c)
 
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
         if scalar is not None and type(kv_tokens) is int and type(decode_tokens) is int:
@@ -151,6 +154,34 @@ def _scalar_seconds(c):
         gpu = (max(weight, matmul) + kvpt * kv / hbm + flops / fps
                + (arpt * tokens / link + arlat))  # fmt: skip
         return gpu / efficiency + (host + per_seq * (decode + (prefill > 0)))
+
+    return seconds
+
+
+def _engine_scalar_seconds(c):
+    """`c.seconds` of the engine model for one scheduled step of a dense model, on Python
+    numbers (`StepCoefficients.total` with the engine terms; see `_scalar_seconds`)."""
+    weight, fpt, fps = c.weight_read_seconds, c.matmul_flops_per_token, c.flops_per_second
+    head, half = c.head_flops_per_sequence, c.mfu_half_tokens
+    kvpt, hbm, pair = c.kv_bytes_per_token, c.hbm_bytes_per_second, c.attention_flops_per_token_pair
+    arpt, link, arlat = (
+        c.allreduce_bytes_per_token,
+        c.link_bytes_per_second,
+        c.allreduce_seconds_per_step,
+    )
+    efficiency, host, per_seq = c.efficiency, c.host_overhead_seconds, c.host_seconds_per_sequence
+
+    def seconds(decode: int, prefill: int, kv: int) -> float:
+        tokens = decode + prefill
+        if tokens <= 0:
+            return host
+        sequences = decode + (prefill > 0)
+        matmul = (fpt * (tokens + half) + head * (sequences + half)) / fps
+        flops = pair * prefill * (prefill / 2.0) if pair > 0 else 0.0
+        memory = (kvpt * kv / hbm + (arpt * tokens / link + arlat)) / efficiency
+        return (
+            max(weight / efficiency, matmul) + memory + flops / fps + (host + per_seq * sequences)
+        )
 
     return seconds
 

@@ -8,7 +8,6 @@ request lengths and repeated prompts, built as `itlkit simulate` builds them
 from __future__ import annotations
 
 import html
-from dataclasses import replace
 
 import ipywidgets as widgets
 
@@ -258,13 +257,8 @@ class SchedulerExplorer:
             return ""
         from itlkit.cli._runs import load_calibration
 
-        c = load_calibration(self.step_model.value)
-        self.deployment = replace(
-            self.roofline,
-            host_overhead_seconds=c.host_seconds_per_step,
-            host_seconds_per_sequence=c.host_seconds_per_sequence,
-            allreduce_latency_seconds=c.allreduce_for(self.roofline.gpu),
-        )
+        c = load_calibration(self.step_model.value).for_gpu(self.roofline.gpu.slug)
+        self.deployment = c.apply(self.roofline)
         self.efficiency = c.efficiency
         return c.name
 

@@ -1,0 +1,108 @@
+"""Calibration per GPU family, and the errors that say how far it carries.
+
+The global fit (`fit.calibrate`) is one set of constants for every run. Real servers differ by
+GPU family more than by anything else the runs record (an A100's host and all-reduce overheads
+and its reachable bandwidth are not an H100's), so the step terms and the TTFT pipeline are
+refitted on each family's runs, starting from the global constants, where a family has at least
+`MIN_RUNS` runs and is not the only one. The jitter stays global.
+
+Held-out errors are computed the cheap way the global leave-one-out is: from the features of the
+fit's last simulations, the constants are re-solved without the held runs (the global ones, and
+their family's group where enough of its runs remain), and the held runs are then simulated.
+Leave-one-source-out holds out every run of one publisher at once: a new source is the usual case
+for a user's own runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from itlkit.calibration.fit import (
+    MIN_RUNS,
+    RunFeatures,
+    _with_step_terms,
+    fit_step_terms,
+    median_abs,
+    residuals,
+    solve_pipeline,
+    solve_step_terms,
+)
+from itlkit.calibration.predict import predict_run
+from itlkit.physics.calibration import GROUP_KEYS, Calibration, group_key
+from itlkit.sim.runs import Run
+
+
+def group_values(calibration: Calibration) -> dict:
+    """The constants a group holds (`GROUP_KEYS`)."""
+    values = {key: getattr(calibration, key) for key in GROUP_KEYS}
+    values["allreduce_seconds_per_call"] = dict(values["allreduce_seconds_per_call"])
+    return values
+
+
+def by_group(runs) -> dict[str, list[Run]]:
+    groups = defaultdict(list)
+    for run in runs:
+        groups[group_key(run.gpu, run.engine)].append(run)
+    return dict(groups)
+
+
+def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float, log=None):
+    """({group: constants}, {run id: features of its group's last simulations})."""
+    members = by_group(runs)
+    if len(members) < 2:
+        return {}, {}
+    groups, feats = {}, {}
+    for key, group_runs in sorted(members.items()):
+        if len(group_runs) < MIN_RUNS:
+            continue
+        if log:
+            log(f"group {key}: {len(group_runs)} runs")
+        cal, group_feats, *_ = fit_step_terms(group_runs, calibration, seed=seed,
+                                              prior_weight=prior_weight)  # fmt: skip
+        steps, seconds = solve_pipeline(group_runs, group_feats)
+        cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
+        groups[key] = group_values(cal)
+        feats.update({run.id: f for run, f in zip(group_runs, group_feats, strict=True)})
+    return groups, feats
+
+
+def _solve(runs, feats, base: Calibration, prior_weight: float) -> Calibration:
+    values, _, _ = solve_step_terms(runs, feats, prior_weight=prior_weight)
+    steps, seconds = solve_pipeline(runs, feats)
+    cal = _with_step_terms(base, values)
+    return replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
+
+
+def refit_without(runs, feats: dict[str, RunFeatures], group_feats: dict[str, RunFeatures],
+                  held: set[str], calibration: Calibration,
+                  prior_weight: float) -> Calibration:  # fmt: skip
+    """The calibration re-solved without the `held` runs (global, then each group)."""
+    train = [run for run in runs if run.id not in held]
+    cal = _solve(train, [feats[run.id] for run in train], calibration, prior_weight)
+    groups = {}
+    for key, members in by_group(train).items():
+        members = [run for run in members if run.id in group_feats]
+        if key in calibration.groups and len(members) >= MIN_RUNS:
+            group_cal = _solve(members, [group_feats[run.id] for run in members],
+                               calibration.for_gpu(members[0].gpu, members[0].engine),
+                               prior_weight)  # fmt: skip
+            groups[key] = group_values(group_cal)
+    return replace(cal, groups=groups)
+
+
+def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed: int,
+                    prior_weight: float, key) -> dict[str, dict[str, float]]:  # fmt: skip
+    """{held-out set: {metric: median |error|}} holding out each set of runs `key(run)` names."""
+    sets = defaultdict(list)
+    for run in runs:
+        sets[key(run)].append(run)
+    out = {}
+    for name, held in sorted(sets.items()):
+        if len(held) == len(runs):
+            continue
+        cal = refit_without(runs, feats, group_feats, {run.id for run in held}, calibration,
+                            prior_weight)  # fmt: skip
+        out[name] = median_abs({run.id: residuals(run, predict_run(run, cal, seed=seed))
+                                for run in held})  # fmt: skip
+    return out
