@@ -203,3 +203,17 @@ def test_an_error_the_engine_raises_names_the_run():
     run = next(r for r in read_runs(FIXTURE) if r.id == "trainval:64")
     with pytest.raises(ConfigError, match=r"^run 'trainval:64': .*the weights leave no KV cache"):
         simulate_run(replace(run, gpu_memory_utilization=0.01))
+
+
+def test_a_run_says_which_link_its_tp_crosses():
+    def parsed(edit):
+        doc = _run64(edit)
+        return next(r for r in parse_runs(doc, source="runs.json") if r.id == "trainval:64")
+
+    assert parsed(lambda run: None).interconnect is None  # the GPU's own link
+    assert parsed(lambda run: run.update(interconnect="pcie")).interconnect == "pcie"
+    # the flag the transcribed tables use for TP across nodes
+    assert parsed(lambda run: run.update(flags=["tp_across_nodes"])).interconnect == "network"
+    message = _one_error(lambda run: run.update(interconnect="ethernet"))
+    assert "interconnect" in message and "nvlink, pcie, network" in message
+    assert "\n" not in message

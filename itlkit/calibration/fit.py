@@ -36,7 +36,13 @@ from itlkit.calibration.predict import (
 )
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import BOUNDS, INTERCONNECTS, Calibration
-from itlkit.physics.roofline import ALLREDUCES_PER_LAYER, ENGINE, ENGINE_MFU, step_coefficients
+from itlkit.physics.roofline import (
+    ALLREDUCES_PER_LAYER,
+    ENGINE,
+    ENGINE_MFU,
+    NETWORK_BYTES_PER_SECOND,
+    step_coefficients,
+)
 from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.sim.run_workload import unknown_workload
 from itlkit.sim.runs import Run
@@ -44,20 +50,20 @@ from itlkit.sim.runs import Run
 # The per-call all-reduce latency is fitted per link the runs' TP crosses (NVLink, PCIe, network).
 LINK_TERMS = tuple(f"allreduce_seconds_per_call.{link}" for link in INTERCONNECTS)
 STEP_TERMS = ("efficiency", "mfu", *LINK_TERMS, "host_seconds_per_step",
-              "host_seconds_per_sequence")  # fmt: skip
+              "host_seconds_per_sequence", "network_bytes_per_second")  # fmt: skip
 MAX_ROUNDS = 8
 CONVERGED = 0.003  # relative change of every ITL prediction between two rounds
-SCALE = np.array([0.1, 0.1, 10e-6, 30e-6, 100e-6, 1e-3, 10e-6])  # a typical change of each
+SCALE = np.array([0.1, 0.1, 10e-6, 30e-6, 100e-6, 1e-3, 10e-6, 1.0])  # a typical change of each
 MIN_RUNS = 3
 # A weak prior on (1 / efficiency, 1 / MFU, its x all-reduce latency over NVLink, PCIe and a
-# network, host per step, host per sequence):
+# network, host per step, host per sequence, its x the network's slowness against 100 Gb/s):
 # centred on the uncalibrated roofline (no overheads), with spreads of physically plausible
 # size; each counts as a pseudo-observation weighted PRIOR_WEIGHT against the runs' relative
 # errors. It keeps a constant that few runs see (the all-reduce latency: 3 of 6 runs use TP)
 # from trading off freely against efficiency. The weight 0.1 was picked from 0, 0.02, 0.05, 0.1,
 # 0.2, 0.4 by the leave-one-out ITL error on the fixture (one global choice, not per run).
-PRIOR_MEAN = np.array([1.0, 1.0 / ENGINE_MFU, 0.0, 0.0, 0.0, 0.0, 0.0])
-PRIOR_SPREAD = np.array([0.5, 0.5, 30e-6, 100e-6, 500e-6, 2e-3, 50e-6])
+PRIOR_MEAN = np.array([1.0, 1.0 / ENGINE_MFU, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+PRIOR_SPREAD = np.array([0.5, 0.5, 30e-6, 100e-6, 500e-6, 2e-3, 50e-6, 10.0])
 PRIOR_WEIGHT = 0.1
 
 
@@ -67,6 +73,7 @@ class RunFeatures:
 
     gpu_seconds: float  # the roofline's GPU time at efficiency 1, all-reduce latency excluded
     compute_seconds: float  # engine model: GEMM and attention time at MFU 1 (reference: 0)
+    network_seconds: float  # engine model, TP across nodes: all-reduce bytes at 100 Gb/s
     link_calls: tuple[float, ...]  # all-reduce calls per step over each of INTERCONNECTS
     sequences: float  # sequences in a step
     rest_seconds: float  # what the step terms do not explain (preemption gaps, ...)
@@ -96,10 +103,10 @@ def features(run: Run, result: SimulationResult, calibration: Calibration) -> Ru
     host = c.host_seconds(sequences)
     latency = calls * dep.allreduce_latency_seconds
     if dep.is_engine:
-        gpu, compute = _engine_parts(result, c, calibration, latency)
+        gpu, compute, network = _engine_parts(result, c, calibration, latency, dep.link_kind)
     else:
         gpu = (result.step_duration_seconds - host) * calibration.efficiency - latency
-        compute = np.zeros_like(gpu)
+        compute = network = np.zeros_like(gpu)
     weights = result.step_itl_observations.astype(float)
     mean = lambda values: float((values * weights).sum() / weights.sum())  # noqa: E731
     engine_only = replace(calibration, ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.0)
@@ -107,6 +114,7 @@ def features(run: Run, result: SimulationResult, calibration: Calibration) -> Ru
     return RunFeatures(
         gpu_seconds=mean(gpu),
         compute_seconds=mean(compute),
+        network_seconds=mean(network),
         link_calls=tuple(float(calls) if dep.link_kind == k else 0.0 for k in INTERCONNECTS),
         sequences=mean(sequences),
         rest_seconds=prediction.itl_mean_seconds - mean(result.step_duration_seconds),
@@ -115,11 +123,13 @@ def features(run: Run, result: SimulationResult, calibration: Calibration) -> Ru
     )
 
 
-def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency: float):
+def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency: float,
+                  link_kind: str):  # fmt: skip
     """Per step of the engine model: (memory-side seconds at efficiency 1, compute-side
-    seconds at MFU 1). The step is max(weight x e, GEMMs x u) + (KV + link bytes) x e +
-    attention x u + latency x e + host (e = 1 / efficiency, u = 1 / MFU); the KV read, which
-    the log does not keep, is what the duration leaves once the other terms are known."""
+    seconds at MFU 1, network bytes' seconds at 100 Gb/s). The step is max(weight x e, GEMMs
+    x u) + (KV + link bytes) x e + attention x u + latency x e + host (e = 1 / efficiency,
+    u = 1 / MFU); the KV read, which the log does not keep, is what the duration leaves once
+    the other terms are known. Over a network the link bytes are a term of their own."""
     decode = result.step_decode_tokens.astype(float)
     prefill = result.step_prefill_tokens.astype(float)
     tokens, sequences = decode + prefill, decode + (prefill > 0)
@@ -132,9 +142,12 @@ def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency
     known = np.where(memory_bound, weight * e, gemm * u) + attention * u + (link + latency) * e
     kv = (result.step_duration_seconds - c.host_seconds(sequences) - known) / e
     ran = tokens > 0
-    memory = np.where(ran, np.where(memory_bound, weight, 0.0) + kv + link, 0.0)
+    on_network = link_kind == "network"
+    memory = np.where(ran, np.where(memory_bound, weight, 0.0) + kv + (0 if on_network else link),
+                      0.0)  # fmt: skip
     compute = np.where(ran, np.where(memory_bound, 0.0, gemm) + attention, 0.0)
-    return memory, compute
+    network = np.where(ran, link * c.link_bytes_per_second / NETWORK_BYTES_PER_SECOND, 0.0)
+    return memory, compute, network if on_network else np.zeros_like(memory)
 
 
 def first_token_step_seconds(result: SimulationResult) -> float:
@@ -166,7 +179,7 @@ def step_design(runs, feats, measured) -> tuple[np.ndarray, np.ndarray]:
     for run, f in zip(runs, feats, strict=True):
         m = measured[run.id]
         rows.append([f.gpu_seconds / m, f.compute_seconds / m, *(c / m for c in f.link_calls),
-                     1.0 / m, f.sequences / m])  # fmt: skip
+                     1.0 / m, f.sequences / m, f.network_seconds / m])  # fmt: skip
         rhs.append(1.0 - f.rest_seconds / m)
     return np.array(rows), np.array(rhs)
 
@@ -185,18 +198,24 @@ def solve_step_terms(
         if not any(f.link_calls[i] for f in feats):
             a[:, 2 + i] = 0.0
             undetermined[key] = f"no run with tensor parallelism over {link}: left at 0"
+    if not any(f.network_seconds for f in feats):
+        a[:, -1] = 0.0
+        undetermined["network_bytes_per_second"] = "no run with TP across nodes: 100 Gb/s is used"
     link_high = [20 * BOUNDS["allreduce_seconds_per_call"][1]] * len(INTERCONNECTS)
     low = np.zeros(len(STEP_TERMS))
     low[:2] = 1.0
+    low[-1] = 0.01
     hosts = [BOUNDS["host_seconds_per_step"][1], BOUNDS["host_seconds_per_sequence"][1]]
-    high = np.array([1 / BOUNDS["efficiency"][0], 1 / BOUNDS["mfu"][0], *link_high, *hosts])
+    high = np.array([1 / BOUNDS["efficiency"][0], 1 / BOUNDS["mfu"][0], *link_high, *hosts,
+                     100.0])  # fmt: skip
     weight = prior_weight / PRIOR_SPREAD
     x = _bounded_lstsq(np.vstack([a, np.diag(weight)]), np.concatenate([y, weight * PRIOR_MEAN]),
                        low, high)  # fmt: skip
-    e, u, *links, h0, h1 = (float(v) for v in x)
+    e, u, *links, h0, h1, v = (float(v) for v in x)
     values = {"efficiency": 1.0 / e, "mfu": 1.0 / u,
               **{key: b / e for key, b in zip(LINK_TERMS, links, strict=True)},
-              "host_seconds_per_step": h0, "host_seconds_per_sequence": h1}  # fmt: skip
+              "host_seconds_per_step": h0, "host_seconds_per_sequence": h1,
+              "network_bytes_per_second": e * NETWORK_BYTES_PER_SECOND / v}  # fmt: skip
     nvlink = LINK_TERMS[0]
     for key in LINK_TERMS[1:]:  # a link no run crossed: the NVLink latency, said so
         if key in undetermined and nvlink not in undetermined:
@@ -217,7 +236,9 @@ def _standard_errors(a, y, x, e) -> dict[str, float]:
     return {"efficiency": float(se[0] / e**2), "mfu": float(se[1] * (1 / x[1]) ** 2),
             **{key: float(se[2 + i] / e) for i, key in enumerate(LINK_TERMS)},
             "host_seconds_per_step": float(se[2 + n]),
-            "host_seconds_per_sequence": float(se[3 + n])}  # fmt: skip
+            "host_seconds_per_sequence": float(se[3 + n]),
+            "network_bytes_per_second": float(se[4 + n] * e * NETWORK_BYTES_PER_SECOND
+                                              / x[4 + n] ** 2)}  # fmt: skip
 
 
 def thin_solver(base: Calibration):
@@ -232,6 +253,7 @@ def thin_solver(base: Calibration):
             m = run.measured["itl_mean_seconds"]
             held = f.rest_seconds + base.host_seconds_per_sequence * f.sequences
             held += f.compute_seconds / base.mfu
+            held += f.network_seconds * NETWORK_BYTES_PER_SECOND / base.network_bytes_per_second
             if free < 2:
                 held += base.host_seconds_per_step
             links = sum(a * c for a, c in zip(per_call, f.link_calls, strict=True))
@@ -335,6 +357,7 @@ def _step_values(calibration: Calibration) -> dict[str, float]:
         },
         "host_seconds_per_step": calibration.host_seconds_per_step,
         "host_seconds_per_sequence": calibration.host_seconds_per_sequence,
+        "network_bytes_per_second": calibration.network_bytes_per_second,
     }
 
 
@@ -347,6 +370,7 @@ def _with_step_terms(calibration: Calibration, values: dict) -> Calibration:
         allreduce_seconds_per_call=links,
         host_seconds_per_step=values["host_seconds_per_step"],
         host_seconds_per_sequence=values["host_seconds_per_sequence"],
+        network_bytes_per_second=values["network_bytes_per_second"],
     )
 
 

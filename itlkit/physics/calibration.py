@@ -24,6 +24,8 @@ uncalibrated value and itlkit is the plain roofline model of the reference analy
   with GEMM efficiency by token count; the efficiency then divides memory and link traffic only).
   Uncalibrated: reference.
 * `mfu`: in the engine model, the share of dense peak a large GEMM reaches. Uncalibrated: 0.8.
+* `network_bytes_per_second`: what TP's all-reduce bytes move at between nodes (runs whose
+  interconnect is `network`). Uncalibrated: 12.5e9 (100 Gb/s Ethernet).
 * `groups`: the same constants refitted on the runs of one GPU family (`gpu:a100`, `gpu:h100`,
   ...); a deployment on a family with a group uses its constants (`for_gpu`), any other the
   global ones, and says so (`describe`).
@@ -40,7 +42,13 @@ from pathlib import Path
 
 from itlkit.errors import ConfigError
 from itlkit.input_files import read_json_file
-from itlkit.physics.roofline import ENGINE_MFU, REFERENCE, STEP_MODELS, Deployment
+from itlkit.physics.roofline import (
+    ENGINE_MFU,
+    NETWORK_BYTES_PER_SECOND,
+    REFERENCE,
+    STEP_MODELS,
+    Deployment,
+)
 
 FORMAT = "itlkit-calibration/1"
 INTERCONNECTS = ("nvlink", "pcie", "network")
@@ -54,6 +62,7 @@ BOUNDS = {
     "ttft_pipeline_seconds": (0.0, 1.0),
     "step_jitter": (0.0, 1.0),
     "mfu": (0.05, 1.0),
+    "network_bytes_per_second": (1e8, 1e12),
 }
 
 
@@ -72,6 +81,7 @@ class Calibration:
     step_jitter: float = 0.0
     step_model: str = REFERENCE
     mfu: float = ENGINE_MFU
+    network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
     name: str = "uncalibrated (the roofline model as is)"
     fitted_on: tuple[str, ...] = ()  # run ids (or files) the constants came from
     uncertainty: dict[str, float] = field(default_factory=dict)  # one standard error each
@@ -120,6 +130,7 @@ class Calibration:
             host_overhead_seconds=self.host_seconds_per_step,
             host_seconds_per_sequence=self.host_seconds_per_sequence,
             allreduce_latency_seconds=self.allreduce_for(deployment),
+            network_bytes_per_second=self.network_bytes_per_second,
         )
         if self.step_model == REFERENCE:
             return calibrated
@@ -156,7 +167,7 @@ def _check(key: str, value) -> None:
 
 GROUP_KEYS = ("efficiency", "mfu", "allreduce_seconds_per_call", "host_seconds_per_step",
               "host_seconds_per_sequence", "ttft_pipeline_steps",
-              "ttft_pipeline_seconds")  # fmt: skip
+              "ttft_pipeline_seconds", "network_bytes_per_second")  # fmt: skip
 
 
 def group_key(gpu: str, engine: str = "V1") -> str:

@@ -218,8 +218,7 @@ def _calibrated_section(
     )
     line = ExplainLine(
         "calibrated decode step",
-        f"{gpu} + host "
-        f"{format_seconds(c.host_seconds(batch_size))} ({calibration.describe()})",
+        f"{gpu} + host {format_seconds(c.host_seconds(batch_size))} ({calibration.describe()})",
         format_seconds(seconds),
     )
     return [line], {"calibrated_step_seconds": seconds, "calibration": calibration.name}

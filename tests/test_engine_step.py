@@ -1,0 +1,175 @@
+"""The engine step model (`Deployment.as_engine`): the terms vLLM computes, derived by hand.
+
+Expected values come from the models' configs and the datasheet, written out here: Llama-3.1-8B
+has 8,030,261,248 parameters, a vocabulary of 128,256 and width 4,096, untied embeddings (so an
+input table and an LM head of 128,256 x 4,096 = 525,336,576 each); the H100 SXM streams 3.35 TB/s
+and peaks at 989.4 TFLOP/s dense BF16. Mixtral-8x7B routes each token to 2 of 8 experts of
+3 x 4,096 x 14,336 = 176,160,768 parameters in each of 32 layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from _paths import REAL_RUNS
+
+from itlkit.calibration.fit import features
+from itlkit.calibration.predict import simulate_run
+from itlkit.errors import ConfigError
+from itlkit.physics.calibration import Calibration
+from itlkit.physics.roofline import Deployment, step_coefficients, step_time
+from itlkit.sim.runs import Stage, read_runs
+
+KNOWN = [r for r in read_runs(REAL_RUNS / "real_runs_trainval.json") if r.workload.stages]
+
+TABLE = 128_256 * 4_096  # the input embedding, and (untied) the LM head
+PARAMS = 8_030_261_248
+BODY = PARAMS - 2 * TABLE  # everything a token multiplies through but the two tables
+PEAK, HBM = 989.4e12, 3.35e12
+EXPERT = 3 * 4_096 * 14_336
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Deployment.create(model="llama-3.1-8b", gpu="h100-sxm").as_engine()
+
+
+def test_the_input_embedding_is_a_gather_not_a_stream(engine):
+    step = step_time(engine, batch_size=1, context_tokens=1)
+    assert step.weight_bytes == (PARAMS - TABLE) * 2  # the LM head is still read
+    assert step.weight_read_seconds == pytest.approx((PARAMS - TABLE) * 2 / HBM, rel=1e-12)
+
+
+def test_logits_are_computed_only_at_the_sampled_rows(engine):
+    # 64 decodes and a 2,048-token chunk: 2,112 tokens through the body, 65 rows through the head
+    step = step_time(engine, batch_size=64, context_tokens=4096, chunk_tokens=2048)
+    assert step.matmul_flops == 2 * BODY * 2112 + 2 * TABLE * 65
+
+
+def test_a_gemm_over_n_tokens_runs_at_mfu_times_n_over_n_plus_128(engine):
+    # n rows at 0.8 x n / (n + 128) of peak: 2,112 body rows and 65 head rows
+    step = step_time(engine, batch_size=64, context_tokens=4096, chunk_tokens=2048)
+    body = 2 * BODY * 2112 / (0.8 * PEAK * 2112 / (2112 + 128))
+    head = 2 * TABLE * 65 / (0.8 * PEAK * 65 / (65 + 128))
+    assert step.matmul_seconds == pytest.approx(body + head, rel=1e-12)
+    assert step.compute_bound  # 2,112 tokens: far past the ridge
+
+
+def test_expert_gemms_run_at_the_rows_each_expert_gets():
+    moe = Deployment.create(model="mixtral-8x7b-v0.1", gpu="h100-sxm", tp=2).as_engine()
+    c = step_coefficients(moe)
+    # 1,024 tokens x top-2 of 8 experts: 256 rows per expert, at 256 / (256 + 128) of the MFU
+    routed = 2 * 32 * EXPERT
+    assert c.expert_flops_per_token == 2 * routed / 2  # per GPU under TP 2
+    expected = c.expert_flops_per_token * 1024 * (256 + 128) / 256 / (0.8 * PEAK)
+    dense_and_head = c.matmul_seconds(1024, 1) - expected
+    assert dense_and_head == pytest.approx(
+        (c.matmul_flops_per_token * (1024 + 128) + c.head_flops_per_sequence * (1 + 128))
+        / (0.8 * PEAK),
+        rel=1e-12,
+    )
+
+
+def test_the_efficiency_slows_memory_traffic_not_the_gemms(engine):
+    fast = step_coefficients(engine, efficiency=1.0)
+    slow = step_coefficients(engine, efficiency=0.5)
+    # a compute-bound chunk step: its GEMMs stay, its KV read doubles
+    kv_tokens = 64 * 4096
+    gemm = fast.matmul_seconds(2112, 65)
+    kv = fast.kv_read_seconds(fast.kv_bytes_per_token * kv_tokens)
+    attention = fast.attention_flops(chunk_tokens=2048) / fast.flops_per_second
+    gap = slow.seconds(2112, kv_tokens, fast.attention_flops(chunk_tokens=2048), sequences=65) - (
+        fast.seconds(2112, kv_tokens, fast.attention_flops(chunk_tokens=2048), sequences=65)
+    )
+    assert gap == pytest.approx(kv, rel=1e-9)  # only the KV read doubled
+    assert attention > 0 and gemm > fast.weight_read_seconds
+
+
+def test_the_reference_numbers_stay_those_of_the_worked_example(engine):
+    reference = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm")
+    mixed = step_time(reference, batch_size=64, context_tokens=4096, chunk_tokens=2048)
+    assert round(float(mixed.step_seconds) * 1e3, 2) == 78.82  # 68.57 + 10.26
+    assert float(step_time(engine, batch_size=64, context_tokens=4096,
+                           chunk_tokens=2048).step_seconds) < 0.06  # fmt: skip
+
+
+def test_tp_across_nodes_prices_the_all_reduce_over_the_network():
+    nodes = Deployment.create(model="llama-3.1-8b", gpu="a100-80gb-sxm", tp=2,
+                              interconnect="network", network_bytes_per_second=2e9)  # fmt: skip
+    # 2 all-reduces x 32 layers x 2 (tp - 1) / tp x 4,096 x 2 B per token, at 2 GB/s
+    per_token = 2 * 32 * 2 * (2 - 1) / 2 * 4096 * 2
+    c = step_coefficients(nodes)
+    assert c.allreduce_seconds(100) == pytest.approx(per_token * 100 / 2e9, rel=1e-12)
+    with pytest.raises(ConfigError, match="interconnect must be one of nvlink, pcie, network"):
+        Deployment.create(model="llama-3.1-8b", gpu="h100-sxm", tp=2, interconnect="infiniband")
+
+
+def test_the_fit_reads_a_simulated_step_back_into_its_terms():
+    # jitter-free, the step terms rebuild the ITL-weighted mean step exactly:
+    # e x memory + u x compute + latency x calls + host + host/sequence x sequences
+    cal = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, host_seconds_per_step=1e-3,
+                      host_seconds_per_sequence=5e-6,
+                      allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 0.0,
+                                                  "network": 0.0})  # fmt: skip
+    for run in KNOWN[:3]:
+        stages = tuple(Stage(st.rate_per_second, 30.0) for st in run.workload.stages)
+        run = replace(run, workload=replace(run.workload, stages=stages))
+        result = simulate_run(run, cal)
+        f = features(run, result, cal)
+        weights = result.step_itl_observations.astype(float)
+        mean_step = float((result.step_duration_seconds * weights).sum() / weights.sum())
+        rebuilt = (f.gpu_seconds / 0.7 + f.compute_seconds / 0.6 + 20e-6 / 0.7 * f.link_calls[0]
+                   + 1e-3 + 5e-6 * f.sequences)  # fmt: skip
+        assert rebuilt == pytest.approx(mean_step, rel=1e-9), run.id
+        assert f.compute_seconds > 0
+
+
+def test_a_calibration_group_is_used_for_its_gpu_family_only():
+    group = {"efficiency": 0.5, "mfu": 0.6, "host_seconds_per_step": 1e-3,
+             "host_seconds_per_sequence": 1e-5, "ttft_pipeline_steps": 1.0,
+             "ttft_pipeline_seconds": 0.01, "network_bytes_per_second": 1e9,
+             "allreduce_seconds_per_call": {"nvlink": 1e-5, "pcie": 2e-5,
+                                            "network": 3e-4}}  # fmt: skip
+    cal = Calibration(efficiency=0.9, groups={"gpu:a100": group, "gpu:h100/V0": group})
+    assert cal.for_gpu("a100-40gb-sxm").efficiency == 0.5
+    assert cal.for_gpu("a100-80gb-sxm").group == "gpu:a100"
+    assert cal.for_gpu("h100-sxm").efficiency == 0.9  # V1 on H100: no group, the global fit
+    assert cal.for_gpu("h100-64gb", "V0").efficiency == 0.5
+    fitted = replace(cal, fitted_on=("x",)).for_gpu("a100-80gb-sxm")
+    assert "constants of gpu:a100" in fitted.describe()
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen2.5-7b"])
+def test_the_simulators_fast_step_is_the_formula(model):
+    # the engine's positional call for scheduled steps gives the same floats as the formula
+    from itlkit.sim.scheduler import roofline_step_function
+
+    dep = Deployment.create(model=model, gpu="h100-sxm").as_engine()
+    step = roofline_step_function(dep, efficiency=0.8)
+    c = step_coefficients(dep, efficiency=0.8)
+    for decode, prefill, kv in [(1, 0, 1000), (64, 0, 64_000), (10, 2038, 9000), (0, 2048, 0)]:
+        attention = c.attention_flops(chunk_tokens=prefill) if prefill else 0.0
+        formula = float(
+            c.seconds(decode + prefill, kv, attention, sequences=decode + (prefill > 0))
+        )
+        assert step.scheduled_seconds(decode, prefill, kv) == formula
+
+
+def test_the_fit_reads_the_network_term_of_tp_across_nodes():
+    from _paths import REAL_RUNS_MORE
+
+    run = next(r for r in read_runs(REAL_RUNS_MORE / "real_world_more.json") if r.id == "D4")
+    assert run.interconnect == "network"  # flagged tp_across_nodes in the source's table
+    cal = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, network_bytes_per_second=2e9,
+                      allreduce_seconds_per_call={"nvlink": 0.0, "pcie": 0.0,
+                                                  "network": 400e-6})  # fmt: skip
+    result = simulate_run(run, cal)
+    f = features(run, result, cal)
+    weights = result.step_itl_observations.astype(float)
+    mean_step = float((result.step_duration_seconds * weights).sum() / weights.sum())
+    # the network's bytes are priced at 100 Gb/s in the feature: x 12.5 / 2 at 2 GB/s, / 0.7
+    rebuilt = (f.gpu_seconds / 0.7 + f.compute_seconds / 0.6 + 400e-6 / 0.7 * f.link_calls[2]
+               + f.network_seconds * 12.5e9 / 2e9 / 0.7)  # fmt: skip
+    assert f.network_seconds > 0 and f.link_calls[:2] == (0.0, 0.0)
+    assert rebuilt == pytest.approx(mean_step, rel=1e-9)
