@@ -212,11 +212,14 @@ def solve_step_terms(
     x = _bounded_lstsq(np.vstack([a, np.diag(weight)]), np.concatenate([y, weight * PRIOR_MEAN]),
                        low, high)  # fmt: skip
     e, u, *links, h0, h1, v = (float(v) for v in x)
+    network = np.clip(e * NETWORK_BYTES_PER_SECOND / v, *BOUNDS["network_bytes_per_second"])
     values = {"efficiency": 1.0 / e, "mfu": 1.0 / u,
               **{key: b / e for key, b in zip(LINK_TERMS, links, strict=True)},
               "host_seconds_per_step": h0, "host_seconds_per_sequence": h1,
-              "network_bytes_per_second": e * NETWORK_BYTES_PER_SECOND / v}  # fmt: skip
+              "network_bytes_per_second": float(network)}  # fmt: skip
     nvlink = LINK_TERMS[0]
+    if "network_bytes_per_second" in undetermined:
+        values["network_bytes_per_second"] = NETWORK_BYTES_PER_SECOND
     for key in LINK_TERMS[1:]:  # a link no run crossed: the NVLink latency, said so
         if key in undetermined and nvlink not in undetermined:
             values[key] = values[nvlink]
