@@ -428,3 +428,13 @@ def test_diagnose_judges_the_host_against_the_calibration_given(tmp_path):
     # a healthy host at the incident's batch: 2 ms + batch x 10 us
     assert doc["healthy_host_seconds"] == pytest.approx(0.002 + doc["batch_size"] * 1e-5)
     assert "healthy host: calibration 'mine': fitted on 1 run" in doc["assumptions"]
+
+
+def test_the_fit_gives_the_same_answer_on_a_process_pool():
+    from itlkit.calibration.parallel import workers
+
+    runs = [short(run, 20.0) for run in KNOWN]
+    serial = calibrate(runs, leave_one_out=False).calibration
+    with workers(2):
+        pooled = calibrate(runs, leave_one_out=False).calibration
+    assert pooled.to_json() == serial.to_json()

@@ -96,7 +96,7 @@ FLAG_NOTES = {
     "sharegpt_mean_lengths": "ShareGPT prompts and outputs vary per request; their "
     "distribution is not published (summaries only), so every request gets the measured means",
     "v0_engine": "vLLM V0 without chunked prefill runs each admitted prompt in a prefill-only "
-    "step while the decodes wait; itlkit's engine runs the prompt in one step beside them",
+    "step while the decodes wait; so does itlkit's engine for a V0 run (prefill-only steps)",
     "h100_64gb_not_in_catalog": "H100 SXM5 64 GB (HBM2e): itlkit's h100-64gb (bandwidth "
     "flagged, 2 TB/s an upper bound) instead of runs.json's h100-sxm mapping",
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
+from functools import partial
 
 from itlkit.calibration.fit import (
     MIN_RUNS,
@@ -28,6 +29,7 @@ from itlkit.calibration.fit import (
     solve_pipeline,
     solve_step_terms,
 )
+from itlkit.calibration.parallel import run_all
 from itlkit.calibration.predict import predict_run
 from itlkit.physics.calibration import GROUP_KEYS, Calibration, group_key
 from itlkit.sim.runs import Run
@@ -97,12 +99,17 @@ def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed:
     sets = defaultdict(list)
     for run in runs:
         sets[key(run)].append(run)
-    out = {}
+    held_runs, held_cals, names = [], [], []
     for name, held in sorted(sets.items()):
         if len(held) == len(runs):
             continue
         cal = refit_without(runs, feats, group_feats, {run.id for run in held}, calibration,
                             prior_weight)  # fmt: skip
-        out[name] = median_abs({run.id: residuals(run, predict_run(run, cal, seed=seed))
-                                for run in held})  # fmt: skip
-    return out
+        held_runs += held
+        held_cals += [cal] * len(held)
+        names += [name] * len(held)
+    predicted = run_all(partial(predict_run, seed=seed), held_runs, held_cals)
+    rows = defaultdict(dict)
+    for name, run, prediction in zip(names, held_runs, predicted, strict=True):
+        rows[name][run.id] = residuals(run, prediction)
+    return {name: median_abs(rows[name]) for name in sorted(rows)}

@@ -88,6 +88,7 @@ def run_config(run: Run) -> SchedulerConfig:
         max_num_batched_tokens=run.max_num_batched_tokens,
         max_num_seqs=min(run.max_num_seqs, run.max_num_batched_tokens),
         enable_chunked_prefill=run.chunked_prefill,
+        prefill_only_steps=run.engine == "V0" and not run.chunked_prefill,
     )
 
 

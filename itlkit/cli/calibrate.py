@@ -8,6 +8,7 @@ from pathlib import Path
 
 from itlkit.cli._args import (
     add_deployment_arguments,
+    count_at_most,
     deployment_from_args,
     seed,
     sequences,
@@ -57,12 +58,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-leave-one-out", action="store_true",
                    help="skip the leave-one-out error (faster)")  # fmt: skip
     p.add_argument("--seed", type=seed, default=0, help="random seed of the simulations")
+    p.add_argument("--workers", type=count_at_most(1024, "a number of processes"), default=None,
+                   metavar="N",
+                   help="processes that simulate the runs (default: one per core; the answer "
+                        "is the same with any number)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from itlkit.calibration.fit import calibrate
+    from itlkit.calibration.parallel import workers
     from itlkit.cli._runs import load_calibration
     from itlkit.physics.calibration import write_calibration
 
@@ -73,8 +79,9 @@ def run(args) -> int:
     progress = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
     base = None if args.base == "none" else load_calibration(args.base)
     names = [Path(r).name for r in args.runs] if args.runs else [Path(b).name for b in args.bench]
-    fit = calibrate(runs, seed=args.seed, leave_one_out=not args.no_leave_one_out,
-                    log=progress, name=" + ".join(names), base=base)  # fmt: skip
+    with workers(args.workers):
+        fit = calibrate(runs, seed=args.seed, leave_one_out=not args.no_leave_one_out,
+                        log=progress, name=" + ".join(names), base=base)  # fmt: skip
     write_calibration(fit.calibration, args.output)
     if args.json:
         print(json.dumps(fit.calibration.to_json(), indent=2))

@@ -23,6 +23,9 @@ class SchedulerConfig:
     max_num_seqs: int = 1024
     enable_chunked_prefill: bool = True
     disaggregated: bool = False
+    # vLLM V0 without chunked prefill: a step that admits prompts runs them alone (the decodes
+    # wait), `Engine.prefill_only`
+    prefill_only_steps: bool = False
     kv_transfer_bytes_per_second: float = DEFAULT_KV_TRANSFER_BYTES_PER_SECOND
 
     def validate(self) -> None:
@@ -35,6 +38,11 @@ class SchedulerConfig:
             raise ConfigError(
                 f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
                 f"({self.max_num_batched_tokens}): every running request needs a decode token"
+            )
+        if self.prefill_only_steps and (self.enable_chunked_prefill or self.disaggregated):
+            raise ConfigError(
+                "prefill-only steps are V0's policy without chunked prefill, on one instance: "
+                "not with enable_chunked_prefill or disaggregated"
             )
         rate = self.kv_transfer_bytes_per_second
         if not (rate > 0 and math.isfinite(rate)):

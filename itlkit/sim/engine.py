@@ -129,6 +129,9 @@ class Engine:
         self.budget_total = int(config.max_num_batched_tokens)
         self.max_seqs = int(config.max_num_seqs)
         self.chunked = bool(config.enable_chunked_prefill)
+        self.prefill_first = bool(getattr(config, "prefill_only_steps", False))
+        self.paused: list[_Request] = []  # decoders waiting out prefill-only steps (V0)
+        self.resumed: list[_Request] = []  # ... that decode again in the step being run
         self.end_limit = end_seconds
         remote = bool(config.disaggregated)
         prompt, cached = workload.prompt_tokens.tolist(), workload.cached_prompt_tokens.tolist()
@@ -188,19 +191,13 @@ class Engine:
         if self.decoders == len(self.running) and self.decode_stretch():
             return True
         batch = _Batch([])
-        self.preempt_newest(batch)
-        if self.partial:
-            self.continue_partials(batch)
-        if self.waiting and not batch.preempted:  # never admit in a step that preempted
-            self.admit_waiting(batch)
-            if not self.running:  # would step forever: a bug in the KV accounting, not input
-                raise RuntimeError(
-                    f"engine stalled at step {self.s}: nothing runs, yet the next waiting request "
-                    f"cannot be admitted ({self.used} of {self.capacity} KV tokens counted held)"
-                )
+        if not (self.prefill_first and self.prefill_only(batch)):
+            self.schedule(batch)
         start = self.t
         duration, counts = self.run(batch)
         end = start + duration
+        if self.resumed:
+            self.resumed_gaps(end)
         generation = self.decoders
         self.decode_kv += self.decoders
         if self.s in self.finishes:
@@ -210,6 +207,22 @@ class Engine:
         self.t = end
         self.s += 1
         return True
+
+    def schedule(self, batch: _Batch) -> None:
+        """A step of decodes, partial prompts and admissions (V1; V0 with chunked prefill)."""
+        if self.paused:
+            self.resume_paused()
+        self.preempt_newest(batch)
+        if self.partial:
+            self.continue_partials(batch)
+        admitting = self.waiting and not batch.preempted  # never in a step that preempted
+        if admitting and not self.prefill_first:  # (V0 admitted in `prefill_only`, or could not)
+            self.admit_waiting(batch)
+        if admitting and not self.running:  # would step forever: a KV accounting bug
+            raise RuntimeError(
+                f"engine stalled at step {self.s}: nothing runs, yet the next waiting request "
+                f"cannot be admitted ({self.used} of {self.capacity} KV tokens counted held)"
+            )
 
     def enqueue_ready(self) -> None:
         """Requests that arrived (or whose KV arrived) before the step starts join the queue."""
@@ -290,6 +303,58 @@ class Engine:
             self._prefill(r, chunk, batch)
             if r.computed != r.target:
                 self.partial.append(r)
+
+    # ---- V0 without chunked prefill --------------------------------------------------------
+    def prefill_only(self, batch: _Batch) -> bool:
+        """V0's default policy: prompts first, whole, with the whole token budget; a step that
+        schedules any runs them alone and every decode waits (vllm/core/scheduler.py
+        `_schedule_default`: "Don't schedule decodes if prefills are scheduled", vllm-project/vllm
+        @ 0dce2b29aaaa36d3b7e5d80302b1018c1c296eee). True when this step is such a step."""
+        if not self.waiting:
+            return False
+        batch.budget = self.budget_total
+        self.admit_waiting(batch)
+        if not batch.prefill:
+            return False
+        for r in [r for r in self.running if r.decoding]:
+            self.pause(r)
+        return True
+
+    def pause(self, r: _Request) -> None:
+        """A decoder sits out a prefill-only step: its token run ends at the last step, its
+        KV stays held, its finish moves (as a preemption, without freeing anything)."""
+        done = self.s - 1 - r.seg_step  # it last emitted a token at step s - 1
+        r.computed = r.seg_kv + done
+        r.generated = r.seg_gen + done
+        self.decoders -= 1
+        self.decode_kv -= r.computed
+        r.decoding = False
+        r.epoch += 1  # its scheduled finish no longer holds
+        self.segments.close(r.index, r.seg_step, self.s - 1)
+        r.last_token = self.t  # steps run back to back while it decodes
+        self.paused.append(r)
+
+    def resume_paused(self) -> None:
+        """The paused decoders decode again in this step: each reads its KV, emits a token at
+        its end (an ITL of the whole wait: `resumed_gaps`) and finishes as many steps later as
+        it has tokens left."""
+        s = self.s
+        for r in self.paused:
+            r.decoding = True
+            self.decoders += 1
+            self.decode_kv += r.computed
+            r.seg_step, r.seg_kv, r.seg_gen = s, r.computed + 1, r.generated + 1
+            last = s + r.output - r.seg_gen
+            if last not in self.finishes:
+                self.finishes[last] = []
+                heapq.heappush(self.finish_steps, last)
+            self.finishes[last].append((r, r.epoch))
+        self.resumed, self.paused = self.paused, []
+
+    def resumed_gaps(self, end: float) -> None:
+        for r in self.resumed:
+            self.segments.gap(r.index, end, end - r.last_token)
+        self.resumed = []
 
     def _refound(self, r: _Request) -> int:
         """The KV tokens a preempted request finds again in the prefix cache (vLLM V1: its blocks
@@ -373,8 +438,9 @@ class Engine:
         if self.jitter_list is not None:
             duration *= self.jitter_list[self.s % len(self.jitter_list)]
         queue = len(self.waiting) - self.next_ready  # the log adds the arrivals so far
+        itl = self.decoders - len(self.resumed)  # a resumed decoder's ITL is its whole wait
         return duration, (decode, batch.prefill, len(self.running), queue,
-                          batch.preempted, self.decoders)  # fmt: skip
+                          batch.preempted, itl)  # fmt: skip
 
     def retire(self, end: float) -> None:
         """Requests whose last token is this step's leave and free their KV."""

@@ -330,6 +330,7 @@ class EngineSettings:
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_num_seqs": self.max_num_seqs,
             "enable_chunked_prefill": self.enable_chunked_prefill,
+            "prefill_only_steps": self.engine == "V0" and not self.enable_chunked_prefill,
         }
 
     def scheduler_config(self, **rest) -> SchedulerConfig:
