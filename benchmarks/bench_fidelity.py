@@ -1,14 +1,16 @@
 """Fidelity of the calibrated simulator against real vLLM runs (issue 10), and its speed.
 
-Run: .venv/bin/python benchmarks/bench_fidelity.py [RUNS.json]
+Run: .venv/bin/python benchmarks/bench_fidelity.py [RUNS.json ...]
 
 Default runs: data/real-runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with
-known arrival rates can be simulated). Prints, for the uncalibrated roofline and for the
-calibration fitted on the runs, each run's relative error (predicted / measured - 1) of mean ITL
-(as the file defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, then the leave-one-out
-median absolute errors (each run predicted by constants fitted without it), and the wall time
-of `itlkit calibrate` (goal <= 120 s on a 2-core machine) and of `itlkit simulate --runs` over
-the file (goal <= 30 s), both as whole processes.
+known arrival rates can be simulated) and data/real-runs-more/real_world_more.json (107 real
+bursts), the runs the bundled calibration is fitted on. Prints, for the uncalibrated roofline and
+for the calibration fitted on the runs, each run's relative error (predicted / measured - 1) of
+mean ITL (as the file defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per
+GPU family, then the leave-one-out median absolute errors (each run predicted by constants fitted
+without it), the leave-one-source-out ones (each publisher's runs predicted by constants fitted
+without any of them), and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine)
+and of `itlkit simulate --runs` over the files (goal <= 30 s), both as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
 mean ITL / TTFT / E2E on these runs, and 29% of TTFT p99.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,6 +50,7 @@ from itlkit.sim.runs import RunError, read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = ROOT / "data" / "real-runs" / "real_runs_trainval.json"
+MORE_RUNS = ROOT / "data" / "real-runs-more" / "real_world_more.json"
 BUNDLED = ROOT / "data" / "calibration.json"
 ITLKIT = [sys.executable, "-m", "itlkit"]
 SHOWN = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p99_seconds",
@@ -205,11 +209,11 @@ def held_out(paths: list[Path]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "path",
-        nargs="?",
+        "paths",
+        nargs="*",
         type=Path,
-        default=DEFAULT_RUNS,
-        help="runs to calibrate on and score (default: the 13 trainval runs)",
+        default=[DEFAULT_RUNS, MORE_RUNS],
+        help="runs to calibrate on and score (default: the 13 trainval runs and the 107 more)",
     )
     parser.add_argument("--runs", type=Path, action="append", metavar="RUNS.json",
                         help="instead: score held-out runs under the bundled calibration and "
@@ -218,27 +222,39 @@ def main() -> None:
     if args.runs:
         held_out(args.runs)
     else:
-        fit_and_score(args.path)
+        fit_and_score(args.paths)
 
 
-def fit_and_score(path: Path) -> None:
-    runs, skipped = simulable(read_runs(path))
-    print(f"{path.name}: {len(runs)} runs simulated, {len(skipped)} cannot be (unknown rates)")
+def fit_and_score(paths: list[Path]) -> None:
+    runs, skipped = simulable([run for path in paths for run in read_runs(path)])
+    names = " + ".join(path.name for path in paths)
+    print(f"{names}: {len(runs)} runs simulated, {len(skipped)} cannot be (unknown rates)")
     raw = {run.id: residuals(run, predict_run(run, UNCALIBRATED)) for run in runs}
     table("uncalibrated roofline (efficiency 1, no host, all-reduce or pipeline terms):", raw)
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "CALIBRATION.json"
-        calibrate_seconds, _ = timed([*ITLKIT, "calibrate", str(path), "-o", str(out)])
+        calibrate_seconds, _ = timed([*ITLKIT, "calibrate", *map(str, paths), "-o", str(out),
+                                      "--base", "none"])  # fmt: skip
         calibration = read_calibration(out)
-        simulate_seconds, done = timed([*ITLKIT, "simulate", "--runs", str(path), "--json",
-                                        "--calibration", str(out)])  # fmt: skip
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
+        simulate_seconds, lines = 0.0, []
+        for path in paths:
+            seconds, done = timed([*ITLKIT, "simulate", "--runs", str(path), "--json",
+                                   "--calibration", str(out)])  # fmt: skip
+            simulate_seconds += seconds
+            lines += [json.loads(line) for line in done.stdout.splitlines()]
     table("calibrated, in sample:", calibration.residuals)
+    for key, values in calibration.groups.items():
+        print(f"constants of {key}: " + ", ".join(
+            f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, float)))  # fmt: skip
     loo = calibration.leave_one_out
     print("leave-one-out median |error|: " + ", ".join(f"{k} {v:.1%}" for k, v in loo.items()))
-    tails = [v for k, v in loo.items() if k.startswith("itl_token")]
-    print(f"  per-token ITL quantiles (the one run that has them): {np.round(tails, 3).tolist()}")
-    print(f"itlkit calibrate: {calibrate_seconds:.1f} s (goal <= 120 s)")
+    print("leave-one-source-out median |error| (a source's runs predicted by constants fitted "
+          "without them):")  # fmt: skip
+    for source, errors in calibration.leave_one_source_out.items():
+        cells = ", ".join(f"{k} {v:.1%}" for k, v in errors.items() if not k.startswith("itl_t"))
+        print(f"  {source}: {cells}")
+    print(f"itlkit calibrate: {calibrate_seconds:.1f} s on {os.cpu_count()} cores "
+          "(goal <= 120 s)")  # fmt: skip
     errors = sum("error" in line for line in lines)
     print(f"itlkit simulate --runs: {simulate_seconds:.1f} s for {len(lines)} runs "
           f"({errors} refused: unknown rates) (goal <= 30 s)")  # fmt: skip

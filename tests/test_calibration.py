@@ -298,6 +298,9 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     # the 6 simulable fixture runs (H100, vLLM 0.15.1) and the 107 A100 / H100 64 GB bursts
     assert bundled.is_calibrated and set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more)}
     assert bundled.step_model == "engine"
+    # each group keeps the step model that predicts its held-out runs better
+    assert {k: g["step_model"] for k, g in bundled.groups.items()} == {
+        "gpu:a100": "engine", "gpu:h100": "reference", "gpu:h100/V0": "engine"}  # fmt: skip
     # one group per GPU family with enough runs, V0 apart: A100 (81), H100 (6), H100 V0 (26)
     assert set(bundled.groups) == {"gpu:a100", "gpu:h100", "gpu:h100/V0"}
     assert bundled.for_gpu("h200-sxm") is bundled  # no H200 runs: the global constants
@@ -317,10 +320,10 @@ def test_explain_shows_the_calibrated_step_beside_the_reference():
     values = json.loads(done.stdout)
     # the reference's floor stays (worked example: 4.79 + 10.26 = 15.05 ms at 64 x 4,096)
     assert round(values["floor_seconds"] * 1e3, 2) == 15.05
-    # a calibrated step of the engine model, memory-bound at 64 tokens: the floor less the
-    # untied input embedding (128,256 x 4,096 bf16, gathered, not streamed) / efficiency + host
-    # per step + 64 x per sequence (TP 1: no all-reduce)
-    embedding_seconds = 128256 * 4096 * 2 / 3.35e12
+    # a calibrated decode step, memory-bound at 64 tokens: the floor / efficiency + host per
+    # step + 64 x per sequence (TP 1: no all-reduce); the engine step model reads the weights
+    # less the untied input embedding (128,256 x 4,096 bf16: gathered, not streamed)
+    embedding_seconds = 128256 * 4096 * 2 / 3.35e12 if c.step_model == "engine" else 0.0
     expected = (
         (values["floor_seconds"] - embedding_seconds) / c.efficiency
         + c.host_seconds_per_step

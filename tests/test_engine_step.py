@@ -128,7 +128,7 @@ def test_the_fit_reads_a_simulated_step_back_into_its_terms():
 def test_a_calibration_group_is_used_for_its_gpu_family_only():
     group = {"efficiency": 0.5, "mfu": 0.6, "host_seconds_per_step": 1e-3,
              "host_seconds_per_sequence": 1e-5, "ttft_pipeline_steps": 1.0,
-             "ttft_pipeline_seconds": 0.01, "network_bytes_per_second": 1e9,
+             "ttft_pipeline_seconds": 0.01, "network_bytes_per_second": 1e9, "step_model": "engine",
              "allreduce_seconds_per_call": {"nvlink": 1e-5, "pcie": 2e-5,
                                             "network": 3e-4}}  # fmt: skip
     cal = Calibration(efficiency=0.9, groups={"gpu:a100": group, "gpu:h100/V0": group})

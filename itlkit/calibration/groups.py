@@ -4,7 +4,8 @@ The global fit (`fit.calibrate`) is one set of constants for every run. Real ser
 GPU family more than by anything else the runs record (an A100's host and all-reduce overheads
 and its reachable bandwidth are not an H100's), so the step terms and the TTFT pipeline are
 refitted on each family's runs, starting from the global constants, where a family has at least
-`MIN_RUNS` runs and is not the only one. The jitter stays global.
+`MIN_RUNS` runs and is not the only one, once under each step model; the group keeps the model
+with the lower leave-one-out error of its mean ITL. The jitter stays global.
 
 Held-out errors are computed the cheap way the global leave-one-out is: from the features of the
 fit's last simulations, the constants are re-solved without the held runs (the global ones, and
@@ -32,6 +33,7 @@ from itlkit.calibration.fit import (
 from itlkit.calibration.parallel import run_all
 from itlkit.calibration.predict import predict_run
 from itlkit.physics.calibration import GROUP_KEYS, Calibration, group_key
+from itlkit.physics.roofline import STEP_MODELS
 from itlkit.sim.runs import Run
 
 
@@ -58,15 +60,29 @@ def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float
     for key, group_runs in sorted(members.items()):
         if len(group_runs) < MIN_RUNS:
             continue
+        fits = [_fit_group(group_runs, replace(calibration, step_model=model), seed=seed,
+                           prior_weight=prior_weight) for model in STEP_MODELS]  # fmt: skip
+        cal, group_feats, _ = min(fits, key=lambda fit: fit[2])
         if log:
-            log(f"group {key}: {len(group_runs)} runs")
-        cal, group_feats, *_ = fit_step_terms(group_runs, calibration, seed=seed,
-                                              prior_weight=prior_weight)  # fmt: skip
-        steps, seconds = solve_pipeline(group_runs, group_feats)
-        cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
+            log(f"group {key}: {len(group_runs)} runs, {cal.step_model} step model "
+                "(leave-one-out ITL " + ", ".join(f"{f[0].step_model} {f[2]:.1%}" for f in fits)
+                + ")")  # fmt: skip
         groups[key] = group_values(cal)
         feats.update({run.id: f for run, f in zip(group_runs, group_feats, strict=True)})
     return groups, feats
+
+
+def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float):
+    """(the group's constants under `start`'s step model, their features, their leave-one-out
+    median |error| of the mean ITL): each group keeps the step model that predicts its held-out
+    runs better (cross-validation; the reference model's one MFU, or the engine's terms)."""
+    cal, feats, *_ = fit_step_terms(runs, start, seed=seed, prior_weight=prior_weight)
+    steps, seconds = solve_pipeline(runs, feats)
+    cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds, groups={})
+    by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
+    folds = held_out_errors(runs, by_id, {}, cal, seed=seed, prior_weight=prior_weight,
+                            key=lambda run: run.id)  # fmt: skip
+    return cal, feats, median_abs(folds)["itl_mean_seconds"]
 
 
 def _solve(runs, feats, base: Calibration, prior_weight: float) -> Calibration:

@@ -167,7 +167,7 @@ def _check(key: str, value) -> None:
 
 GROUP_KEYS = ("efficiency", "mfu", "allreduce_seconds_per_call", "host_seconds_per_step",
               "host_seconds_per_sequence", "ttft_pipeline_steps",
-              "ttft_pipeline_seconds", "network_bytes_per_second")  # fmt: skip
+              "ttft_pipeline_seconds", "network_bytes_per_second", "step_model")  # fmt: skip
 
 
 def group_key(gpu: str, engine: str = "V1") -> str:
