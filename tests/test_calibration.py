@@ -303,7 +303,13 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
         "gpu:a100": "engine", "gpu:h100": "reference", "gpu:h100/V0": "engine"}  # fmt: skip
     # one group per GPU family with enough runs, V0 apart: A100 (81), H100 (6), H100 V0 (26)
     assert set(bundled.groups) == {"gpu:a100", "gpu:h100", "gpu:h100/V0"}
-    assert bundled.for_gpu("h200-sxm") is bundled  # no H200 runs: the global constants
+    # no H200 runs: the global constants, with what a new source's runs came out as
+    h200 = bundled.for_gpu("h200-sxm")
+    assert h200.efficiency == bundled.efficiency and h200.group == ""
+    itl = [e["itl_mean_seconds"] for e in bundled.leave_one_source_out.values()]
+    assert h200.describe().endswith(
+        f"no gpu:h200 runs in it: its global constants; a source it was not fitted on came out "
+        f"{min(itl):.0%} to {max(itl):.0%} off in mean ITL (leave-one-source-out)")  # fmt: skip
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {

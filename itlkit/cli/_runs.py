@@ -41,5 +41,7 @@ def simulate_runs(args) -> int:
         except ConfigError as exc:  # unknown rates, a model that does not fit, ...
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
+        if not isinstance(run, RunError):  # which constants, and what they are worth here
+            line["calibration_scope"] = calibration.for_gpu(run.gpu, run.engine).describe()
         print(json.dumps(line), flush=True)
     return 0

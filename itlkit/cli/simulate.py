@@ -321,6 +321,7 @@ def run(args) -> int:
     if args.json:
         values = _json_values(result, dep, config)
         values["calibration"] = calibration.name if calibration else "none"
+        values["calibration_scope"] = calibration.describe() if calibration else "none"
         values["vllm_version"] = settings.version.label if settings.version else None
         values["assumptions"] = list(_assumptions(args, settings, workload))
         print(json.dumps(values, indent=2))

@@ -90,6 +90,7 @@ class Calibration:
     leave_one_out: dict[str, float] = field(default_factory=dict)  # metric -> median |error|
     groups: dict[str, dict] = field(default_factory=dict)  # "gpu:<family>" -> GROUP_KEYS values
     group: str = ""  # the group whose constants these are ("": the global fit)
+    scope: str = ""  # `for_gpu` on a GPU family the calibration has no group for: how far off
     # source -> metric -> median |error| of its runs, predicted by constants fitted without them
     leave_one_source_out: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -113,8 +114,16 @@ class Calibration:
         key = group_key(gpu, engine)
         values = self.groups.get(key)
         if values is None:
-            return self
+            return replace(self, scope=self._extrapolation(key)) if self.groups else self
         return replace(self, **_group_values(values, key), groups={}, group=key)
+
+    def _extrapolation(self, key: str) -> str:
+        """What using the global constants for a family without runs is worth, in words."""
+        itl = [e["itl_mean_seconds"] for e in self.leave_one_source_out.values()
+               if "itl_mean_seconds" in e]  # fmt: skip
+        spread = (f"; a source it was not fitted on came out {min(itl):.0%} to {max(itl):.0%} "
+                  "off in mean ITL (leave-one-source-out)") if itl else ""  # fmt: skip
+        return f"no {key} runs in it: its global constants{spread}"
 
     def allreduce_for(self, deployment: Deployment) -> float:
         """Per-call all-reduce latency over the deployment's link (NVLink-class, PCIe, network);
@@ -146,6 +155,7 @@ class Calibration:
             return f"calibration: {self.name}"
         n = len(self.fitted_on)
         scope = f", constants of {self.group}" if self.group else ""
+        scope += f"; {self.scope}" if self.scope else ""
         return f"calibration {self.name!r}: fitted on {n} run{'' if n == 1 else 's'}{scope}"
 
     def with_values(self, **values) -> Calibration:
@@ -234,6 +244,7 @@ def _check_metadata(values: dict, source: str) -> None:
         "leave_one_out": mapping(number),
         "groups": lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
         "group": text,
+        "scope": text,
         "leave_one_source_out": mapping(mapping(number)),
     }
     for key, ok in shapes.items():
