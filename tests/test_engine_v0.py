@@ -7,6 +7,8 @@ here by hand, every step 1 s long.
 """
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from itlkit.errors import ConfigError
 from itlkit.sim.scheduler import SchedulerConfig, constant_step_function, simulate
@@ -77,3 +79,32 @@ def test_a_run_of_prefill_steps_holds_every_stream():
 def test_prefill_only_steps_are_a_v0_policy_without_chunking():
     with pytest.raises(ConfigError, match="V0's policy without chunked prefill"):
         SchedulerConfig(prefill_only_steps=True).validate()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrivals=st.lists(st.floats(0, 20), min_size=1, max_size=12),
+    prompts=st.lists(st.integers(1, 40), min_size=12, max_size=12),
+    outputs=st.lists(st.integers(1, 30), min_size=12, max_size=12),
+    capacity=st.integers(80, 300),
+    seqs=st.integers(1, 6),
+)
+def test_v0_runs_keep_their_books(arrivals, prompts, outputs, capacity, seqs):
+    # whatever the traffic and however tight the KV cache: every request finishes with all its
+    # tokens, token times only move forward, one ITL per token after the first, KV all returned
+    n = len(arrivals)
+    w = make_workload(arrival_seconds=sorted(arrivals), prompt_tokens=prompts[:n],
+                      output_tokens=outputs[:n])  # fmt: skip
+    config = SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=seqs,
+                             enable_chunked_prefill=False, prefill_only_steps=True)  # fmt: skip
+    r = simulate(w, step_function=constant_step_function(0.5), kv_capacity_tokens=capacity,
+                 config=config)  # fmt: skip
+    assert r.finished.all()
+    assert list(r.generated_tokens) == outputs[:n]
+    for i in range(n):
+        times = r.token_times_seconds(i)
+        assert len(times) == outputs[i] and (len(times) < 2 or min(times[1:] - times[:-1]) > 0)
+    assert len(r.itl_seconds) == sum(o - 1 for o in outputs[:n])
+    assert r.step_kv_tokens[-1] == 0
+    # no step both prefills and decodes
+    assert not ((r.step_prefill_tokens > 0) & (r.step_decode_tokens > 0)).any()
