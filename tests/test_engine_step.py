@@ -173,3 +173,19 @@ def test_the_fit_reads_the_network_term_of_tp_across_nodes():
                + f.network_seconds * 12.5e9 / 2e9 / 0.7)  # fmt: skip
     assert f.network_seconds > 0 and f.link_calls[:2] == (0.0, 0.0)
     assert rebuilt == pytest.approx(mean_step, rel=1e-9)
+
+
+def test_a_group_keeps_the_step_model_its_held_out_runs_prefer(monkeypatch):
+    import itlkit.calibration.groups as groups
+
+    def fake_fit(runs, start, *, seed, prior_weight):
+        # the engine model predicts these held-out runs better (5% against 9%)
+        error = {"reference": 0.09, "engine": 0.05}[start.step_model]
+        return replace(start, efficiency=error), [None] * len(runs), error
+
+    monkeypatch.setattr(groups, "_fit_group", fake_fit)
+    runs = [r for r in read_runs(REAL_RUNS / "real_runs_trainval.json") if r.workload.stages]
+    a100 = [replace(r, id=f"a{r.id}", gpu="a100-80gb-sxm") for r in runs]
+    chosen, _ = groups.fit_groups([*runs, *a100], Calibration(), seed=0, prior_weight=0.1)
+    assert {k: v["step_model"] for k, v in chosen.items()} == {"gpu:a100": "engine",
+                                                             "gpu:h100": "engine"}  # fmt: skip
