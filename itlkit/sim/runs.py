@@ -13,6 +13,10 @@ serve (a TP that does not split the heads, no room for one `max_model_len` conte
 below it without chunked prefill, requests longer than it), sizes beyond what a simulation
 rebuilds in about a minute (the `MOST_*` table) and measurements no run can produce (a TTFT above
 its E2E, quantile levels outside (0, 1)).
+
+Optional per-run fields beyond that format: `interconnect` ("nvlink", "pcie" or "network": the link
+TP's all-reduces cross; a run whose `flags` hold "tp_across_nodes" reads as "network"), and
+`source` (`{"repo": ...}` or a string: the publisher, for leave-one-source-out errors).
 """
 
 from __future__ import annotations
