@@ -10,7 +10,10 @@ Each engine step (vLLM V1 `Scheduler.schedule`, chunked prefill on, as `vllm ser
    admitted in arrival order while fewer than `max_num_seqs` run, each taking a chunk of at most
    the token budget left: `max_num_batched_tokens` counts decode and prefill tokens together.
    With chunked prefill off a prompt is prefilled whole in one step (vLLM then requires the budget
-   to hold `max_model_len`; here a prompt longer than the budget still goes, alone).
+   to hold `max_model_len`; here a prompt longer than the budget still goes, alone). vLLM V0
+   without chunked prefill (`prefill_only_steps`) goes further: waiting prompts are admitted
+   first with the whole budget, and a step that admits any runs them alone while every decode
+   waits (`Engine.prefill_only`).
 4. KV cache: capacity in tokens = (HBM x utilisation - weights) / KV bytes per token (per GPU).
    Each request holds the KV of its cached prefix, prefilled and generated tokens; a prefix that
    requests of one group share (a system prompt served from the prefix cache) is held once while

@@ -455,8 +455,8 @@ def _behaviour_lines(row: Release, name: str, value: dict) -> list[str]:
     if row.engine == "V0" and not value["enable_chunked_prefill"]:
         lines.append(
             f"{name}'s V0 scheduler without chunked prefill runs arriving prompts in steps of "
-            "their own while the decodes wait (vllm/core/scheduler.py _schedule_default); itlkit's "
-            "engine runs each whole prompt in one step beside the decodes"
+            "their own while the decodes wait (vllm/core/scheduler.py _schedule_default); so does "
+            "itlkit's engine (prefill-only steps)"
         )
     if row.async_scheduling is None:
         host = "no --async-scheduling yet"
