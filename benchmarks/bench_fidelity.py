@@ -80,14 +80,6 @@ HELD_OUT_LABELS = {"tpot_mean": "TPOT mean", "ttft_mean": "TTFT mean", "itl_p50"
 GROUPS = ("source", "table", "gpu", "model class", "flag")
 
 
-def model_class(model) -> str:
-    """A coarse class of the model: MoE, else dense by total parameters."""
-    if model.is_moe:
-        return "MoE"
-    billions = model.total_params / 1e9
-    return "dense < 10B" if billions < 10 else "dense 10-40B" if billions < 40 else "dense > 40B"
-
-
 def tpot_mean_seconds(result) -> float:
     """Mean over finished requests of (last token - first token) / (tokens - 1), as vllm bench
     computes TPOT (the TTFT pipeline delay adds to both ends, so it cancels)."""
@@ -125,7 +117,7 @@ def read_held_out(path: Path) -> tuple[list, dict[str, dict], list[str]]:
         ok.append(run)
         tpot = docs[run.id].get("measured", {}).get("tpot_mean_seconds")
         labels[run.id] = {"source": source.get("repo", "?"), "table": source.get("table", "?"),
-                          "gpu": run.gpu, "model class": model_class(run.model),
+                          "gpu": run.gpu, "model class": run.model.size_class,
                           "flag": tuple(docs[run.id].get("flags") or ["(none)"]),
                           "tpot_mean": tpot}  # fmt: skip
     return ok, labels, failed

@@ -447,3 +447,23 @@ def test_the_fit_gives_the_same_answer_on_a_process_pool():
     with workers(2):
         pooled = calibrate(runs, leave_one_out=False).calibration
     assert pooled.to_json() == serial.to_json()
+
+
+def test_a_prediction_beyond_the_calibrations_runs_says_so():
+    from itlkit.cli._runs import load_calibration
+
+    bundled = load_calibration("bundled")
+    # the fixture's open-loop stages and the bursts of the 107: no closed-loop client among them
+    assert bundled.coverage == {"model": ["MoE", "dense 10-40B", "dense < 10B", "dense > 40B"],
+                                "client": ["burst", "open loop"]}  # fmt: skip
+    assert bundled.beyond(model="dense < 10B", client="open loop") == ""
+    assert bundled.beyond(model="MoE", client="closed loop") == (
+        "no closed loop clients in it: expect a larger error"
+    )
+    done = itlkit("simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--num-prompts",
+                  "20", "--max-concurrency", "4", "--prompt-tokens", "256", "--output-tokens",
+                  "32", "--calibration", "bundled")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "constants of gpu:h100; no closed loop clients in it: expect a larger error" in (
+        done.stdout
+    )

@@ -488,9 +488,15 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     cal = replace(
         cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
-        leave_one_source_out=loso,
+        leave_one_source_out=loso, coverage=_coverage(usable),
     )  # fmt: skip
     return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
+
+
+def _coverage(runs) -> dict[str, list[str]]:
+    """The model classes and clients the runs covered (a prediction beyond them says so)."""
+    return {"model": sorted({run.model.size_class for run in runs}),
+            "client": sorted({run.workload.client for run in runs})}  # fmt: skip
 
 
 def _groups(runs, cal, seed, prior_weight, log):

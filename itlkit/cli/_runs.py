@@ -42,6 +42,8 @@ def simulate_runs(args) -> int:
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
         if not isinstance(run, RunError):  # which constants, and what they are worth here
-            line["calibration_scope"] = calibration.for_gpu(run.gpu, run.engine).describe()
+            scope = calibration.for_gpu(run.gpu, run.engine)
+            beyond = scope.beyond(model=run.model.size_class, client=run.workload.client)
+            line["calibration_scope"] = scope.describe() + (f"; {beyond}" if beyond else "")
         print(json.dumps(line), flush=True)
     return 0

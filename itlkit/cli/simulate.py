@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from itlkit.cli._args import (
@@ -296,6 +296,10 @@ def run(args) -> int:
     plain = deployment_from_args(args, **memory)
     engine = settings.version.engine if settings.version else "V1"
     calibration = calibration.for_gpu(plain.gpu.slug, engine) if calibration else None
+    if calibration:  # what the calibration's runs did not cover, said with it
+        beyond = calibration.beyond(model=plain.model.size_class, client=_client_kind(args))
+        calibration = replace(calibration, scope="; ".join(filter(None, (calibration.scope,
+                                                                           beyond))))  # fmt: skip
     dep = _calibrated(plain, calibration)
     _check_memory(args, dep, settings.max_num_batched_tokens)
     config = settings.scheduler_config(
@@ -333,6 +337,13 @@ def run(args) -> int:
         if calibration:
             print(calibration.describe())
     return 0
+
+
+def _client_kind(args) -> str:
+    """The client as a calibration's coverage names it (`RunWorkload.client`)."""
+    if args.max_concurrency is not None:
+        return "closed loop"
+    return "burst" if args.request_rate == math.inf else "open loop"
 
 
 def _calibration(args):

@@ -91,6 +91,8 @@ class Calibration:
     groups: dict[str, dict] = field(default_factory=dict)  # "gpu:<family>" -> GROUP_KEYS values
     group: str = ""  # the group whose constants these are ("": the global fit)
     scope: str = ""  # `for_gpu` on a GPU family the calibration has no group for: how far off
+    # what the runs it was fitted on covered: {"model": size classes, "client": client kinds}
+    coverage: dict[str, list[str]] = field(default_factory=dict)
     # source -> metric -> median |error| of its runs, predicted by constants fitted without them
     leave_one_source_out: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -116,6 +118,16 @@ class Calibration:
         if values is None:
             return replace(self, scope=self._extrapolation(key)) if self.groups else self
         return replace(self, **_group_values(values, key), groups={}, group=key)
+
+    def beyond(self, *, model: str, client: str) -> str:
+        """ "" where the calibration's runs covered this model class and client; else one
+        clause per thing they did not ("no MoE runs in it, no closed-loop clients")."""
+        missing = []
+        if self.coverage and model not in self.coverage.get("model", []):
+            missing.append(f"no {model} runs")
+        if self.coverage and client not in self.coverage.get("client", []):
+            missing.append(f"no {client} clients")
+        return ", ".join(missing) + " in it: expect a larger error" if missing else ""
 
     def _extrapolation(self, key: str) -> str:
         """What using the global constants for a family without runs is worth, in words."""
@@ -245,6 +257,10 @@ def _check_metadata(values: dict, source: str) -> None:
         "groups": lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
         "group": text,
         "scope": text,
+        "coverage": lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(x, list) and all(map(text, x)) for x in v.values())
+        ),
         "leave_one_source_out": mapping(mapping(number)),
     }
     for key, ok in shapes.items():

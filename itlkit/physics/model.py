@@ -73,6 +73,16 @@ class Model:
         return self.num_experts > 0
 
     @property
+    def size_class(self) -> str:
+        """A coarse class for calibration coverage: MoE, else dense by total parameters."""
+        if self.is_moe:
+            return "MoE"
+        billions = self.total_params / 1e9
+        return (
+            "dense < 10B" if billions < 10 else "dense 10-40B" if billions < 40 else "dense > 40B"
+        )
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 

@@ -128,6 +128,15 @@ class RunWorkload:
     repeat_share: float = 0.0  # requests that resend an earlier request's prompt
 
     @property
+    def client(self) -> str:
+        """How the client sent: "closed loop", "burst" (all at t = 0) or "open loop"."""
+        if self.max_concurrency is not None:
+            return "closed loop"
+        if self.request_rate_per_second is not None and math.isinf(self.request_rate_per_second):
+            return "burst"
+        return "open loop"
+
+    @property
     def prompt_tokens(self) -> int | None:
         """Tokens of each served prompt: the measured mean, else system prompt + question +
         template tokens (re-tokenisation adds them), else the prompt distribution's mean; None
