@@ -1,0 +1,74 @@
+"""SGLang's Prometheus metrics: the names itlkit reads, and what each version's latency metric means.
+
+SGLang serves `/metrics` with `--enable-metrics`. Read from SGLang's source (Apache-2.0):
+- 0.3.5 (first Prometheus support): `python/sglang/srt/metrics/metrics_collector.py`,
+  `managers/scheduler.py` @ 5bc2508b80a438dda141c757af5b443db65defe9 (label `name`, not
+  `model_name`);
+- 0.3.6: `python/sglang/srt/metrics/collector.py`, `managers/tokenizer_manager.py` (upstream
+  "Simplify prometheus metrics (#1981)", 1929c067, 2024-11-10);
+- current: `python/sglang/srt/observability/metrics_collector.py` @
+  44cedc2b9c7dd31d9acae4498ea4fa0d3665feed (`TokenizerMetricsCollector`: request histograms;
+  `SchedulerMetricsCollector`: gauges and counters labelled `engine_type`, `tp_rank`, `pp_rank`).
+Summarised, with the lines read, in `tests/data/sglang/metric-definitions.md`.
+
+Only `sglang:inter_token_latency_seconds` is an inter-token latency. Its observation differs from
+vLLM's: a streamed chunk of k tokens after `interval` seconds adds k observations of interval / k
+to the buckets and the whole interval to `_sum` (`observe_inter_token_latency`), so the
+histogram is per token. `sglang:time_per_output_token_seconds` is not an ITL in any version: in
+0.3.5 it is the wall time of each decode iteration, once per running request, and prefill
+iterations record nothing (so prefill stalls cannot show in it); in 0.3.6 it is each request's
+running average since its first token. itlkit never reads it as one (`TPOT_MEANINGS`).
+"""
+
+from __future__ import annotations
+
+SGLANG_PREFIX = "sglang:"
+
+# itlkit's metric key -> SGLang's family names, newest first (a page holds one of them).
+NAMES: dict[str, tuple[str, ...]] = {
+    "itl": ("sglang:inter_token_latency_seconds",),
+    "ttft": ("sglang:time_to_first_token_seconds",),
+    "e2e": ("sglang:e2e_request_latency_seconds",),
+    "running": ("sglang:num_running_reqs", "sglang:num_requests_running"),
+    "waiting": ("sglang:num_queue_reqs", "sglang:num_requests_waiting"),
+    "kv_usage": ("sglang:token_usage",),
+    "preemptions": ("sglang:num_retracted_requests_total",),
+    "prompt_tokens": ("sglang:prompt_tokens_total",),
+    "generation_tokens": ("sglang:generation_tokens_total",),
+}
+
+# The histogram that looks like an ITL and is not one, by version.
+NOT_AN_ITL = "sglang:time_per_output_token_seconds"
+TPOT_MEANINGS = {
+    "0.3.5": "the wall time of each decode iteration, observed once per running request; "
+    "iterations that run a prefill record nothing, so a prefill stall cannot show in it",
+    "0.3.6": "each request's running average since its first token (plus one observation of "
+    "E2E / tokens at its end)",
+}
+
+
+def engine_of(family: str) -> str:
+    """The serving engine a metric family belongs to: "sglang" or "vllm"."""
+    return "sglang" if family.startswith(SGLANG_PREFIX) else "vllm"
+
+
+def version_of_page(text: str) -> str:
+    """SGLang's metric generation a page was written by: "0.3.5" (label `name`, gauge
+    `sglang:num_requests_running`), "0.3.6" (`sglang:num_running_reqs` and the TPOT histogram)
+    or "current" (`sglang:inter_token_latency_seconds`)."""
+    if "sglang:inter_token_latency_seconds" in text:
+        return "current"
+    if "sglang:num_requests_running" in text:
+        return "0.3.5"
+    return "0.3.6"
+
+
+def not_an_itl_message(text: str) -> str:
+    """Why an SGLang page without an ITL histogram has none itlkit can read."""
+    version = version_of_page(text)
+    meaning = TPOT_MEANINGS.get(version, TPOT_MEANINGS["0.3.6"])
+    return (
+        f"this SGLang page ({version} metrics) has {NOT_AN_ITL} but no "
+        f"sglang:inter_token_latency_seconds; in SGLang {version} that histogram is {meaning}: "
+        "not an inter-token latency, so itlkit does not read it as one"
+    )
