@@ -35,8 +35,9 @@ def add_parser(subparsers) -> None:
         "paths", nargs="+", metavar="PATH", help="scrape file, scrape folder or bench JSON"
     )
     p.add_argument("--metric", default="itl", choices=SECONDS_HISTOGRAMS,
-                   help="which histogram (default itl: vllm:inter_token_latency_seconds, or the "
-                        "older vllm:time_per_output_token_seconds)")  # fmt: skip
+                   help="which histogram (default itl: vllm:inter_token_latency_seconds, the "
+                        "older vllm:time_per_output_token_seconds, or SGLang's "
+                        "sglang:inter_token_latency_seconds)")  # fmt: skip
     p.add_argument("--model-name", default=None, help="only this model_name label")
     p.add_argument("--engine", default=None, help="only this engine label (default: sum of all)")
     p.add_argument("--floor-seconds", type=step_seconds, default=None,
@@ -279,7 +280,9 @@ def _histogram_doc(args, paths: list[str], detailed: dict) -> tuple[dict, str]:
     if bench is not None:  # read once: its samples are binned here and quantiled exactly below
         frame = bench_frame(bench.samples)
     else:
-        frame = read_paths(paths, metrics=(args.metric,))
+        # SGLang's TPOT is read beside the ITL only to say why it is not one
+        extra = ("sglang_tpot", "running") if args.metric == "itl" else ()
+        frame = read_paths(paths, metrics=(args.metric, *extra))
     series = histogram_series(frame, args.metric, model_name=args.model_name, engine=args.engine)
     require_scrape_times(series)  # the window between untimed scrapes is unknown
     used = frame.loc[frame["metric"] == args.metric, "family"].astype(str).unique()

@@ -264,8 +264,8 @@ def _itl_windows(frame: pd.DataFrame, window_seconds: float, notes: list[str]):
     try:
         itl = histogram_series(frame, "itl")
     except SourceError as exc:
-        if (frame["metric"] == "itl").any():
-            raise  # the histogram is there but broken: the message names file and series
+        if (frame["metric"] == "itl").any() or (frame["metric"] == "sglang_tpot").any():
+            raise  # broken, or SGLang's TPOT: the message names the file and says what is wrong
         raise EvidenceError(
             "the metrics hold no ITL histogram (vllm:inter_token_latency_seconds or "
             f"vllm:time_per_output_token_seconds): {exc}"

@@ -55,6 +55,7 @@ from itlkit.metrics.bench import (
 )
 from itlkit.metrics.histogram import from_samples
 from itlkit.metrics.scrape_names import SCRAPE_SUFFIXES, timestamp_from_name
+from itlkit.metrics.sglang_metrics import SGLANG_PREFIX
 from itlkit.metrics.vllm_metrics import (
     ITL_BUCKETS_SECONDS,
     METRICS,
@@ -134,9 +135,9 @@ class _Parser:
 
 # What the diagnosis reads; pass `metrics=ALL_METRICS` (or a list of keys) for more.
 DEFAULT_METRICS = (
-    "itl", "ttft", "e2e", "running", "waiting", "kv_usage", "preemptions", "prompt_tokens",
-    "generation_tokens", "prefix_cache_queries", "prefix_cache_hits", "request_prompt_tokens_sum",
-    "request_prompt_tokens_count", "request_generation_tokens_sum",
+    "itl", "sglang_tpot", "ttft", "e2e", "running", "waiting", "kv_usage", "preemptions",
+    "prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits",
+    "request_prompt_tokens_sum", "request_prompt_tokens_count", "request_generation_tokens_sum",
 )  # fmt: skip
 ALL_METRICS = tuple(METRICS)
 _DEFAULT = _Parser.for_keys(DEFAULT_METRICS)
@@ -282,6 +283,10 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
             if kind == "bucket":
                 le = _bucket_bound(labels, sample_name=s.name, source=where)
             model_name = labels.pop("model_name", "")
+            if family_name.startswith(SGLANG_PREFIX):
+                if not _sglang_rank_zero(labels):
+                    continue  # another TP / PP rank's copy of the same gauge
+                model_name = model_name or labels.pop("name", "")  # SGLang 0.3.5's label
             engine = labels.pop("engine", "")
             other = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
             value = _checked_value(s, kind=kind, metric=metric(key), where=where)
@@ -297,6 +302,15 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
                  matches[i][0])
             )  # fmt: skip
     return rows
+
+
+def _sglang_rank_zero(labels: dict) -> bool:
+    """SGLang's scheduler metrics come once per rank (`tp_rank`, `pp_rank`, ...), each the same
+    instance's view: rank 0's is read and the rank labels dropped."""
+    for rank in ("tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"):
+        if labels.pop(rank, "0") != "0":
+            return False
+    return True
 
 
 def _one_time_per_series(stamps: dict, series: tuple, when: float, number: int, where: str):

@@ -9,6 +9,7 @@ import pandas as pd
 
 from itlkit.errors import HistogramError, SourceError
 from itlkit.metrics.histogram import Histogram, HistogramSeries
+from itlkit.metrics.sglang_metrics import not_an_itl_message
 from itlkit.metrics.vllm_metrics import metric
 
 # vLLM V0 labels its series with model_name only (vllm/engine/metrics.py); V1 adds
@@ -54,6 +55,8 @@ def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
             for k, v in (("model_name", model_name), ("engine", engine))
             if v is not None
         )
+        if key == "itl" and (frame["metric"] == "sglang_tpot").any():
+            raise SourceError(f"{where}: {not_an_itl_message(frame['family'].unique())}")
         raise SourceError(f"no {' or '.join(m.names)}{extra} in {where or 'the input'}")
     return rows
 

@@ -1,4 +1,4 @@
-"""SGLang's Prometheus metrics: the names itlkit reads, and what each version's latency metric means.
+"""SGLang's Prometheus metrics: the names itlkit reads, and what each version's latency means.
 
 SGLang serves `/metrics` with `--enable-metrics`. Read from SGLang's source (Apache-2.0):
 - 0.3.5 (first Prometheus support): `python/sglang/srt/metrics/metrics_collector.py`,
@@ -52,21 +52,24 @@ def engine_of(family: str) -> str:
     return "sglang" if family.startswith(SGLANG_PREFIX) else "vllm"
 
 
-def version_of_page(text: str) -> str:
-    """SGLang's metric generation a page was written by: "0.3.5" (label `name`, gauge
-    `sglang:num_requests_running`), "0.3.6" (`sglang:num_running_reqs` and the TPOT histogram)
-    or "current" (`sglang:inter_token_latency_seconds`)."""
-    if "sglang:inter_token_latency_seconds" in text:
+def metrics_version(families) -> str:
+    """SGLang's metric generation that wrote these families: "current" (it has
+    `sglang:inter_token_latency_seconds`), "0.3.5" (the gauge `sglang:num_requests_running`),
+    "0.3.6" (`sglang:num_running_reqs` beside the TPOT histogram), else "0.3.5 or 0.3.6"."""
+    families = set(families)
+    if "sglang:inter_token_latency_seconds" in families:
         return "current"
-    if "sglang:num_requests_running" in text:
+    if "sglang:num_requests_running" in families:
         return "0.3.5"
-    return "0.3.6"
+    return "0.3.6" if "sglang:num_running_reqs" in families else "0.3.5 or 0.3.6"
 
 
-def not_an_itl_message(text: str) -> str:
-    """Why an SGLang page without an ITL histogram has none itlkit can read."""
-    version = version_of_page(text)
-    meaning = TPOT_MEANINGS.get(version, TPOT_MEANINGS["0.3.6"])
+def not_an_itl_message(families) -> str:
+    """Why SGLang metrics without an ITL histogram hold none itlkit can read."""
+    version = metrics_version(families)
+    meaning = TPOT_MEANINGS.get(version) or (
+        f"(0.3.5) {TPOT_MEANINGS['0.3.5']}, or (0.3.6) {TPOT_MEANINGS['0.3.6']}"
+    )
     return (
         f"this SGLang page ({version} metrics) has {NOT_AN_ITL} but no "
         f"sglang:inter_token_latency_seconds; in SGLang {version} that histogram is {meaning}: "

@@ -9,8 +9,10 @@ Default bucket lists are used only to bin exact samples (benchmark files); scrap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from itlkit.metrics.sglang_metrics import NAMES as SGLANG_NAMES
+from itlkit.metrics.sglang_metrics import NOT_AN_ITL as SGLANG_NOT_AN_ITL
 from itlkit.units import lookup
 
 INF = float("inf")
@@ -34,6 +36,14 @@ _METRICS = [
         "histogram",
         "seconds",
         "engine step spacing seen by one request (renamed from TPOT by vLLM PR #24110)",
+    ),
+    VllmMetric(
+        "sglang_tpot",
+        (SGLANG_NOT_AN_ITL,),
+        "histogram",
+        "seconds",
+        "SGLang's time_per_output_token: not an ITL (0.3.5: decode-iteration time per running "
+        "request, prefill iterations unrecorded; 0.3.6: each request's running average)",
     ),
     VllmMetric(
         "ttft",
@@ -178,6 +188,12 @@ _METRICS = [
         "finished requests by finished_reason",
     ),
 ]
+# SGLang exposes some of the same quantities under its own names (`metrics.sglang_metrics`): a
+# page holds one engine's, so they are read as the same metric, the family naming the engine.
+_METRICS = [
+    replace(m, names=(*m.names, *SGLANG_NAMES.get(m.key, ())))
+    for m in _METRICS
+]  # fmt: skip
 METRICS: dict[str, VllmMetric] = {m.key: m for m in _METRICS}
 SECONDS_HISTOGRAMS = tuple(
     k for k, m in METRICS.items() if m.kind == "histogram" and m.unit == "seconds"
