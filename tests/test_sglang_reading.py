@@ -104,3 +104,5 @@ def test_the_histogram_command_reads_an_sglang_itl(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["family"] == "sglang:inter_token_latency_seconds"
+    # what SGLang's ITL is, said with it (metric-definitions.md: observe_inter_token_latency)
+    assert any("k observations of its gap / k" in w for w in doc["warnings"])

@@ -22,6 +22,7 @@ import pandas as pd
 from itlkit.errors import PrometheusError
 from itlkit.metrics.histogram import HistogramSeries
 from itlkit.metrics.http_get import HttpGetError, HttpStatusError, http_get, one_line, shown_url
+from itlkit.metrics.sglang_metrics import engine_of
 from itlkit.metrics.vllm_metrics import metric
 
 _WINDOW = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\$__rate_interval|\$__range|\$__interval")
@@ -40,7 +41,15 @@ def _check_window(rate_window: str) -> str:
     return rate_window
 
 
+def _vllm_names(metric_key: str) -> tuple[str, ...]:
+    """The metric's vLLM family names (the queries are vLLM's Grafana dashboard's; SGLang's
+    families, with their own labels, are not queried yet)."""
+    return tuple(n for n in metric(metric_key).names if engine_of(n) == "vllm")
+
+
 def _joined(parts: list[str]) -> str:
+    if not parts:
+        raise PrometheusError("that metric has no vLLM family to query (SGLang's are not queried)")
     return parts[0] if len(parts) == 1 else " or ".join(f"({p})" for p in parts)
 
 
@@ -49,7 +58,7 @@ def bucket_rate_query(
 ) -> str:
     """`sum by(le) (rate(<metric>_bucket{model_name="…"}[window]))`, old names joined by `or`."""
     sel, w = _selector(model_name), _check_window(rate_window)
-    return _joined([f"sum by(le) (rate({n}_bucket{sel}[{w}]))" for n in metric(metric_key).names])
+    return _joined([f"sum by(le) (rate({n}_bucket{sel}[{w}]))" for n in _vllm_names(metric_key)])
 
 
 def quantile_query(
@@ -62,7 +71,7 @@ def quantile_query(
 
 def _sum_rate(metric_key: str, suffix: str, model_name, rate_window) -> str:
     sel, w = _selector(model_name), _check_window(rate_window)
-    return _joined([f"sum(rate({n}{suffix}{sel}[{w}]))" for n in metric(metric_key).names])
+    return _joined([f"sum(rate({n}{suffix}{sel}[{w}]))" for n in _vllm_names(metric_key)])
 
 
 def mean_query(metric_key: str = "itl", *, model_name=None, rate_window: str = "1m") -> str:
@@ -85,7 +94,7 @@ def counter_rate_query(metric_key: str, *, model_name=None, rate_window: str = "
 def gauge_query(metric_key: str, *, model_name=None, how: str = "sum") -> str:
     """A gauge combined over engines (`sum` for requests, `avg` for KV-cache usage)."""
     sel = _selector(model_name)
-    return _joined([f"{how}({n}{sel})" for n in metric(metric_key).names])
+    return _joined([f"{how}({n}{sel})" for n in _vllm_names(metric_key)])
 
 
 MAX_ANSWER_BYTES = 64_000_000  # a week of 15 s points for a few hundred series fits in far less
@@ -312,7 +321,7 @@ def model_names(
     timeout_seconds: float = 30.0,
 ) -> list[str]:
     """The `model_name` labels `metric_key`'s histogram carries in the period, sorted."""
-    promql = _joined([f"group by(model_name) ({n}_count)" for n in metric(metric_key).names])
+    promql = _joined([f"group by(model_name) ({n}_count)" for n in _vllm_names(metric_key)])
     frame = query_range(
         base_url, promql, start_seconds=start_seconds, end_seconds=end_seconds,
         step_seconds=step_seconds, timeout_seconds=timeout_seconds,
@@ -388,7 +397,7 @@ def fetch_bucket_rates(
     span = dict(start_seconds=start_seconds, end_seconds=end_seconds, step_seconds=step_seconds,
                 timeout_seconds=timeout_seconds)  # fmt: skip
     where = shown_url(base_url)
-    names = " or ".join(metric(metric_key).names)
+    names = " or ".join(_vllm_names(metric_key))
     buckets = query_range(base_url, bucket_rate_query(metric_key, **kw), **span)
     if buckets.empty:
         raise NoDataError(f"{where}: no {names} data")
@@ -412,7 +421,7 @@ def fetch_bucket_rates(
         for suffix in ("_sum", "_count")
     )  # fmt: skip
     for suffix, values in (("_sum", sums), ("_count", counts)):
-        check_rates(values, times, where=f"{where}: rate of {metric(metric_key).names[0]}{suffix}")
+        check_rates(values, times, where=f"{where}: rate of {_vllm_names(metric_key)[0]}{suffix}")
     return HistogramSeries(
         timestamps_seconds=times,
         upper_bounds=table.columns.to_numpy(dtype=float),

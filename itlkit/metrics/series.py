@@ -9,7 +9,7 @@ import pandas as pd
 
 from itlkit.errors import HistogramError, SourceError
 from itlkit.metrics.histogram import Histogram, HistogramSeries
-from itlkit.metrics.sglang_metrics import not_an_itl_message
+from itlkit.metrics.sglang_metrics import not_an_itl_message, reading_notes
 from itlkit.metrics.vllm_metrics import metric
 
 # vLLM V0 labels its series with model_name only (vllm/engine/metrics.py); V1 adds
@@ -112,6 +112,7 @@ def histogram_series(
     table = _bucket_table(rows, metric_key, order)
     _require_inf_bucket(rows, table, order)
     sums, totals, notes = _sums_and_counts(rows, table, order, metric_key)
+    notes = (*notes, *reading_notes(rows["family"].unique()))
     bounds = np.asarray(table.columns, dtype=float)
     counts = table.to_numpy()
     sources = order["source"].to_numpy()

@@ -47,6 +47,21 @@ TPOT_MEANINGS = {
 }
 
 
+# What a histogram read from SGLang means beside vLLM's (said with every reading of it).
+READING_NOTES = {
+    "sglang:inter_token_latency_seconds": "SGLang's ITL is per token: a streamed chunk of k "
+    "tokens adds k observations of its gap / k (and the whole gap to _sum), so a gap that carried "
+    "several tokens is diluted in the quantiles; vLLM counts one observation per chunk",
+    "sglang:time_to_first_token_seconds": "SGLang 0.3.5's TTFT starts when the request is "
+    "scheduled (its queueing is a histogram of its own); later releases' at arrival, as vLLM's",
+}
+
+
+def reading_notes(families) -> tuple[str, ...]:
+    """What the SGLang families among `families` mean beside vLLM's, one line each."""
+    return tuple(READING_NOTES[f] for f in sorted(set(families)) if f in READING_NOTES)
+
+
 def engine_of(family: str) -> str:
     """The serving engine a metric family belongs to: "sglang" or "vllm"."""
     return "sglang" if family.startswith(SGLANG_PREFIX) else "vllm"

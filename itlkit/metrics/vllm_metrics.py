@@ -195,8 +195,10 @@ _METRICS = [
     for m in _METRICS
 ]  # fmt: skip
 METRICS: dict[str, VllmMetric] = {m.key: m for m in _METRICS}
-SECONDS_HISTOGRAMS = tuple(
-    k for k, m in METRICS.items() if m.kind == "histogram" and m.unit == "seconds"
+SECONDS_HISTOGRAMS = tuple(  # the latency histograms a user picks (SGLang's TPOT is only refused)
+    k
+    for k, m in METRICS.items()
+    if m.kind == "histogram" and m.unit == "seconds" and k != "sglang_tpot"
 )
 
 # vllm/v1/metrics/buckets.py @ 139b1c3f (unchanged since vLLM PR #15202); +Inf appended.
