@@ -106,3 +106,14 @@ def test_the_histogram_command_reads_an_sglang_itl(tmp_path):
     assert doc["family"] == "sglang:inter_token_latency_seconds"
     # what SGLang's ITL is, said with it (metric-definitions.md: observe_inter_token_latency)
     assert any("k observations of its gap / k" in w for w in doc["warnings"])
+
+
+def test_a_diagnosis_of_sglang_metrics_says_what_it_assumes(tmp_path):
+    page = tmp_path / "metrics-20261205T120000Z.prom"
+    page.write_text(_current_page())
+    done = itlkit("diagnose", str(page), "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                  "--context", "1000")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # SGLang's schedule is not vLLM's: the report says so, and how its ITL is counted
+    assert "SGLang runs prefill and decode in separate batches by default" in done.stdout
+    assert "SGLang's ITL is per token" in done.stdout

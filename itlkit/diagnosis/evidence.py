@@ -29,6 +29,7 @@ from itlkit.metrics.histogram import (
 )
 from itlkit.metrics.http_get import one_line, shown_url
 from itlkit.metrics.series import histogram_series, scalar_series
+from itlkit.metrics.sglang_metrics import DIAGNOSIS_NOTE as SGLANG_DIAGNOSIS_NOTE
 
 DEFAULT_WINDOW_SECONDS = 60.0
 
@@ -271,6 +272,8 @@ def _itl_windows(frame: pd.DataFrame, window_seconds: float, notes: list[str]):
             f"vllm:time_per_output_token_seconds): {exc}"
         ) from None
     notes.extend(itl.notes)
+    if (frame["family"] == "sglang:inter_token_latency_seconds").any():
+        notes.append(SGLANG_DIAGNOSIS_NOTE)
     require_scrape_times(itl)
     times = itl.timestamps_seconds
     if len(itl) == 1:

@@ -57,6 +57,15 @@ READING_NOTES = {
 }
 
 
+# Said with a diagnosis of SGLang metrics until SGLang's own schedule is modelled (issue 21).
+DIAGNOSIS_NOTE = (
+    "SGLang metrics, judged with vLLM's causes: SGLang runs prefill and decode in separate batches "
+    "by default (--enable-mixed-chunk mixes them), so a prefill shows as every stream's stall "
+    "behind a whole prefill batch, and its retractions (sglang:num_retracted_requests_total) "
+    "stand for vLLM's preemptions"
+)
+
+
 def reading_notes(families) -> tuple[str, ...]:
     """What the SGLang families among `families` mean beside vLLM's, one line each."""
     return tuple(READING_NOTES[f] for f in sorted(set(families)) if f in READING_NOTES)
