@@ -30,6 +30,7 @@ from itlkit.metrics.histogram import (
 from itlkit.metrics.http_get import one_line, shown_url
 from itlkit.metrics.series import histogram_series, scalar_series
 from itlkit.metrics.sglang_metrics import DIAGNOSIS_NOTE as SGLANG_DIAGNOSIS_NOTE
+from itlkit.metrics.sglang_metrics import reading_notes
 
 DEFAULT_WINDOW_SECONDS = 60.0
 
@@ -438,14 +439,14 @@ class _PrometheusQueries:
         check_rates(values, self.times, where=f"{shown_url(self.base_url)}: {promql}")
         return values * scale
 
-    def ttft_total(self, model_name: str | None, window: str, window_seconds: float):
+    def ttft_total(self, model_name: str | None, window: str, window_seconds: float,
+                   engine: str = "vllm"):  # fmt: skip
         """The TTFT histogram over the whole period (None, with a note, when absent)."""
         from itlkit.metrics.prometheus_api import NoDataError, fetch_bucket_rates
 
         try:
-            ttft = fetch_bucket_rates(
-                self.base_url, "ttft", model_name=model_name, rate_window=window, **self.span
-            )
+            ttft = fetch_bucket_rates(self.base_url, "ttft", model_name=model_name,
+                                      rate_window=window, engine=engine, **self.span)  # fmt: skip
         except NoDataError:
             self.notes.append("no TTFT histogram in that period")
             return None
@@ -502,6 +503,31 @@ def _prometheus_span(start, end, window_seconds: float, timeout_seconds: float):
     return f"{round(window_seconds)}s", span
 
 
+SGLANG_READ = ("sglang:inter_token_latency_seconds", "sglang:time_to_first_token_seconds")
+
+
+def _itl_rates(base_url: str, model_name, window: str, span: dict):
+    """(the ITL bucket rates, the engine whose metrics hold them): vLLM's families, else
+    SGLang's; EvidenceError, naming the models the server holds, when neither has any."""
+    from itlkit.metrics.prometheus_api import ENGINES, NoDataError, fetch_bucket_rates, model_names
+
+    missing = []
+    for engine in ENGINES:
+        try:
+            rates = fetch_bucket_rates(base_url, "itl", model_name=model_name,
+                                       rate_window=window, engine=engine, **span)  # fmt: skip
+            return rates, engine
+        except NoDataError as exc:
+            missing.append(str(exc))
+    served = model_names(base_url, **span) if model_name is not None else []
+    if served:
+        raise EvidenceError(
+            f"no ITL histogram of model_name {one_line(model_name, 80)!r} in that period "
+            f"(the server holds: {', '.join(repr(n) for n in served[:8])})"
+        )
+    raise EvidenceError(f"no ITL histogram in that period: {'; '.join(missing)}")
+
+
 def timeline_from_prometheus(
     base_url: str,
     *,
@@ -516,33 +542,20 @@ def timeline_from_prometheus(
     Each window's histogram is `sum by(le) (rate(bucket[w]))` times w, i.e. Prometheus' own
     `increase`, so quantiles match what Grafana shows for the same window.
     """
-    from itlkit.metrics.prometheus_api import (
-        NoDataError,
-        count_rate_query,
-        counter_rate_query,
-        fetch_bucket_rates,
-        gauge_query,
-        model_names,
-    )
+    from itlkit.metrics.prometheus_api import count_rate_query, counter_rate_query, gauge_query
 
     window, span = _prometheus_span(start, end, window_seconds, timeout_seconds)
-    try:
-        itl = fetch_bucket_rates(base_url, "itl", model_name=model_name, rate_window=window, **span)
-    except NoDataError as exc:
-        served = model_names(base_url, **span) if model_name is not None else []
-        if served:
-            raise EvidenceError(
-                f"no ITL histogram of model_name {one_line(model_name, 80)!r} in that period "
-                f"(the server holds: {', '.join(repr(n) for n in served[:8])})"
-            ) from None
-        raise EvidenceError(f"no ITL histogram in that period: {exc}") from None
+    itl, engine = _itl_rates(base_url, model_name, window, span)
     times = itl.timestamps_seconds
     histograms = _histograms_from_rates(itl, window_seconds)
     total = sum_histograms(histograms)
     if total.count == 0:
         raise EvidenceError("the ITL histogram recorded no observations in the period")
     q = _PrometheusQueries(base_url, span, times, [])
-    kw = dict(model_name=model_name, rate_window=window)
+    if engine == "sglang":  # what SGLang's readings mean, as for its pages
+        q.notes += [*reading_notes(SGLANG_READ), SGLANG_DIAGNOSIS_NOTE]
+    kw = dict(model_name=model_name, rate_window=window, engine=engine)
+    gauge = dict(model_name=model_name, engine=engine)
 
     def increase(query: str) -> np.ndarray:
         return q.series(query, scale=window_seconds)
@@ -552,11 +565,11 @@ def timeline_from_prometheus(
         end_seconds=times,
         itl=histograms,
         itl_total=total,
-        ttft_total=q.ttft_total(model_name, window, window_seconds),
+        ttft_total=q.ttft_total(model_name, window, window_seconds, engine),
         first_tokens=increase(count_rate_query("ttft", **kw)),
-        running=q.series(gauge_query("running", model_name=model_name)),
-        waiting=q.series(gauge_query("waiting", model_name=model_name)),
-        kv_usage=q.series(gauge_query("kv_usage", model_name=model_name, how="max")),
+        running=q.series(gauge_query("running", **gauge)),
+        waiting=q.series(gauge_query("waiting", **gauge)),
+        kv_usage=q.series(gauge_query("kv_usage", how="max", **gauge)),
         preemptions=increase(counter_rate_query("preemptions", **kw)),
         prompt_tokens=increase(counter_rate_query("prompt_tokens", **kw)),
         generation_tokens=increase(counter_rate_query("generation_tokens", **kw)),

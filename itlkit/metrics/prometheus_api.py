@@ -28,11 +28,17 @@ from itlkit.metrics.vllm_metrics import metric
 _WINDOW = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\$__rate_interval|\$__range|\$__interval")
 
 
-def _selector(model_name: str | None) -> str:
-    if model_name is None:
-        return ""
-    escaped = model_name.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{{model_name="{escaped}"}}'
+# SGLang's scheduler metrics come once per TP / PP rank, each the same instance's view: rank 0's
+# is read (a metric without the label, as SGLang's request histograms, matches "" too).
+SGLANG_RANK = 'tp_rank=~"|0",pp_rank=~"|0"'
+
+
+def _selector(model_name: str | None, engine: str = "vllm") -> str:
+    parts = [SGLANG_RANK] if engine == "sglang" else []
+    if model_name is not None:
+        escaped = model_name.replace("\\", "\\\\").replace('"', '\\"')
+        parts.insert(0, f'model_name="{escaped}"')
+    return "{" + ",".join(parts) + "}" if parts else ""
 
 
 def _check_window(rate_window: str) -> str:
@@ -41,60 +47,66 @@ def _check_window(rate_window: str) -> str:
     return rate_window
 
 
-def _vllm_names(metric_key: str) -> tuple[str, ...]:
-    """The metric's vLLM family names (the queries are vLLM's Grafana dashboard's; SGLang's
-    families, with their own labels, are not queried yet)."""
-    return tuple(n for n in metric(metric_key).names if engine_of(n) == "vllm")
+ENGINES = ("vllm", "sglang")
+
+
+def _names(metric_key: str, engine: str = "vllm") -> tuple[str, ...]:
+    """The metric's family names in one engine's metrics (vLLM's: its Grafana dashboard's)."""
+    return tuple(n for n in metric(metric_key).names if engine_of(n) == engine)
 
 
 def _joined(parts: list[str]) -> str:
     if not parts:
-        raise PrometheusError("that metric has no vLLM family to query (SGLang's are not queried)")
+        raise PrometheusError("that metric has no family to query in this engine's metrics")
     return parts[0] if len(parts) == 1 else " or ".join(f"({p})" for p in parts)
 
 
-def bucket_rate_query(
-    metric_key: str = "itl", *, model_name: str | None = None, rate_window: str = "1m"
-) -> str:
+def bucket_rate_query(metric_key: str = "itl", *, model_name: str | None = None,
+                      rate_window: str = "1m", engine: str = "vllm") -> str:  # fmt: skip
     """`sum by(le) (rate(<metric>_bucket{model_name="…"}[window]))`, old names joined by `or`."""
-    sel, w = _selector(model_name), _check_window(rate_window)
-    return _joined([f"sum by(le) (rate({n}_bucket{sel}[{w}]))" for n in _vllm_names(metric_key)])
+    sel, w = _selector(model_name, engine), _check_window(rate_window)
+    names = _names(metric_key, engine)
+    return _joined([f"sum by(le) (rate({n}_bucket{sel}[{w}]))" for n in names])
 
 
-def quantile_query(
-    q: float, metric_key: str = "itl", *, model_name: str | None = None, rate_window: str = "1m"
-) -> str:
+def quantile_query(q: float, metric_key: str = "itl", *, model_name: str | None = None,
+                   rate_window: str = "1m", engine: str = "vllm") -> str:  # fmt: skip
     """The Grafana panel query: `histogram_quantile(q, sum by(le) (rate(…_bucket[window])))`."""
-    inner = bucket_rate_query(metric_key, model_name=model_name, rate_window=rate_window)
+    inner = bucket_rate_query(metric_key, model_name=model_name, rate_window=rate_window,
+                              engine=engine)  # fmt: skip
     return f"histogram_quantile({q:g}, {inner})"
 
 
-def _sum_rate(metric_key: str, suffix: str, model_name, rate_window) -> str:
-    sel, w = _selector(model_name), _check_window(rate_window)
-    return _joined([f"sum(rate({n}{suffix}{sel}[{w}]))" for n in _vllm_names(metric_key)])
+def _sum_rate(metric_key: str, suffix: str, model_name, rate_window, engine="vllm") -> str:
+    sel, w = _selector(model_name, engine), _check_window(rate_window)
+    return _joined([f"sum(rate({n}{suffix}{sel}[{w}]))" for n in _names(metric_key, engine)])
 
 
-def mean_query(metric_key: str = "itl", *, model_name=None, rate_window: str = "1m") -> str:
+def mean_query(metric_key: str = "itl", *, model_name=None, rate_window: str = "1m",
+               engine: str = "vllm") -> str:  # fmt: skip
     """Mean observation over the window: rate of `_sum` over rate of `_count` (Grafana's mean)."""
-    s = _sum_rate(metric_key, "_sum", model_name, rate_window)
-    c = _sum_rate(metric_key, "_count", model_name, rate_window)
+    s = _sum_rate(metric_key, "_sum", model_name, rate_window, engine)
+    c = _sum_rate(metric_key, "_count", model_name, rate_window, engine)
     return f"({s}) / ({c})"
 
 
-def count_rate_query(metric_key: str = "ttft", *, model_name=None, rate_window: str = "1m") -> str:
+def count_rate_query(metric_key: str = "ttft", *, model_name=None, rate_window: str = "1m",
+                     engine: str = "vllm") -> str:  # fmt: skip
     """Observations per second (for TTFT: first tokens produced per second)."""
-    return _sum_rate(metric_key, "_count", model_name, rate_window)
+    return _sum_rate(metric_key, "_count", model_name, rate_window, engine)
 
 
-def counter_rate_query(metric_key: str, *, model_name=None, rate_window: str = "1m") -> str:
+def counter_rate_query(metric_key: str, *, model_name=None, rate_window: str = "1m",
+                       engine: str = "vllm") -> str:  # fmt: skip
     """Per-second rate of a counter summed over engines, e.g. preemptions."""
-    return _sum_rate(metric_key, "", model_name, rate_window)
+    return _sum_rate(metric_key, "", model_name, rate_window, engine)
 
 
-def gauge_query(metric_key: str, *, model_name=None, how: str = "sum") -> str:
+def gauge_query(metric_key: str, *, model_name=None, how: str = "sum",
+                engine: str = "vllm") -> str:  # fmt: skip
     """A gauge combined over engines (`sum` for requests, `avg` for KV-cache usage)."""
-    sel = _selector(model_name)
-    return _joined([f"{how}({n}{sel})" for n in _vllm_names(metric_key)])
+    sel = _selector(model_name, engine)
+    return _joined([f"{how}({n}{sel})" for n in _names(metric_key, engine)])
 
 
 MAX_ANSWER_BYTES = 64_000_000  # a week of 15 s points for a few hundred series fits in far less
@@ -321,7 +333,7 @@ def model_names(
     timeout_seconds: float = 30.0,
 ) -> list[str]:
     """The `model_name` labels `metric_key`'s histogram carries in the period, sorted."""
-    promql = _joined([f"group by(model_name) ({n}_count)" for n in _vllm_names(metric_key)])
+    promql = _joined([f"group by(model_name) ({n}_count)" for n in _names(metric_key)])
     frame = query_range(
         base_url, promql, start_seconds=start_seconds, end_seconds=end_seconds,
         step_seconds=step_seconds, timeout_seconds=timeout_seconds,
@@ -385,6 +397,7 @@ def fetch_bucket_rates(
     model_name: str | None = None,
     rate_window: str = "1m",
     timeout_seconds: float = 30.0,
+    engine: str = "vllm",
 ) -> HistogramSeries:
     """Per-second bucket rates over time as a series of windows (not counters).
 
@@ -397,8 +410,8 @@ def fetch_bucket_rates(
     span = dict(start_seconds=start_seconds, end_seconds=end_seconds, step_seconds=step_seconds,
                 timeout_seconds=timeout_seconds)  # fmt: skip
     where = shown_url(base_url)
-    names = " or ".join(_vllm_names(metric_key))
-    buckets = query_range(base_url, bucket_rate_query(metric_key, **kw), **span)
+    names = " or ".join(_names(metric_key, engine))
+    buckets = query_range(base_url, bucket_rate_query(metric_key, **kw, engine=engine), **span)
     if buckets.empty:
         raise NoDataError(f"{where}: no {names} data")
     if "le" not in buckets.columns or buckets["le"].isna().any():
@@ -416,12 +429,12 @@ def fetch_bucket_rates(
         table.columns.to_numpy(dtype=float), table.to_numpy(), times, where=f"{where}: {names}"
     )
     sums, counts = (
-        _one_series(query_range(base_url, _sum_rate(metric_key, suffix, *kw.values()), **span),
-                    times)
+        _one_series(query_range(base_url, _sum_rate(metric_key, suffix, *kw.values(), engine),
+                                **span), times)
         for suffix in ("_sum", "_count")
     )  # fmt: skip
     for suffix, values in (("_sum", sums), ("_count", counts)):
-        check_rates(values, times, where=f"{where}: rate of {_vllm_names(metric_key)[0]}{suffix}")
+        check_rates(values, times, where=f"{where}: rate of {_names(metric_key)[0]}{suffix}")
     return HistogramSeries(
         timestamps_seconds=times,
         upper_bounds=table.columns.to_numpy(dtype=float),

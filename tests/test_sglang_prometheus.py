@@ -1,0 +1,98 @@
+"""`itlkit diagnose --prometheus` over SGLang's metrics, against a real Prometheus.
+
+The prefill-interference incident is simulated once; its OpenMetrics export is renamed to the
+families current SGLang exports for the same quantities (tests/data/sglang/metric-definitions.md:
+`sglang:inter_token_latency_seconds`, `num_running_reqs`, `num_queue_reqs`, `token_usage`,
+`num_retracted_requests_total`, ...), its scheduler gauges labelled per TP rank as SGLang's are
+(rank 0, and a copy from rank 1), and backfilled. Read from there it must give the diagnosis the
+same incident gives from vLLM-named scrape files, with the running requests counted once.
+"""
+
+import re
+import time
+
+import numpy as np
+import pytest
+from _prometheus_server import backfilled_prometheus
+
+from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
+from itlkit.diagnosis.scoring import diagnose
+from itlkit.metrics.prometheus_api import gauge_query, query_range
+from itlkit.metrics.readers import read_scrape_folder
+from itlkit.physics.roofline import Deployment
+from itlkit.sim.export import export_prometheus_scrapes, render_openmetrics
+from itlkit.sim.scenarios import SCENARIOS, run_scenario
+
+pytestmark = pytest.mark.prometheus
+SCENARIO = SCENARIOS["prefill_interference"]
+# vLLM's family -> SGLang's (current main), as metric-definitions.md section 1 lists them
+RENAMED = {
+    "vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",
+    "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
+    "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
+    "vllm:iteration_tokens": "sglang:iteration_tokens",  # no SGLang counterpart: not read
+    "vllm:num_requests_running": "sglang:num_running_reqs",
+    "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+    "vllm:kv_cache_usage_perc": "sglang:token_usage",
+    "vllm:num_preemptions": "sglang:num_retracted_requests",
+    "vllm:prompt_tokens": "sglang:prompt_tokens",
+    "vllm:generation_tokens": "sglang:generation_tokens",
+}
+SCHEDULER = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+             "sglang:num_retracted_requests")  # fmt: skip
+
+
+def as_sglang(openmetrics: str) -> str:
+    """The page's families under SGLang's names; scheduler series once per TP rank (0 and 1)."""
+    for old, new in RENAMED.items():
+        openmetrics = re.sub(rf"(?<![\w:]){re.escape(old)}(?=[_{{ ]|$)", new, openmetrics,
+                             flags=re.M)  # fmt: skip
+    lines = []
+    for line in openmetrics.splitlines():
+        if line.startswith(SCHEDULER):
+            name, rest = line.split("{", 1)
+            lines += [f'{name}{{tp_rank="{rank}",{rest}' for rank in (0, 1)]
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory, prometheus_binary, promtool_binary):
+    root = tmp_path_factory.mktemp("sglang-incident")
+    start = (int(time.time()) // 3600 - 3) * 3600  # inside the TSDB's head-free past
+    result = run_scenario(SCENARIO)
+    export_prometheus_scrapes(
+        result, root / "scrapes", interval_seconds=15, start_unix_seconds=start,
+        model_name=SCENARIO.model,
+    )  # fmt: skip
+    text = render_openmetrics(
+        result, interval_seconds=15, start_unix_seconds=start, model_name=SCENARIO.model
+    )
+    assert "vllm:" not in as_sglang(text)
+    with backfilled_prometheus(
+        root, as_sglang(text), prometheus=prometheus_binary, promtool=promtool_binary
+    ) as url:
+        yield url, start, root / "scrapes"
+
+
+def test_sglang_metrics_in_prometheus_give_the_incidents_diagnosis(incident):
+    url, start, scrapes = incident
+    deployment = Deployment.create(model=SCENARIO.model, gpu=SCENARIO.gpu)
+    from_sglang = timeline_from_prometheus(url, start=start, end=start + SCENARIO.duration_seconds)
+    from_files = timeline_from_frame(read_scrape_folder(scrapes))
+    server = diagnose(from_sglang, deployment, max_num_batched_tokens=2048)
+    files = diagnose(from_files, deployment, max_num_batched_tokens=2048)
+    assert server.top.cause == files.top.cause == "prefill_interference"
+    for q in (0.5, 0.99):
+        assert server.itl_quantiles_seconds[q] == pytest.approx(
+            files.itl_quantiles_seconds[q], rel=0.1
+        )
+    # rank 1's copy of the gauge is not added: summed over every series the server holds twice
+    # the running requests itlkit reads
+    span = dict(start_seconds=start + 60, end_seconds=start + 600, step_seconds=15)
+    read = query_range(url, gauge_query("running", engine="sglang"), **span)
+    both = query_range(url, "sum(sglang:num_running_reqs)", **span)
+    assert read["value"].max() > 0
+    np.testing.assert_allclose(both["value"].to_numpy(), 2 * read["value"].to_numpy())
+    assert any("SGLang runs prefill and decode in separate batches" in n for n in server.notes)
