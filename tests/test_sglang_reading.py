@@ -117,3 +117,17 @@ def test_a_diagnosis_of_sglang_metrics_says_what_it_assumes(tmp_path):
     # SGLang's schedule is not vLLM's: the report says so, and how its ITL is counted
     assert "SGLang runs prefill and decode in separate batches by default" in done.stdout
     assert "SGLang's ITL is per token" in done.stdout
+
+
+def test_the_evidence_names_sglangs_own_metrics(tmp_path):
+    page = tmp_path / "metrics-20261205T120000Z.prom"
+    page.write_text(_current_page())
+    done = itlkit("diagnose", "--json", str(page), "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                  "--context", "1000")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = json.dumps(json.loads(done.stdout))
+    # the page's 3 retractions, under SGLang's name; the checks in SGLang's names too
+    assert "sglang:num_retracted_requests_total rose by 3" in text
+    assert "vllm:" not in text
+    short = itlkit("diagnose", str(page), "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert "(sglang:prompt_tokens_total, sglang:generation_tokens_total)" in short.stderr

@@ -60,6 +60,7 @@ class Timeline:
     finished_prompt_tokens: np.ndarray | None = None  # vllm:request_prompt_tokens _sum
     finished_generation_tokens: np.ndarray | None = None  # vllm:request_generation_tokens _sum
     finished_counted: np.ndarray | None = None  # vllm:request_prompt_tokens _count
+    engine: str = "vllm"  # whose metrics these are: "vllm" or "sglang" (its families' names)
 
     def prefix_cache_hit_rate(self) -> float:
         """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
@@ -299,6 +300,12 @@ def _ttft_total(frame: pd.DataFrame, times: np.ndarray) -> Histogram | None:
     return series_window(ttft).histogram if len(ttft) >= 2 else ttft.snapshot(len(ttft) - 1)
 
 
+def _engine_of_frame(frame: pd.DataFrame) -> str:
+    """ "sglang" when the ITL came from SGLang's family, else "vllm"."""
+    itl = frame.loc[frame["metric"] == "itl", "family"]
+    return "sglang" if itl.astype(str).str.startswith("sglang:").any() else "vllm"
+
+
 def timeline_from_frame(
     frame: pd.DataFrame, *, window_seconds: float = DEFAULT_WINDOW_SECONDS
 ) -> Timeline:
@@ -350,6 +357,7 @@ def timeline_from_frame(
         finished_prompt_tokens=at.optional_counter("request_prompt_tokens_sum"),
         finished_generation_tokens=at.optional_counter("request_generation_tokens_sum"),
         finished_counted=at.optional_counter("request_prompt_tokens_count"),
+        engine=_engine_of_frame(frame),
     )
 
 
@@ -577,4 +585,5 @@ def timeline_from_prometheus(
         counter_resets_seconds=(),
         snapshots=int(times.size) + 1,
         notes=tuple(dict.fromkeys(q.notes)),
+        engine=engine,
     )

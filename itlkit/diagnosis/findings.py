@@ -15,6 +15,7 @@ import numpy as np
 
 from itlkit.diagnosis.evidence import Timeline
 from itlkit.diagnosis.fingerprint import GAP_SECONDS, PLAUSIBLE_MBU_LOW, Cluster, Fingerprint
+from itlkit.metrics.vllm_metrics import family
 from itlkit.physics.roofline import Deployment, capacity, decode_step, mixed_step, prefill_cost
 from itlkit.units import PRECISIONS, format_bytes, format_percent, format_seconds
 
@@ -304,7 +305,8 @@ def _preemption_evidence(fp: Fingerprint, t: Timeline, dep: Deployment) -> tuple
         f"{count:,.0f})"
     ]
     if math.isfinite(fp.preemptions):
-        evidence.append(f"vllm:num_preemptions_total rose by {fp.preemptions:,.0f} over the period")
+        evidence.append(f"{family('preemptions', t.engine)} rose by {fp.preemptions:,.0f} over "
+                        "the period")  # fmt: skip
         if math.isfinite(fp.gap_correlation):
             evidence.append(
                 f"preemptions vs multi-second gaps per window: r = {fp.gap_correlation:+.2f}"
@@ -357,15 +359,13 @@ def _preemption_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
     )  # fmt: skip
 
 
-CONFIRM = {
+CONFIRM = {  # {ttft}, {running}, ...: the engine's family names (`_confirm`)
     "prefill_interference": (
-        "plot rate(vllm:time_to_first_token_seconds_count) beside the slow buckets' rate: "
-        "the spikes should line up",
-        "vllm:iteration_tokens_total: steps with thousands of tokens appear when prompts arrive",
+        "plot rate({ttft}_count) beside the slow buckets' rate: the spikes should line up",
+        "{step_tokens}",
     ),
     "batch_or_context_growth": (
-        "plot vllm:num_requests_running and the mean context (prompt + generated tokens) "
-        "over the incident",
+        "plot {running} and the mean context (prompt + generated tokens) over the incident",
         "ITL p50 should track the floor predicted from those two numbers",
     ),
     "host_overhead": (
@@ -373,8 +373,8 @@ CONFIRM = {
         "if p50 barely changes with batch size, the cost is per step, not per token",
     ),
     "preemption": (
-        "rate(vllm:num_preemptions_total) should be non-zero exactly when the long gaps appear",
-        "vllm:kv_cache_usage_perc near 1.0 before each preemption",
+        "rate({preemptions}) should be non-zero exactly when the long gaps appear",
+        "{kv_usage} near 1.0 before each preemption",
     ),
 }
 
@@ -388,7 +388,21 @@ def explain(cause: str, score: float, fp: Fingerprint, t: Timeline, dep: Deploym
         "host_overhead": lambda: (_host_evidence(fp), _host_fixes(fp)),
         "preemption": lambda: (_preemption_evidence(fp, t, dep), _preemption_fixes(fp, dep)),
     }[cause]()  # fmt: skip
-    return Finding(cause, score, evidence, CONFIRM[cause], fixes)
+    return Finding(cause, score, evidence, _confirm(cause, t.engine), fixes)
+
+
+STEP_TOKENS = {  # where each engine's metrics show a step's prompt tokens
+    "vllm": "vllm:iteration_tokens_total: steps with thousands of tokens appear when prompts "
+    "arrive",
+    "sglang": 'rate(sglang:realtime_tokens_total{mode="prefill_compute"}): prompt tokens computed '
+    "per second rise when prompts arrive",
+}
+
+
+def _confirm(cause: str, engine: str) -> tuple[str, ...]:
+    """The cause's checks, in the engine's metric names."""
+    names = {key: family(key, engine) for key in ("ttft", "running", "preemptions", "kv_usage")}
+    return tuple(line.format(**names, step_tokens=STEP_TOKENS[engine]) for line in CONFIRM[cause])
 
 
 def measurement_notes(fp: Fingerprint, dep: Deployment) -> list[str]:

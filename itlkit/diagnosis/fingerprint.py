@@ -18,7 +18,17 @@ import numpy as np
 from itlkit.diagnosis.evidence import Timeline
 from itlkit.errors import EvidenceError
 from itlkit.metrics.histogram import Histogram, split_modes
+from itlkit.metrics.vllm_metrics import family
 from itlkit.physics.roofline import Deployment, decode_step, mixed_step
+
+# The counters that give a run's mean context, where the engine exports them.
+CONTEXT_COUNTERS = ("prompt_tokens", "generation_tokens", "request_success")
+
+
+def _families(keys, engine: str) -> list[str]:
+    """The engine's names for these metrics (those it exports)."""
+    return [name for key in keys if (name := family(key, engine)).startswith(f"{engine}:")]
+
 
 SLOW_FACTOR = 3.0  # the slow mode is looked for at ~3x the fast mode and beyond
 # Two clusters are separate where the bucket density (observations per second of bucket width)
@@ -296,16 +306,17 @@ def _batch_and_context(timeline, batch_size, context_tokens, prompt_tokens):
         batch = np.where(np.isfinite(running), running, np.nanmean(running))
     else:
         raise EvidenceError(
-            "no vllm:num_requests_running value in the metrics (missing, or NaN): give the "
-            "batch size (--batch)"
+            f"no {family('running', timeline.engine)} value in the metrics (missing, or NaN): "
+            "give the batch size (--batch)"
         )
     mean_prompt = prompt_tokens or timeline.mean_prompt_tokens()
     mean_output = timeline.mean_output_tokens()
     if context_tokens is None:
         if not (math.isfinite(mean_prompt) and math.isfinite(mean_output)):
             raise EvidenceError(
-                "the metrics do not give the mean context (vllm:prompt_tokens_total, "
-                "vllm:generation_tokens_total, vllm:request_success_total): give it (--context)"
+                "the metrics do not give the mean context ("
+                + ", ".join(_families(CONTEXT_COUNTERS, timeline.engine))
+                + "): give it (--context)"
             )
         context = mean_prompt + mean_output / 2
     else:

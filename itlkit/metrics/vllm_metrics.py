@@ -212,6 +212,12 @@ REQUEST_LATENCY_BUCKETS_SECONDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0,
 ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, INF)
 
 
+def family(key: str, engine: str = "vllm") -> str:
+    """The name `engine` ("vllm" or "sglang") exposes metric `key` under (its newest)."""
+    names = metric(key).names
+    return next((n for n in names if n.startswith(f"{engine}:")), names[0])
+
+
 def metric(key: str) -> VllmMetric:
     """The logical metric called `key` (itl, ttft, e2e, running, …); unknown keys list the valid."""
     return lookup("metric", key, METRICS)
