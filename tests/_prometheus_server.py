@@ -122,3 +122,22 @@ def served_openmetrics_file(
         _create_blocks(promtool, openmetrics_path, root / "data")
     with _serve(root, prometheus=prometheus, ready_seconds=300) as url:
         yield url
+
+
+def exported_incident(root: Path, scenario) -> tuple[int, str]:
+    """A scenario simulated once and exported twice: scrapes in `root/scrapes`, and the
+    OpenMetrics text to backfill. Returns (its start, Unix seconds, inside the TSDB's
+    head-free past; the text)."""
+    from itlkit.sim.export import export_prometheus_scrapes, render_openmetrics
+    from itlkit.sim.scenarios import run_scenario
+
+    start = (int(time.time()) // 3600 - 3) * 3600
+    result = run_scenario(scenario)
+    export_prometheus_scrapes(
+        result, root / "scrapes", interval_seconds=15, start_unix_seconds=start,
+        model_name=scenario.model,
+    )  # fmt: skip
+    text = render_openmetrics(
+        result, interval_seconds=15, start_unix_seconds=start, model_name=scenario.model
+    )
+    return start, text

@@ -9,19 +9,17 @@ same incident gives from vLLM-named scrape files, with the running requests coun
 """
 
 import re
-import time
 
 import numpy as np
 import pytest
-from _prometheus_server import backfilled_prometheus
+from _prometheus_server import backfilled_prometheus, exported_incident
 
 from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
 from itlkit.diagnosis.scoring import diagnose
 from itlkit.metrics.prometheus_api import gauge_query, query_range
 from itlkit.metrics.readers import read_scrape_folder
 from itlkit.physics.roofline import Deployment
-from itlkit.sim.export import export_prometheus_scrapes, render_openmetrics
-from itlkit.sim.scenarios import SCENARIOS, run_scenario
+from itlkit.sim.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.prometheus
 SCENARIO = SCENARIOS["prefill_interference"]
@@ -60,15 +58,7 @@ def as_sglang(openmetrics: str) -> str:
 @pytest.fixture(scope="module")
 def incident(tmp_path_factory, prometheus_binary, promtool_binary):
     root = tmp_path_factory.mktemp("sglang-incident")
-    start = (int(time.time()) // 3600 - 3) * 3600  # inside the TSDB's head-free past
-    result = run_scenario(SCENARIO)
-    export_prometheus_scrapes(
-        result, root / "scrapes", interval_seconds=15, start_unix_seconds=start,
-        model_name=SCENARIO.model,
-    )  # fmt: skip
-    text = render_openmetrics(
-        result, interval_seconds=15, start_unix_seconds=start, model_name=SCENARIO.model
-    )
+    start, text = exported_incident(root, SCENARIO)
     assert "vllm:" not in as_sglang(text)
     with backfilled_prometheus(
         root, as_sglang(text), prometheus=prometheus_binary, promtool=promtool_binary

@@ -136,17 +136,23 @@ def roofline_step_function(
     return step
 
 
+def _scalar_constants(c) -> tuple:
+    """The step formula's constants as local numbers for the scalar step functions: weight read,
+    FLOPs per token, FLOP/s, KV bytes per token, HBM B/s, attention FLOPs per token pair,
+    all-reduce bytes per token, link B/s, all-reduce latency per step, efficiency, host per step
+    and per sequence."""
+    return (c.weight_read_seconds, c.matmul_flops_per_token, c.flops_per_second,
+            c.kv_bytes_per_token, c.hbm_bytes_per_second, c.attention_flops_per_token_pair,
+            c.allreduce_bytes_per_token, c.link_bytes_per_second, c.allreduce_seconds_per_step,
+            c.efficiency, c.host_overhead_seconds, c.host_seconds_per_sequence)  # fmt: skip
+
+
 def _scalar_seconds(c):
     """`c.seconds` for one scheduled step of a dense model, on Python numbers: the same
     operations in the same order (so the same floats), without the method calls."""
-    weight, fpt, fps = c.weight_read_seconds, c.matmul_flops_per_token, c.flops_per_second
-    kvpt, hbm, pair = c.kv_bytes_per_token, c.hbm_bytes_per_second, c.attention_flops_per_token_pair
-    arpt, link, arlat = (
-        c.allreduce_bytes_per_token,
-        c.link_bytes_per_second,
-        c.allreduce_seconds_per_step,
+    weight, fpt, fps, kvpt, hbm, pair, arpt, link, arlat, efficiency, host, per_seq = (
+        _scalar_constants(c)
     )
-    efficiency, host, per_seq = c.efficiency, c.host_overhead_seconds, c.host_seconds_per_sequence
 
     def seconds(decode: int, prefill: int, kv: int) -> float:
         tokens = decode + prefill
@@ -164,15 +170,10 @@ def _scalar_seconds(c):
 def _engine_scalar_seconds(c):
     """`c.seconds` of the engine model for one scheduled step of a dense model, on Python
     numbers (`StepCoefficients.total` with the engine terms; see `_scalar_seconds`)."""
-    weight, fpt, fps = c.weight_read_seconds, c.matmul_flops_per_token, c.flops_per_second
-    head, half = c.head_flops_per_sequence, c.mfu_half_tokens
-    kvpt, hbm, pair = c.kv_bytes_per_token, c.hbm_bytes_per_second, c.attention_flops_per_token_pair
-    arpt, link, arlat = (
-        c.allreduce_bytes_per_token,
-        c.link_bytes_per_second,
-        c.allreduce_seconds_per_step,
+    weight, fpt, fps, kvpt, hbm, pair, arpt, link, arlat, efficiency, host, per_seq = (
+        _scalar_constants(c)
     )
-    efficiency, host, per_seq = c.efficiency, c.host_overhead_seconds, c.host_seconds_per_sequence
+    head, half = c.head_flops_per_sequence, c.mfu_half_tokens
 
     def seconds(decode: int, prefill: int, kv: int) -> float:
         tokens = decode + prefill
