@@ -76,9 +76,10 @@ def test_a_run_of_prefill_steps_holds_every_stream():
     assert r.finished.all() and list(r.step_decode_tokens[:5]) == [0, 0, 0, 0, 4]
 
 
-def test_prefill_only_steps_are_a_v0_policy_without_chunking():
-    with pytest.raises(ConfigError, match="V0's policy without chunked prefill"):
-        SchedulerConfig(prefill_only_steps=True).validate()
+def test_prefill_only_steps_are_a_policy_of_one_instance():
+    with pytest.raises(ConfigError, match="not with disaggregated"):
+        SchedulerConfig(prefill_only_steps=True, enable_chunked_prefill=False,
+                        disaggregated=True).validate()  # fmt: skip
 
 
 @settings(max_examples=60, deadline=None)

@@ -282,7 +282,7 @@ def test_simulate_refuses_an_unknown_version_in_one_line(capsys):
 
 def test_without_a_version_the_cli_settings_are_todays():
     from itlkit.cli import build_parser
-    from itlkit.cli.simulate import _engine_settings
+    from itlkit.cli._engine_args import engine_settings as _engine_settings
 
     for flags, seqs in (((), 1024), (("--max-num-batched-tokens", "300"), 300)):
         args = build_parser("simulate").parse_args(["simulate", *flags])

@@ -15,10 +15,16 @@ from itlkit.cli._args import (
     number_between,
     seconds_at_most,
     seed,
-    sequences,
     shown,
     tokens,
     whole_number,
+)
+from itlkit.cli._engine_args import (
+    ASSUMED_MAX_MODEL_LEN,
+    add_engine_arguments,
+    check_engine_flags,
+    engine_settings,
+    max_model_len,
 )
 from itlkit.errors import ConfigError
 from itlkit.sim.lengths import (
@@ -29,7 +35,6 @@ from itlkit.sim.lengths import (
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
-from itlkit.sim.versions import KNOWN_RANGE, parse_vllm_version
 from itlkit.sim.workload import MOST_CONCURRENCY, RateProfile
 from itlkit.units import format_seconds
 
@@ -38,7 +43,6 @@ from itlkit.units import format_seconds
 rate = number_between(1e-6, 1e6, "an arrival rate in requests/s")  # one a fortnight to 1M/s
 duration = number_between(1e-3, 1e7, "a number of seconds")  # 1 ms to four months
 host_overhead = seconds_at_most(1.0)  # real host time per step is 0.1-10 ms
-kv_bandwidth = number_between(1e6, 1e13, "a bandwidth in bytes/s")  # 1 MB/s to 10 TB/s
 scrape_interval = number_between(1e-3, 86_400.0, "a number of seconds")
 profile_start = number_between(0.0, 1e7, "a start time in seconds")
 profile_rate = number_between(0.0, 1e6, "an arrival rate in requests/s")
@@ -64,10 +68,6 @@ RANDOM_DEFAULTS = {"random_input_len": 1024, "random_output_len": 128, "random_r
                    "random_prefix_len": 0}  # fmt: skip
 DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 4096, 256
 DEFAULT_RATE = 5.0  # requests/s
-# max_model_len when --vllm-version is given without --max-model-len: vLLM takes the model's
-# context, which the catalog does not hold; 32,768 is the longest at which V0 keeps chunked
-# prefill off (V1's defaults do not depend on it below 100,000 tokens or so).
-ASSUMED_MAX_MODEL_LEN = 32_768
 
 
 def _lengths(text: str):
@@ -151,7 +151,7 @@ def add_parser(subparsers) -> None:
                      help="per-step host time added to every step, 0 to 1 s")  # fmt: skip
     _add_workload_arguments(p)
     _add_client_arguments(p)
-    _add_engine_arguments(p)
+    add_engine_arguments(p)
     _add_output_arguments(p)
     # None: the version's default (or itlkit's 0.9), so that a given value can be told apart
     p.set_defaults(func=run, gpu_memory_utilization=None)
@@ -223,40 +223,6 @@ def _add_client_arguments(p) -> None:
                              "served from the prefix cache while it keeps it (0 to 1)")  # fmt: skip
 
 
-def _add_engine_arguments(p) -> None:
-    """The engine's settings, and the vLLM release whose defaults fill those not given."""
-    eng = p.add_argument_group(
-        "engine",
-        "settings not given take the defaults of --vllm-version on --gpu (printed as 'assumed:' "
-        "lines); without it, itlkit's: those of V1 `vllm serve` on a GPU of 70 GiB or more",
-    )
-    eng.add_argument("--vllm-version", type=_vllm_version, metavar="VERSION",
-                     help="the server's vLLM release (0.10.1.1, v0.6.3, 0.15) or V0 / V1; "
-                          f"itlkit knows {KNOWN_RANGE}")  # fmt: skip
-    eng.add_argument("--max-model-len", type=tokens, metavar="TOKENS",
-                     help="the server's context length, which V0's defaults follow (default "
-                          f"with --vllm-version: {ASSUMED_MAX_MODEL_LEN:,})")  # fmt: skip
-    eng.add_argument("--max-num-batched-tokens", type=tokens,
-                     help="token budget per step, decode + prefill tokens (default: the "
-                          "version's, else 8192)")  # fmt: skip
-    eng.add_argument(
-        "--max-num-seqs",
-        type=sequences,
-        help="default: the version's, else min(1024, max_num_batched_tokens)",
-    )
-    eng.add_argument("--chunked-prefill", dest="chunked_prefill", action="store_const",
-                     const=True, help="chunk prompts across steps (default: the version's, "
-                                      "else on)")  # fmt: skip
-    eng.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_const",
-                     const=False,
-                     help="prefill prompts whole (vLLM then needs --max-num-batched-tokens of at "
-                          "least every request's prompt + output)")  # fmt: skip
-    eng.add_argument("--disaggregated", action="store_true",
-                     help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
-    eng.add_argument("--kv-transfer-bandwidth", type=kv_bandwidth, default=50e9,
-                     metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
-
-
 def _add_output_arguments(p) -> None:
     """JSON, and the exports as vLLM /metrics scrapes or OpenMetrics."""
     out = p.add_argument_group("output")
@@ -272,13 +238,6 @@ def _add_output_arguments(p) -> None:
                           "(default: that of the bundled examples)")  # fmt: skip
 
 
-def _vllm_version(text: str):
-    try:
-        return parse_vllm_version(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def run(args) -> int:
     """Simulate, print the report (or JSON), write exports; exit 0."""
     from itlkit.sim.scheduler import simulate_deployment
@@ -288,22 +247,19 @@ def run(args) -> int:
 
         return simulate_runs(args)
     _check(args)
+    check_engine_flags(args)
     _check_client(args)
     _check_outputs(args, args.duration)
     calibration = _calibration(args)
-    settings = _engine_settings(args)
+    settings = engine_settings(args)
     memory = {"gpu_memory_utilization": settings.gpu_memory_utilization}
     plain = deployment_from_args(args, **memory)
-    engine = settings.version.engine if settings.version else "V1"
-    calibration = calibration.for_gpu(plain.gpu.slug, engine) if calibration else None
-    if calibration:  # what the calibration's runs did not cover, said with it
-        beyond = calibration.beyond(model=plain.model.size_class, client=_client_kind(args))
-        calibration = replace(calibration, scope="; ".join(filter(None, (calibration.scope,
-                                                                           beyond))))  # fmt: skip
+    settings, kv_tokens = _engine_memory(args, settings, plain)
+    calibration = _calibration_for(args, calibration, plain, settings)
     dep = _calibrated(plain, calibration)
     _check_memory(args, dep, settings.max_num_batched_tokens)
     config = settings.scheduler_config(
-        disaggregated=args.disaggregated,
+        disaggregated=bool(args.disaggregated),
         kv_transfer_bytes_per_second=args.kv_transfer_bandwidth,
     )
     workload = _workload(args, dep)
@@ -317,6 +273,7 @@ def run(args) -> int:
         host_overhead_seconds=None if calibration else args.host_overhead,
         until_seconds=None if drained else args.duration,
         jitter=_jitter(calibration, args.seed),
+        kv_tokens=kv_tokens,
     )
     if not result.finished.any():
         raise ConfigError(_none_finished(args, result, dep, calibration))
@@ -327,16 +284,47 @@ def run(args) -> int:
         values["calibration"] = calibration.name if calibration else "none"
         values["calibration_scope"] = calibration.describe() if calibration else "none"
         values["vllm_version"] = settings.version.label if settings.version else None
+        values["engine"] = settings.engine
         values["assumptions"] = list(_assumptions(args, settings, workload))
         print(json.dumps(values, indent=2))
     else:
         print("\n".join(f"assumed: {a}" for a in _assumptions(args, settings, workload)))
-        _print_report(result, dep, config, drained=drained)
+        _print_report(result, dep, _settings_text(settings, config), drained=drained)
         if args.num_prompts is not None or args.max_concurrency is not None:
             print(_client_text(args, result))
         if calibration:
             print(calibration.describe())
     return 0
+
+
+def _engine_memory(args, settings, dep):
+    """The settings once the engine's KV pool is sized, and that pool in tokens where it is not
+    vLLM's (None: `simulate_deployment` sizes vLLM's)."""
+    if not hasattr(settings, "with_kv_tokens"):
+        return settings, None
+    from itlkit.physics.engine_memory import sglang_kv_cache
+
+    kv = sglang_kv_cache(dep).kv_tokens
+    if kv < 1:
+        raise ConfigError(
+            f"{dep.label}: the weights leave no KV pool in --mem-fraction-static "
+            f"{settings.mem_fraction_static:g} of the GPU (SGLang would not start)"
+        )
+    context = max_model_len(args)
+    return settings.with_kv_tokens(kv, context_tokens=context), kv
+
+
+def _calibration_for(args, calibration, dep, settings):
+    """The calibration's group for this GPU and engine, with what its runs did not cover."""
+    if calibration is None:
+        return None
+    version = settings.version
+    calibration = calibration.for_gpu(dep.gpu.slug, version.engine if version else "V1")
+    beyond = calibration.beyond(model=dep.model.size_class, client=_client_kind(args))
+    if settings.engine not in ("V0", "V1"):
+        beyond = "; ".join(filter(None, (beyond, f"fitted on vLLM runs, not {settings.engine}'s "
+                                         "(its host time per step is not measured)")))  # fmt: skip
+    return replace(calibration, scope="; ".join(filter(None, (calibration.scope, beyond))))
 
 
 def _client_kind(args) -> str:
@@ -435,39 +423,14 @@ def _check_outputs(args, seconds: float) -> None:
         )
 
 
-def _engine_settings(args):
-    """The engine settings given, and --vllm-version's defaults (or itlkit's) for the rest, on
-    --gpu as CUDA reports it; ConfigError, naming the flag, where that vLLM would not start."""
-    from itlkit.physics.engine_memory import cuda_total_bytes
-    from itlkit.physics.hardware import get_gpu
-    from itlkit.sim.versions import engine_defaults
-
-    gpu = get_gpu(args.gpu)
-    given = {
-        "max_num_batched_tokens": args.max_num_batched_tokens,
-        "max_num_seqs": args.max_num_seqs,
-        "enable_chunked_prefill": args.chunked_prefill,
-        "gpu_memory_utilization": args.gpu_memory_utilization,
-    }
-    try:
-        return engine_defaults(args.vllm_version, gpu_memory_bytes=cuda_total_bytes(gpu)[0],
-                               gpu_name=gpu.name, max_model_len=_max_model_len(args),
-                               given=given)  # fmt: skip
-    except ConfigError as exc:
-        raise ConfigError(f"--vllm-version {args.vllm_version.text}: {exc}") from None
-
-
-def _max_model_len(args) -> int:
-    return args.max_model_len or ASSUMED_MAX_MODEL_LEN
-
-
 def _assumptions(args, settings, workload) -> list[str]:
     """Every default taken, and what the settings do not say: the 'assumed:' lines."""
     lines = list(settings.assumptions)
-    if settings.version is not None and args.max_model_len is None:
+    follows = settings.version is not None or getattr(settings, "follows_context_length", False)
+    if follows and args.max_model_len is None:
         lines.insert(1, f"max_model_len {ASSUMED_MAX_MODEL_LEN:,} (not given: --max-model-len; "
-                        "vLLM takes the model's context length, which itlkit's catalog does not "
-                        "hold)")  # fmt: skip
+                        "the server takes the model's context length, which itlkit's catalog "
+                        "does not hold)")  # fmt: skip
     if not settings.enable_prefix_caching and workload.cached_prompt_tokens.any():
         lines.append(
             "prefix caching is off by the version's default, yet the workload's cached prompt "
@@ -527,12 +490,12 @@ def _check_workload(args, workload, config, settings) -> None:
         )
     need = workload.prompt_tokens + workload.output_tokens
     i = int(need.argmax())
-    if (args.max_model_len or settings.version) and need[i] > _max_model_len(args):
+    if (args.max_model_len or settings.version) and need[i] > max_model_len(args):
         given = "--max-model-len" if args.max_model_len else "max_model_len (assumed)"
         raise ConfigError(
             f"{workload.request_name(i)} has {int(need[i]):,} tokens (prompt "
             f"{int(workload.prompt_tokens[i]):,} + output {int(workload.output_tokens[i]):,}), "
-            f"more than {given} {_max_model_len(args):,}, and vLLM refuses such requests: give "
+            f"more than {given} {max_model_len(args):,}, and vLLM refuses such requests: give "
             "--max-model-len of at least that"
         )
     if not config.enable_chunked_prefill:
@@ -717,10 +680,10 @@ def _json_values(result, dep, config) -> dict:
     return values
 
 
-def _print_report(result, dep, config, *, drained: bool = False) -> None:
+def _print_report(result, dep, settings_text: str, *, drained: bool = False) -> None:
     summary = asdict(result.summary())
     itl = result.itl_histogram()
-    print(f"{dep.label}; {_config_text(config)}")
+    print(f"{dep.label}; {settings_text}")
     print(
         f"{summary['simulated_seconds']:.1f} s simulated, {summary['steps']} steps, "
         f"{summary['requests_finished']} requests finished, "
@@ -742,6 +705,11 @@ def _print_report(result, dep, config, *, drained: bool = False) -> None:
         if count:
             span = f"({format_seconds(lower)}, {format_seconds(upper)}]"
             print(f"  {span:<22} {count / total:6.1%}  {'#' * round(40 * count / total)}")
+
+
+def _settings_text(settings, config) -> str:
+    """The engine's settings in its own names."""
+    return settings.describe() if hasattr(settings, "describe") else _config_text(config)
 
 
 def _config_text(config) -> str:

@@ -92,3 +92,18 @@ def vllm_kv_cache(
     weights = dep.model.total_params * dep.weights.bytes_per_element / dep.tp
     return EngineMemory(total, source, dep.gpu_memory_utilization, weights, overhead_bytes,
                         float(dep.kv_bytes_per_token_per_gpu), block_tokens)  # fmt: skip
+
+
+def sglang_kv_cache(deployment: Deployment) -> EngineMemory:
+    """The KV pool SGLang would size for `deployment`, its `gpu_memory_utilization` read as
+    SGLang's `mem_fraction_static`: the static pools (weights + KV) take that share of the GPU,
+    so the KV pool is the share less the weights, in pages of one token (SGLang's default
+    page_size). `profile_max_num_token`: rest = available after the weights - total x (1 -
+    mem_fraction_static), python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py @
+    001ccef0072a4537d4ec6bdd50a73e6feb2c907d. The CUDA context (~0.5 GiB, outside torch) is not
+    taken off: an upper bound by that much."""
+    dep = deployment
+    total, source = cuda_total_bytes(dep.gpu)
+    weights = dep.model.total_params * dep.weights.bytes_per_element / dep.tp
+    return EngineMemory(total, source, dep.gpu_memory_utilization, weights, 0.0,
+                        float(dep.kv_bytes_per_token_per_gpu), 1)  # fmt: skip

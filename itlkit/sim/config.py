@@ -23,8 +23,9 @@ class SchedulerConfig:
     max_num_seqs: int = 1024
     enable_chunked_prefill: bool = True
     disaggregated: bool = False
-    # vLLM V0 without chunked prefill: a step that admits prompts runs them alone (the decodes
-    # wait), `Engine.prefill_only`
+    # A step that carries prompt tokens carries nothing else; the decodes wait it out
+    # (`Engine.prefill_only`): vLLM V0 without chunked prefill, SGLang without
+    # --enable-mixed-chunk (its prompts chunked at the budget: `sim.sglang`)
     prefill_only_steps: bool = False
     kv_transfer_bytes_per_second: float = DEFAULT_KV_TRANSFER_BYTES_PER_SECOND
 
@@ -34,15 +35,17 @@ class SchedulerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.max_num_seqs > self.max_num_batched_tokens:
+        # A decode step of prefill-only steps has no token budget (SGLang's running requests may
+        # outnumber its chunk); in mixed steps every running request needs a decode token.
+        if self.max_num_seqs > self.max_num_batched_tokens and not self.prefill_only_steps:
             raise ConfigError(
                 f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
                 f"({self.max_num_batched_tokens}): every running request needs a decode token"
             )
-        if self.prefill_only_steps and (self.enable_chunked_prefill or self.disaggregated):
+        if self.prefill_only_steps and self.disaggregated:
             raise ConfigError(
-                "prefill-only steps are V0's policy without chunked prefill, on one instance: "
-                "not with enable_chunked_prefill or disaggregated"
+                "prefill-only steps are a policy of one instance that prefills and decodes: "
+                "not with disaggregated (its decode instance runs no prompts)"
             )
         rate = self.kv_transfer_bytes_per_second
         if not (rate > 0 and math.isfinite(rate)):

@@ -209,20 +209,27 @@ class Engine:
         return True
 
     def schedule(self, batch: _Batch) -> None:
-        """A step of decodes, partial prompts and admissions (V1; V0 with chunked prefill)."""
+        """A step of decodes, partial prompts and admissions (V1; V0 with chunked prefill); with
+        prefill-only steps, of decodes alone (the prompts ran in `prefill_only`, or could not)."""
         if self.paused:
             self.resume_paused()
         self.preempt_newest(batch)
+        if self.prefill_first:
+            if not (self.decoders or batch.preempted):  # no prompt could run, nor ever will
+                raise self._stalled()
+            return
         if self.partial:
             self.continue_partials(batch)
-        admitting = self.waiting and not batch.preempted  # never in a step that preempted
-        if admitting and not self.prefill_first:  # (V0 admitted in `prefill_only`, or could not)
+        if self.waiting and not batch.preempted:  # never in a step that preempted
             self.admit_waiting(batch)
-        if admitting and not self.running:  # would step forever: a KV accounting bug
-            raise RuntimeError(
-                f"engine stalled at step {self.s}: nothing runs, yet the next waiting request "
-                f"cannot be admitted ({self.used} of {self.capacity} KV tokens counted held)"
-            )
+            if not self.running:  # would step forever: a KV accounting bug
+                raise self._stalled()
+
+    def _stalled(self) -> RuntimeError:
+        return RuntimeError(
+            f"engine stalled at step {self.s}: nothing decodes, yet no prompt can be scheduled "
+            f"({self.used} of {self.capacity} KV tokens counted held)"
+        )
 
     def enqueue_ready(self) -> None:
         """Requests that arrived (or whose KV arrived) before the step starts join the queue."""
@@ -304,21 +311,41 @@ class Engine:
             if r.computed != r.target:
                 self.partial.append(r)
 
-    # ---- V0 without chunked prefill --------------------------------------------------------
+    # ---- prefill-only steps: V0 without chunked prefill, SGLang without mixed chunks ------------
     def prefill_only(self, batch: _Batch) -> bool:
-        """V0's default policy: prompts first, whole, with the whole token budget; a step that
-        schedules any runs them alone and every decode waits (vllm/core/scheduler.py
+        """Prompts first, with the whole token budget; a step that schedules any runs them alone
+        and every decode waits. True when this step is such a step.
+
+        vLLM V0 without chunked prefill: waiting prompts whole (vllm/core/scheduler.py
         `_schedule_default`: "Don't schedule decodes if prefills are scheduled", vllm-project/vllm
-        @ 0dce2b29aaaa36d3b7e5d80302b1018c1c296eee). True when this step is such a step."""
-        if not self.waiting:
+        @ 0dce2b29aaaa36d3b7e5d80302b1018c1c296eee). SGLang by default: the prompt part-way
+        through its chunks first, then waiting ones, at most the chunk size in all; a prefill
+        batch, when one can be formed, runs before the running batch decodes (`sim.sglang`)."""
+        if not (self.waiting or self.partial):
             return False
         batch.budget = self.budget_total
-        self.admit_waiting(batch)
+        if self.partial:
+            self.continue_alone(batch)
+        if self.waiting and batch.budget > 0:
+            self.admit_waiting(batch)
         if not batch.prefill:
             return False
         for r in [r for r in self.running if r.decoding]:
             self.pause(r)
         return True
+
+    def continue_alone(self, batch: _Batch) -> None:
+        """Prompts part-way through take their next chunk in a prefill-only step, oldest first,
+        while their KV fits; one that does not fit waits for a decode step to free or preempt.
+        (At most one is part-way through: an older one takes the budget first, and a waiting one
+        is admitted only into budget left over.)"""
+        for r in list(self.partial):
+            chunk = min(r.target - r.computed, batch.budget)
+            if chunk <= 0 or self.used + chunk > self.capacity:
+                break
+            self._prefill(r, chunk, batch)
+            if r.computed == r.target:
+                self.partial.remove(r)
 
     def pause(self, r: _Request) -> None:
         """A decoder sits out a prefill-only step: its token run ends at the last step, its

@@ -375,14 +375,16 @@ def simulate_deployment(
     host_overhead_seconds: float | None = None,
     until_seconds: float | None = None,
     jitter: np.ndarray | None = None,
+    kv_tokens: int | None = None,
 ) -> SimulationResult:
-    """Simulate a deployment: roofline step times and the KV capacity its GPU memory allows."""
+    """Simulate a deployment: roofline step times and the KV capacity its GPU memory allows
+    (vLLM's sizing, `kv_capacity_tokens`, unless `kv_tokens` gives another engine's)."""
     return simulate(
         workload,
         step_function=roofline_step_function(
             deployment, efficiency=efficiency, host_overhead_seconds=host_overhead_seconds
         ),
-        kv_capacity_tokens=kv_capacity_tokens(deployment),
+        kv_capacity_tokens=kv_capacity_tokens(deployment) if kv_tokens is None else kv_tokens,
         config=config,
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=until_seconds,

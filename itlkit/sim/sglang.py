@@ -1,0 +1,218 @@
+"""SGLang's scheduling policy and its start-up defaults, read from SGLang's own source.
+
+What SGLang's scheduler does each step (sgl-project/sglang, Apache-2.0; the files and commits
+below; docs/research/sglang-scheduling.md quotes the lines):
+
+- **Prefill first.** `Scheduler.get_next_batch_to_run` forms a prefill batch from the prompt
+  part-way through its chunks (at most one, `chunked_req`, first) and the waiting queue in
+  arrival order ("fcfs", the default `schedule_policy`), and runs it if it formed one ("Run
+  prefill first if possible"); only then does the running batch decode. A prefill batch holds
+  at most min(`max_prefill_tokens`, `chunked_prefill_size`) new tokens, and running plus new
+  requests at most `max_running_requests`. The decodes wait out every prefill batch
+  (managers/scheduler.py @ 0003215cf1464f44b389cd0b18d0b4c56f2a3da6; managers/schedule_policy.py
+  `PrefillAdder` @ ad0119fdde519598c25f5c48b95dacaa2b85d607).
+- **Mixed chunks** (`--enable-mixed-chunk`, off by default): every running request rides in
+  the prefill batch with one decode token (`ForwardMode.MIXED`, `mix_with_running` in
+  managers/schedule_batch.py @ fd3907ee4618e96b73ee94d9a836db78efb5d046), and both token budgets
+  shrink by one per running request: vLLM's mixed step with the chunk size as the budget.
+- **One token per request per decode step**; a prefill batch emits the first token of each
+  request whose prompt it completes, an intermediate chunk none.
+
+itlkit's engine runs the first policy as prefill-only steps (`SchedulerConfig.
+prefill_only_steps`, chunked at the budget) and the second as its mixed step. What it does not
+model: SGLang's admission reserves KV for the running requests' future tokens (`new_token_ratio`,
+0.7 decaying to 0.098) and retracts the request with the fewest generated tokens to the queue's
+tail when a decode runs short; itlkit admits while the chunk's KV fits and preempts the newest
+to the queue's head, as vLLM does. Under KV pressure SGLang therefore retracts less often than
+itlkit preempts; without it the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from itlkit.errors import ConfigError
+from itlkit.sim.config import SchedulerConfig
+
+MIB = 2**20
+GIB = 2**30
+
+ENGINE_NAME = "SGLang"
+
+# Settings an sglang_settings caller may give, by SGLang's names (`--chunked-prefill-size` ...).
+SETTINGS = (
+    "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "enable_mixed_chunk",
+    "mem_fraction_static",
+)  # fmt: skip
+
+# `handle_gpu_memory_settings`, python/sglang/srt/arg_groups/memory_hook.py @
+# 031ed82d8b5ec8db9cf88cffb057c2e91c964262: the smallest visible GPU's total memory as
+# nvidia-smi reports it (MiB), against N * 1024 (GiB, strictly below), picks the chunk size and
+# the decode CUDA graphs' largest batch (for TP below 4). Older 0.5 releases took 2,048 below
+# 35 GiB.
+CHUNK_TIERS: tuple[tuple[float, int, int], ...] = (
+    # (below this many bytes, chunked_prefill_size, cuda_graph_max_bs)
+    (20 * GIB, 2048, 8),
+    (35 * GIB, 4096, 48),  # "A10, 4090, 5090"
+    (60 * GIB, 4096, 32),  # A100 40GB, L40S
+    (90 * GIB, 8192, 256),  # H100, A100 80GB
+    (160 * GIB, 8192, 256),  # H200
+    (float("inf"), 16384, 512),  # B200, MI300X
+)
+MAX_PREFILL_TOKENS = 16384  # `max_prefill_tokens` default, arg_groups/fields/schedule.py @ 001b8862
+
+# `mem_fraction_static` when not given (memory_hook.py @ 031ed82d): (total - reserved) / total,
+# reserved = 512 MiB + 1.5 MiB per chunk token (at least 2,048) + 2 MiB per CUDA-graph batch
+# + 128 MiB per GPU of TP x PP, and at least 10 GiB on GPUs above 60 GiB.
+RESERVED_BASE_BYTES = 512 * MIB
+RESERVED_PER_CHUNK_TOKEN_BYTES = 1.5 * MIB
+RESERVED_PER_GRAPH_BATCH_BYTES = 2 * MIB
+RESERVED_PER_GPU_BYTES = 1024 / 8 * MIB
+RESERVED_FLOOR_BYTES = 10 * GIB
+RESERVED_FLOOR_ABOVE_BYTES = 60 * GIB
+
+# `max_running_requests` when not given: min(KV tokens // 2, the request pool), the pool
+# min(max(KV tokens / context length x 512, 2048), 4096) (managers/tp_worker.py @ 0045f98e,
+# model_executor/model_runner_kv_cache_mixin.py `init_memory` @ 001ccef0).
+POOL_PER_CONTEXT = 512
+POOL_MIN, POOL_MAX = 2048, 4096
+
+
+@dataclass(frozen=True)
+class SglangSettings:
+    """The settings an SGLang server runs with: those given, its defaults for the rest;
+    `assumptions` says, one line each, what was taken and why."""
+
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    max_running_requests: int | None  # None: from the KV pool (`with_kv_tokens`)
+    enable_mixed_chunk: bool
+    mem_fraction_static: float
+    assumptions: tuple[str, ...]
+    version = None  # no SGLang release is modelled apart: the current source's defaults
+    engine = ENGINE_NAME
+    enable_chunked_prefill = True  # off only with --chunked-prefill-size -1: not modelled
+    enable_prefix_caching = True  # the radix cache, unless --disable-radix-cache
+    follows_context_length = True  # its request pool does (`with_kv_tokens`)
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        """The new tokens one step may carry (vLLM's name for the budget)."""
+        return min(self.chunked_prefill_size, self.max_prefill_tokens)
+
+    @property
+    def gpu_memory_utilization(self) -> float:
+        """The share of GPU memory SGLang's static pools (weights + KV) may take."""
+        return self.mem_fraction_static
+
+    def describe(self) -> str:
+        """The settings in SGLang's names, for a report's header."""
+        mixed = "mixed chunks" if self.enable_mixed_chunk else "prefill batches alone"
+        seqs = (
+            "from the KV pool"
+            if self.max_running_requests is None
+            else (f"{self.max_running_requests:,}")
+        )
+        return (
+            f"SGLang: chunked_prefill_size {self.chunked_prefill_size:,}, max_prefill_tokens "
+            f"{self.max_prefill_tokens:,}, max_running_requests {seqs}, {mixed}"
+        )
+
+    def with_kv_tokens(self, kv_tokens: int, *, context_tokens: int) -> SglangSettings:
+        """The running-request cap SGLang derives from its KV pool of `kv_tokens` tokens when
+        none is given; `context_tokens`: the model's context length."""
+        if self.max_running_requests is not None:
+            return self
+        pool = min(max(int(kv_tokens / context_tokens * POOL_PER_CONTEXT), POOL_MIN), POOL_MAX)
+        cap = max(min(kv_tokens // 2, pool), 1)
+        said = (f"max_running_requests {cap:,}: SGLang's default, min(KV tokens // 2, its "
+                f"request pool {pool:,}) for {kv_tokens:,} KV tokens at context length "
+                f"{context_tokens:,}")  # fmt: skip
+        return SglangSettings(self.chunked_prefill_size, self.max_prefill_tokens, cap,
+                              self.enable_mixed_chunk, self.mem_fraction_static,
+                              (*self.assumptions, said))  # fmt: skip
+
+    def scheduler_config(self, **rest) -> SchedulerConfig:
+        """itlkit's engine knobs for this policy: prefill-only steps chunked at the budget, or
+        mixed steps whose budget the decodes share (`--enable-mixed-chunk`)."""
+        seqs = self.max_running_requests
+        if seqs is None:
+            raise ConfigError("max_running_requests is not set: call with_kv_tokens first")
+        budget = self.max_num_batched_tokens
+        if self.enable_mixed_chunk and seqs > budget:
+            seqs = budget  # a mixed step carries a decode token for every running request
+        return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=seqs,
+                               enable_chunked_prefill=True,
+                               prefill_only_steps=not self.enable_mixed_chunk, **rest)  # fmt: skip
+
+
+def chunk_tier(gpu_memory_bytes: float) -> tuple[int, int]:
+    """SGLang's default chunk size and decode CUDA-graph batch for a GPU of this total memory."""
+    return next((chunk, graphs) for below, chunk, graphs in CHUNK_TIERS
+                if gpu_memory_bytes < below)  # fmt: skip
+
+
+def default_mem_fraction(gpu_memory_bytes: float, *, chunk_tokens: int, graph_batch: int,
+                         gpus: int = 1) -> float:  # fmt: skip
+    """SGLang's `mem_fraction_static` default (memory_hook.py @ 031ed82d), rounded as it does."""
+    reserved = (
+        RESERVED_BASE_BYTES
+        + max(chunk_tokens, 2048) * RESERVED_PER_CHUNK_TOKEN_BYTES
+        + graph_batch * RESERVED_PER_GRAPH_BATCH_BYTES
+        + gpus * RESERVED_PER_GPU_BYTES
+    )
+    if gpu_memory_bytes > RESERVED_FLOOR_ABOVE_BYTES:
+        reserved = max(reserved, RESERVED_FLOOR_BYTES)
+    return round((gpu_memory_bytes - reserved) / gpu_memory_bytes, 3)
+
+
+def sglang_settings(
+    *,
+    gpu_memory_bytes: float,
+    gpu_name: str = "",
+    gpus: int = 1,
+    given: Mapping[str, object] | None = None,
+) -> SglangSettings:
+    """The settings `python -m sglang.launch_server` runs with on this GPU (`gpu_memory_bytes`:
+    its total memory) where `given` (SGLang names, `SETTINGS`) does not set them."""
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"sglang_settings: unknown settings {unknown}; known: {SETTINGS}")
+    gpu = f"{gpu_name or 'the GPU'} ({gpu_memory_bytes / GIB:.1f} GiB in all)"
+    said = [f"{ENGINE_NAME}: prefill-first scheduling, its defaults read in its source "
+            "(python/sglang/srt/arg_groups, managers: cited in itlkit/sim/sglang.py)"]  # fmt: skip
+    chunk, graphs = chunk_tier(gpu_memory_bytes)
+    value = dict(given)
+
+    def take(key: str, default, why: str) -> None:
+        if key not in given:
+            value[key] = default
+            said.append(f"{key} {_shown(default)}: {why}")
+
+    take("chunked_prefill_size", chunk, f"SGLang's default for {gpu}")
+    take("max_prefill_tokens", MAX_PREFILL_TOKENS, "SGLang's default")
+    take("enable_mixed_chunk", False, "SGLang's default: a prefill batch runs alone and the "
+         "running requests' decodes wait")  # fmt: skip
+    fraction = default_mem_fraction(gpu_memory_bytes, chunk_tokens=value["chunked_prefill_size"],
+                                    graph_batch=graphs, gpus=gpus)  # fmt: skip
+    take("mem_fraction_static", fraction, f"SGLang's default for {gpu} and {gpus} GPU(s)")
+    for key in ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests"):
+        v = value.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError(f"{key} must be an integer >= 1, got {v!r}")
+    share = value["mem_fraction_static"]
+    if not 0 < share <= 1:
+        raise ConfigError(f"mem_fraction_static must be in (0, 1], got {share}")
+    return SglangSettings(value["chunked_prefill_size"], value["max_prefill_tokens"],
+                          value.get("max_running_requests"), bool(value["enable_mixed_chunk"]),
+                          share, tuple(said))  # fmt: skip
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:g}"
