@@ -85,4 +85,4 @@ def test_sglang_metrics_in_prometheus_give_the_incidents_diagnosis(incident):
     both = query_range(url, "sum(sglang:num_running_reqs)", **span)
     assert read["value"].max() > 0
     np.testing.assert_allclose(both["value"].to_numpy(), 2 * read["value"].to_numpy())
-    assert any("SGLang runs prefill and decode in separate batches" in n for n in server.notes)
+    assert any("SGLang runs a prefill batch alone before" in n for n in server.notes)

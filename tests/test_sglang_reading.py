@@ -115,7 +115,7 @@ def test_a_diagnosis_of_sglang_metrics_says_what_it_assumes(tmp_path):
                   "--context", "1000")  # fmt: skip
     assert done.returncode == 0, done.stderr
     # SGLang's schedule is not vLLM's: the report says so, and how its ITL is counted
-    assert "SGLang runs prefill and decode in separate batches by default" in done.stdout
+    assert "SGLang runs a prefill batch alone before the running batch decodes" in done.stdout
     assert "SGLang's ITL is per token" in done.stdout
 
 

@@ -357,6 +357,9 @@ def _jitter(calibration, seed: int):
 
 
 def _check(args) -> None:
+    if args.engine == "sglang" and args.openmetrics_out:
+        raise ConfigError("--openmetrics-out writes vLLM's families only; with --engine sglang "
+                          "give --prom-out (a folder of SGLang's /metrics pages)")  # fmt: skip
     start = args.start_unix_seconds
     if start is not None and not 9.46e8 <= start <= 4.1e9:
         raise ConfigError(
@@ -640,7 +643,8 @@ def _client_text(args, result) -> str:
 
 
 def _export(args, result, *, model_name: str) -> None:
-    """Write the --prom-out scrapes and the --openmetrics-out file, if asked for."""
+    """Write the --prom-out scrapes and the --openmetrics-out file, if asked for, in the names
+    of the engine simulated."""
     if not (args.prom_out or args.openmetrics_out):
         return
     from itlkit.sim.export import (
@@ -648,6 +652,7 @@ def _export(args, result, *, model_name: str) -> None:
         export_openmetrics,
         export_prometheus_scrapes,
     )
+    from itlkit.sim.export_sglang import export_sglang_scrapes
 
     start = args.start_unix_seconds
     export = dict(
@@ -655,8 +660,9 @@ def _export(args, result, *, model_name: str) -> None:
         start_unix_seconds=DEFAULT_START_UNIX_SECONDS if start is None else start,
         model_name=model_name,
     )
+    scrapes = export_sglang_scrapes if args.engine == "sglang" else export_prometheus_scrapes
     if args.prom_out:
-        export_prometheus_scrapes(result, args.prom_out, **export)
+        scrapes(result, args.prom_out, **export)
     if args.openmetrics_out:
         export_openmetrics(result, args.openmetrics_out, **export)
 

@@ -37,6 +37,7 @@ class SummaryFeatures:
     host_excess_ratio: float
     batch_size: float
     main_cluster_share: float = math.nan
+    engine: str = "vllm"  # `vllm bench serve` measured it (the rules of any engine's server)
 
     def __getattr__(self, name: str) -> float:
         return math.nan  # every feature a summary cannot measure

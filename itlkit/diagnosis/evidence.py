@@ -30,7 +30,7 @@ from itlkit.metrics.histogram import (
 from itlkit.metrics.http_get import one_line, shown_url
 from itlkit.metrics.series import histogram_series, scalar_series
 from itlkit.metrics.sglang_metrics import DIAGNOSIS_NOTE as SGLANG_DIAGNOSIS_NOTE
-from itlkit.metrics.sglang_metrics import reading_notes
+from itlkit.metrics.sglang_metrics import FORWARD_CATEGORIES, reading_notes
 
 DEFAULT_WINDOW_SECONDS = 60.0
 
@@ -61,6 +61,9 @@ class Timeline:
     finished_generation_tokens: np.ndarray | None = None  # vllm:request_generation_tokens _sum
     finished_counted: np.ndarray | None = None  # vllm:request_prompt_tokens _count
     engine: str = "vllm"  # whose metrics these are: "vllm" or "sglang" (its families' names)
+    # GPU seconds per window by forward mode ("extend", "decode", "mixed"): SGLang's device
+    # timer (`sglang_metrics.FORWARD_CATEGORIES`); None where not exported
+    forward_seconds: dict[str, np.ndarray] | None = None
 
     def prefix_cache_hit_rate(self) -> float:
         """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
@@ -124,11 +127,11 @@ class Timeline:
 
 
 def _optional_scalar(
-    frame: pd.DataFrame, key: str, how: str, notes: list[str] | None
+    frame: pd.DataFrame, key: str, how: str, notes: list[str] | None, label: str | None = None
 ) -> pd.Series | None:
     """The metric's series, or None when absent (with a note, unless `notes` is None)."""
     try:
-        return scalar_series(frame, key, how=how)
+        return scalar_series(frame, key, how=how, label=label)
     except SourceError:
         if notes is not None:
             notes.append(f"no {key} metric in the input: evidence that needs it is skipped")
@@ -236,9 +239,19 @@ class _Aligner:
         values = self._increase(_optional_scalar(self.frame, key, "sum", self.notes))
         return self._nan() if values is None else values
 
-    def optional_counter(self, key: str) -> np.ndarray | None:
-        """A counter that older servers do not export: None without a note when missing."""
-        return self._increase(_optional_scalar(self.frame, key, "sum", None))
+    def optional_counter(self, key: str, label: str | None = None) -> np.ndarray | None:
+        """A counter that older servers do not export: None without a note when missing; with
+        `label`, its series that carry that label ("category=forward_extend")."""
+        return self._increase(_optional_scalar(self.frame, key, "sum", None, label))
+
+    def forward_seconds(self) -> dict[str, np.ndarray] | None:
+        """GPU seconds per window by forward mode, where the metrics give them."""
+        found = {mode: self.optional_counter("forward_seconds", f"category={category}")
+                 for mode, category in FORWARD_CATEGORIES.items()}  # fmt: skip
+        if all(v is None for v in found.values()):
+            return None
+        # a mode that never ran has no series yet (a labelled counter appears when first counted)
+        return {mode: np.zeros_like(self._nan()) if v is None else v for mode, v in found.items()}
 
     def gauge(self, key: str) -> np.ndarray:
         """A gauge's mean per window; NaN (with a note) when not exported."""
@@ -358,6 +371,7 @@ def timeline_from_frame(
         finished_generation_tokens=at.optional_counter("request_generation_tokens_sum"),
         finished_counted=at.optional_counter("request_prompt_tokens_count"),
         engine=_engine_of_frame(frame),
+        forward_seconds=at.forward_seconds(),
     )
 
 
@@ -586,4 +600,20 @@ def timeline_from_prometheus(
         snapshots=int(times.size) + 1,
         notes=tuple(dict.fromkeys(q.notes)),
         engine=engine,
+        forward_seconds=_forward_from_prometheus(q, kw, increase) if engine == "sglang" else None,
     )
+
+
+def _forward_from_prometheus(q: _PrometheusQueries, kw: dict, increase) -> dict | None:
+    """SGLang's GPU seconds by forward mode per window (None when the server has none)."""
+    from itlkit.metrics.prometheus_api import counter_rate_query
+
+    found = {}
+    for mode, category in FORWARD_CATEGORIES.items():
+        query = counter_rate_query("forward_seconds", matchers=(f'category="{category}"',), **kw)
+        before = len(q.notes)
+        found[mode] = increase(query)
+        del q.notes[before:]  # the counter is optional (SGLang's device timer): no note
+    if all(np.isnan(v).all() for v in found.values()):
+        return None
+    return {mode: np.nan_to_num(v) for mode, v in found.items()}

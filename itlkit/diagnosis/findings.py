@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from itlkit.diagnosis import sglang
 from itlkit.diagnosis.evidence import Timeline
 from itlkit.diagnosis.fingerprint import GAP_SECONDS, PLAUSIBLE_MBU_LOW, Cluster, Fingerprint
 from itlkit.metrics.vllm_metrics import family
@@ -47,10 +48,19 @@ class Finding:
     evidence: tuple[str, ...]
     confirm: tuple[str, ...]
     fixes: tuple[Fix, ...]
+    engine: str = "vllm"  # whose metrics it judged: the title is in that engine's terms
 
     @property
     def title(self) -> str:
-        return TITLES[self.cause]
+        return ENGINE_TITLES.get(self.engine, {}).get(self.cause) or TITLES[self.cause]
+
+
+ENGINE_TITLES = {"sglang": sglang.TITLES}  # where an engine's schedule changes a cause's name
+
+
+def knob(name: str, engine: str) -> str:
+    """The engine's name for a vLLM setting a fix turns (`max_num_seqs` ...)."""
+    return sglang.KNOBS.get(name, name) if engine == "sglang" else name
 
 
 def bucket_text(bucket: tuple[float, float]) -> str:
@@ -231,7 +241,8 @@ def _growth_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
             "a small accuracy risk; check quality on your evals",
         ),
         Fix(
-            f"cap max_num_seqs near {cap_seqs}, where the KV read equals the weight read",
+            f"cap {knob('max_num_seqs', fp.engine)} near {cap_seqs}, where the KV read equals the "
+            "weight read",
             f"the floor stays at or below ~{format_seconds(target)} (now ~"
             f"{format_seconds(fp.floor_seconds)} at batch {batch:.0f})",
             "requests beyond the cap queue instead of slowing everyone: TTFT rises under load",
@@ -344,7 +355,7 @@ def _preemption_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
     cap_fp8 = capacity(dataclasses.replace(dep, kv=PRECISIONS["fp8"]), context_tokens=longest)
     return (
         Fix(
-            f"cap max_num_seqs at ~{cap.max_sequences}",
+            f"cap {knob('max_num_seqs', fp.engine)} at ~{cap.max_sequences}",
             f"{cap.max_sequences} sequences of {longest:,.0f} tokens (prompt + full output) fit "
             f"in {format_bytes(cap.kv_budget_bytes)} of KV per GPU",
             "requests beyond it wait in the queue (TTFT) instead of being evicted mid-stream",
@@ -354,7 +365,7 @@ def _preemption_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
             f"room for {cap_fp8.max_sequences} sequences instead of {cap.max_sequences}",
             "a small accuracy risk",
         ),
-        Fix("raise gpu_memory_utilization, TP, or replicas", "more KV room",
+        Fix(f"raise {knob('gpu_memory_utilization', fp.engine)}, TP, or replicas", "more KV room",
             "more GPUs or less headroom"),
     )  # fmt: skip
 
@@ -381,6 +392,10 @@ CONFIRM = {  # {ttft}, {running}, ...: the engine's family names (`_confirm`)
 
 def explain(cause: str, score: float, fp: Fingerprint, t: Timeline, dep: Deployment) -> Finding:
     """The finding for one cause: its score with the evidence, checks and fixes in words."""
+    if cause == "prefill_interference" and t.engine == "sglang":
+        evidence = (shape_sentence(fp), *sglang.stall_evidence(fp), _arrival_sentence(fp, t))
+        fixes = tuple(Fix(*f) for f in sglang.stall_fixes(fp, dep))
+        return Finding(cause, score, evidence, _confirm(cause, t.engine), fixes, t.engine)
     evidence, fixes = {
         "prefill_interference": lambda: (
             _interference_evidence(fp, t, dep), _interference_fixes(fp, dep)),
@@ -388,7 +403,7 @@ def explain(cause: str, score: float, fp: Fingerprint, t: Timeline, dep: Deploym
         "host_overhead": lambda: (_host_evidence(fp), _host_fixes(fp)),
         "preemption": lambda: (_preemption_evidence(fp, t, dep), _preemption_fixes(fp, dep)),
     }[cause]()  # fmt: skip
-    return Finding(cause, score, evidence, _confirm(cause, t.engine), fixes)
+    return Finding(cause, score, evidence, _confirm(cause, t.engine), fixes, t.engine)
 
 
 STEP_TOKENS = {  # where each engine's metrics show a step's prompt tokens
@@ -402,7 +417,8 @@ STEP_TOKENS = {  # where each engine's metrics show a step's prompt tokens
 def _confirm(cause: str, engine: str) -> tuple[str, ...]:
     """The cause's checks, in the engine's metric names."""
     names = {key: family(key, engine) for key in ("ttft", "running", "preemptions", "kv_usage")}
-    return tuple(line.format(**names, step_tokens=STEP_TOKENS[engine]) for line in CONFIRM[cause])
+    lines = (sglang.CONFIRM if engine == "sglang" else {}).get(cause) or CONFIRM[cause]
+    return tuple(line.format(**names, step_tokens=STEP_TOKENS[engine]) for line in lines)
 
 
 def measurement_notes(fp: Fingerprint, dep: Deployment) -> list[str]:

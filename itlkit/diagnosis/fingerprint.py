@@ -19,7 +19,7 @@ from itlkit.diagnosis.evidence import Timeline
 from itlkit.errors import EvidenceError
 from itlkit.metrics.histogram import Histogram, split_modes
 from itlkit.metrics.vllm_metrics import family
-from itlkit.physics.roofline import Deployment, decode_step, mixed_step
+from itlkit.physics.roofline import Deployment, decode_step, mixed_step, step_seconds
 
 # The counters that give a run's mean context, where the engine exports them.
 CONTEXT_COUNTERS = ("prompt_tokens", "generation_tokens", "request_success")
@@ -102,6 +102,18 @@ class Fingerprint:
     healthy_host_seconds: float = math.nan  # calibrated host cost of one step at this batch
     host_excess_ratio: float = math.nan  # (step - slowest plausible GPU time) / healthy host
     side_per_arrival: float = math.nan  # observations in slower clusters per first token
+    engine: str = "vllm"  # whose metrics: "vllm" or "sglang" (`Timeline.engine`)
+    stall_time_share: float = math.nan  # share of the ITL _sum above each window's slow cut
+    prefill_load: float = math.nan  # GPU time the prompts need (step model) / wall time
+    prefill_batch_seconds: float = math.nan  # a full budget of prompt tokens alone (step model)
+    gaps_per_preemption: float = math.nan  # gap observations / preemptions (at least 0.5)
+    prefill_alone_share: float = math.nan  # GPU time in prefill batches alone / wall time
+    mixed_share: float = math.nan  # ... in batches that prefill beside decodes (measured)
+
+    @property
+    def prefill_gpu_share(self) -> float:
+        """The measured share of wall time the GPU ran prompt tokens (alone or mixed)."""
+        return self.prefill_alone_share + self.mixed_share
 
     @property
     def main_cluster_share(self) -> float:
@@ -417,13 +429,59 @@ def _growth(t: Timeline, fasts: np.ndarray, floors: np.ndarray) -> dict:
 
 
 def _gaps(t: Timeline) -> dict:
-    """Multi-second stalls, the preemption counter, and their link window by window."""
+    """Multi-second stalls, the preemption counter, and their link window by window. A
+    preemption gives its own request one long gap (its recompute), so gaps far beyond the
+    preemptions come from elsewhere; with none counted, the ratio takes half a preemption."""
     gaps = np.array([gap_count(h) for h in t.itl])
     known = np.isfinite(t.preemptions).any()
+    preemptions = float(np.nansum(t.preemptions)) if known else math.nan
+    total = float(gaps.sum())
     return dict(
-        gap_observations=float(gaps.sum()),
-        preemptions=float(np.nansum(t.preemptions)) if known else math.nan,
+        gap_observations=total,
+        preemptions=preemptions,
         gap_correlation=pearson(t.preemptions, gaps),
+        gaps_per_preemption=total / max(preemptions, 0.5) if known and total > 0 else math.nan,
+    )
+
+
+def time_above(h: Histogram, cut_seconds: float) -> float:
+    """Seconds of observations in buckets wholly above `cut_seconds`: each at its bucket's
+    midpoint, the +Inf bucket's at its lower bound (a lower estimate)."""
+    counts = np.asarray(h.bucket_counts, dtype=float)
+    lower, upper = h.lower_bounds, h.upper_bounds
+    above = lower >= cut_seconds
+    value = np.where(np.isfinite(upper), (lower + upper) / 2, lower)
+    return float(np.dot(counts[above], value[above]))
+
+
+def _stalls(t: Timeline, deployment, fasts: np.ndarray, fast: float, *, budget: int,
+            uncached_share: float) -> dict:  # fmt: skip
+    """The streams' time spent in stalls, beside the GPU time the prompts need.
+
+    A stall is a gap past the slow-mode cut (~sqrt(SLOW_FACTOR) x the window's fast mode),
+    multi-second gaps included: where prefill runs alone (SGLang's default) every running stream
+    waits out each prefill batch, so the streams' share of time in stalls approaches the GPU's
+    share of time in prefill, `prefill_load`."""
+    cut = math.sqrt(SLOW_FACTOR)
+    stalled = sum(
+        time_above(h, cut * (f if f > 0 else fast)) for h, f in zip(t.itl, fasts, strict=True)
+    )
+    total = sum(h.sum for h in t.itl if math.isfinite(h.sum))
+    batch = float(step_seconds(deployment, decode_tokens=0, prefill_tokens=budget, kv_tokens=0))
+    load = math.nan
+    prompts = t.prompt_tokens
+    if t.has_time_axis and np.isfinite(prompts).any() and t.duration_seconds > 0:
+        load = float(np.nansum(prompts)) * uncached_share * batch / budget / t.duration_seconds
+    alone = mixed = math.nan
+    if t.forward_seconds is not None and t.duration_seconds > 0:
+        alone = float(np.nansum(t.forward_seconds["extend"])) / t.duration_seconds
+        mixed = float(np.nansum(t.forward_seconds["mixed"])) / t.duration_seconds
+    return dict(
+        stall_time_share=stalled / total if total > 0 else math.nan,
+        prefill_load=load,
+        prefill_batch_seconds=batch,
+        prefill_alone_share=alone,
+        mixed_share=mixed,
     )
 
 
@@ -499,6 +557,9 @@ def fingerprint(
         **slow_fields,
         **_growth(t, fasts, floor_fields["floor_seconds_by_window"]),
         **_gaps(t),
+        **_stalls(t, deployment, fasts, floor_fields["fast_mode_seconds"], budget=budget,
+                  uncached_share=1 - t.prefix_cache_hit_rate()),
+        engine=t.engine,
         **_cluster_fields(
             t, fast=floor_fields["fast_mode_seconds"], floor=floor_fields["floor_seconds"],
             batch=mean_batch, host_seconds_per_step=host_seconds_per_step,

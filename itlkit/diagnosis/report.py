@@ -73,7 +73,9 @@ def gpu_range_lines(d: Diagnosis) -> tuple[str, ...]:
         f"the page does not name its GPU; this report judges {d.deployment.gpu.slug}, one "
         f"of {len(plausible)} plausible: {', '.join(a.gpu for a in plausible) or 'none'}"
     ]
-    for cause, title in TITLES.items():
+    titles = {f.cause: f.title for f in d.findings}  # in the engine's terms
+    for cause in TITLES:
+        title = titles.get(cause, TITLES[cause])
         scores = {a.gpu: dict(a.scores)[cause] for a in plausible}
         if not scores:
             break

@@ -69,6 +69,7 @@ class Rule:
     weight: float | None
     reason: str
     missing: float = 0.0
+    engines: tuple[str, ...] = ("vllm", "sglang")  # whose metrics the row judges
 
     def credit(self, fp: Fingerprint) -> float:
         """The ramp of this rule's feature in [0, 1]."""
@@ -82,15 +83,28 @@ class Rule:
         return rising if self.high > self.low else 1.0 - rising
 
 
+VLLM, SGLANG = ("vllm",), ("sglang",)
 RULES: tuple[Rule, ...] = (
     # prefill interference: the shape gates, the arrival link adds.
     Rule("prefill_interference", "window_slow_share", 0.01, 0.05, GATE,
-         "a slow mode needs a few percent of the observations; ~1% is bucket noise"),
+         "a slow mode needs a few percent of the observations; ~1% is bucket noise",
+         engines=VLLM),
     Rule("prefill_interference", "window_slow_share", 0.95, 0.7, GATE,
-         "when nearly every observation is slow, the fast mode moved: no second mode"),
+         "when nearly every observation is slow, the fast mode moved: no second mode",
+         engines=VLLM),
     Rule("prefill_interference", "slow_mode_factor", SLOW_FACTOR - 1, SLOW_FACTOR, GATE,
          "a doubled batch at most doubles the floor (weights + batch x KV), so a mode up to 2x "
-         "can be growth inside one window; the worked example's 2048-token chunk step is 5.2x"),
+         "can be growth inside one window; the worked example's 2048-token chunk step is 5.2x",
+         engines=VLLM),
+    # SGLang runs a prefill batch alone before the running batch decodes: a queue of prompts
+    # holds every stream for batch after batch, so its stalls are few and long (past 1 s under
+    # load) where vLLM's are one slow step per chunk. Their time, not their count, shows them.
+    Rule("prefill_interference", "stall_time_share", 0.02, 0.08, GATE,
+         "the streams spend a few percent of their time in stalls past the slow-mode cut (each "
+         "window's); ~1% is a step's own spread", engines=SGLANG),
+    Rule("prefill_interference", "prefill_gpu_share", 0.02, 0.2, 0.2,
+         "SGLang's device timer measures the GPU's time in prefill batches (alone or mixed): "
+         "the stall's own cause, seen directly", engines=SGLANG),
     Rule("prefill_interference", "arrival_chunk_factor", 1.5, SLOW_FACTOR, GATE,
          "arrivals make the slow mode only if a step carrying one arriving prompt's uncached "
          "tokens is predicted that slow; else the slow steps come from elsewhere (a preempted "
@@ -124,6 +138,10 @@ RULES: tuple[Rule, ...] = (
     Rule("host_overhead", "batch_size", 32, 16, 0.15,
          "a fixed per-step cost weighs most at small batch, where the floor is short"),
     # preemption: the counter, the gaps, and their coincidence.
+    Rule("preemption", "gaps_per_preemption", 40, 4, GATE,
+         "a preemption gives its own request one long gap (its recompute): up to a few per "
+         "preemption are its, tens are not (SGLang's prefill batches, a stalled host)",
+         missing=1.0),
     Rule("preemption", "preemptions", 0, 1, 0.55,
          "vLLM increments num_preemptions_total only when the KV cache is full: the counter "
          "alone names the cause"),
@@ -138,7 +156,7 @@ def cause_score(cause: str, fp: Fingerprint, rules: tuple[Rule, ...] = RULES) ->
     """Product of the cause's gates times the sum of its weighted credits, in [0, 1]."""
     gate, total = 1.0, 0.0
     for rule in rules:
-        if rule.cause == cause:
+        if rule.cause == cause and fp.engine in rule.engines:
             if rule.weight is GATE:
                 gate *= rule.credit(fp)
             else:

@@ -33,8 +33,9 @@ _WINDOW = re.compile(r"(\d+(ms|s|m|h|d|w|y))+|\$__rate_interval|\$__range|\$__in
 SGLANG_RANK = 'tp_rank=~"|0",pp_rank=~"|0"'
 
 
-def _selector(model_name: str | None, engine: str = "vllm") -> str:
+def _selector(model_name: str | None, engine: str = "vllm", matchers: tuple[str, ...] = ()) -> str:
     parts = [SGLANG_RANK] if engine == "sglang" else []
+    parts += matchers
     if model_name is not None:
         escaped = model_name.replace("\\", "\\\\").replace('"', '\\"')
         parts.insert(0, f'model_name="{escaped}"')
@@ -77,8 +78,9 @@ def quantile_query(q: float, metric_key: str = "itl", *, model_name: str | None 
     return f"histogram_quantile({q:g}, {inner})"
 
 
-def _sum_rate(metric_key: str, suffix: str, model_name, rate_window, engine="vllm") -> str:
-    sel, w = _selector(model_name, engine), _check_window(rate_window)
+def _sum_rate(metric_key: str, suffix: str, model_name, rate_window, engine="vllm",
+              matchers: tuple[str, ...] = ()) -> str:  # fmt: skip
+    sel, w = _selector(model_name, engine, matchers), _check_window(rate_window)
     return _joined([f"sum(rate({n}{suffix}{sel}[{w}]))" for n in _names(metric_key, engine)])
 
 
@@ -97,9 +99,10 @@ def count_rate_query(metric_key: str = "ttft", *, model_name=None, rate_window: 
 
 
 def counter_rate_query(metric_key: str, *, model_name=None, rate_window: str = "1m",
-                       engine: str = "vllm") -> str:  # fmt: skip
-    """Per-second rate of a counter summed over engines, e.g. preemptions."""
-    return _sum_rate(metric_key, "", model_name, rate_window, engine)
+                       engine: str = "vllm", matchers: tuple[str, ...] = ()) -> str:  # fmt: skip
+    """Per-second rate of a counter summed over engines, e.g. preemptions; `matchers` narrow
+    the series (`'category="forward_extend"'`)."""
+    return _sum_rate(metric_key, "", model_name, rate_window, engine, matchers)
 
 
 def gauge_query(metric_key: str, *, model_name=None, how: str = "sum",

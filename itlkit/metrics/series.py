@@ -332,9 +332,16 @@ def _check_sums(table, bounds, counts, sums, sources) -> None:
 
 
 def scalar_series(
-    frame: pd.DataFrame, metric_key: str, *, model_name=None, engine=None, how: str = "sum"
+    frame: pd.DataFrame,
+    metric_key: str,
+    *,
+    model_name=None,
+    engine=None,
+    how: str = "sum",
+    label: str | None = None,
 ) -> pd.Series:
-    """A counter or gauge over time (index: timestamp_seconds), label sets combined by `how`.
+    """A counter or gauge over time (index: timestamp_seconds), label sets combined by `how`;
+    with `label` ("category=forward_extend"), only the series that carry it.
 
     Counters are corrected per series first, as in `histogram_series` (a restart of one engine
     never hides another's increase; a series that appears starts from zero, one that goes keeps
@@ -343,6 +350,11 @@ def scalar_series(
     if metric(metric_key).kind == "histogram":
         raise SourceError(f"{metric_key} is a histogram; use histogram_series")
     rows = _select(frame, metric_key, model_name, engine)
+    if label is not None:
+        carries = rows["labels"].astype(str).str.split(",").map(lambda pairs: label in pairs)
+        rows = rows[carries.to_numpy(dtype=bool)]
+        if rows.empty:
+            raise SourceError(f"no {metric_key} series with {label} in the input")
     rows, order = _with_scrape_ids(rows)
     rows = _with_series_ids(rows)
     _check_duplicates(rows, order)

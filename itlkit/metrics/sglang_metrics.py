@@ -35,7 +35,27 @@ NAMES: dict[str, tuple[str, ...]] = {
     "preemptions": ("sglang:num_retracted_requests_total",),
     "prompt_tokens": ("sglang:prompt_tokens_total",),
     "generation_tokens": ("sglang:generation_tokens_total",),
+    "forward_seconds": ("sglang:gpu_execution_seconds_total",),
 }
+# `sglang:gpu_execution_seconds_total{category}`: "forward_" + the batch's ForwardMode, recorded
+# only with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 (scheduler_metrics_mixin.py
+# `record_forward_metrics` @ 44cedc2b; ForwardMode in model_executor/forward_batch_info.py @
+# 271a25bc): a prefill batch alone is EXTEND, one the decodes ride in (--enable-mixed-chunk) MIXED.
+FORWARD_CATEGORIES = {"extend": "forward_extend", "decode": "forward_decode",
+                      "mixed": "forward_mixed"}  # fmt: skip
+
+# Default bucket bounds of the current release's request histograms (`TokenizerMetricsCollector`,
+# python/sglang/srt/observability/metrics_collector.py @ 44cedc2b9c7dd31d9acae4498ea4fa0d3665feed;
+# `--bucket-inter-token-latency` and its siblings replace them). +Inf is added by the client.
+ITL_BUCKETS_SECONDS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035,
+                       0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0,
+                       6.0, 8.0)  # fmt: skip
+TTFT_BUCKETS_SECONDS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+E2E_BUCKETS_SECONDS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400,
+                       600, 1200, 1800, 2400)  # fmt: skip
+# Labels of the scheduler's gauges and counters (`SchedulerMetricsCollector`, same file), as a
+# single-GPU "unified" (not disaggregated) server writes them.
+SCHEDULER_LABELS = ("engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
 
 # The histogram that looks like an ITL and is not one, by version.
 NOT_AN_ITL = "sglang:time_per_output_token_seconds"
@@ -57,12 +77,12 @@ READING_NOTES = {
 }
 
 
-# Said with a diagnosis of SGLang metrics until SGLang's own schedule is modelled (issue 21).
+# Said with every diagnosis of SGLang metrics (`itlkit.diagnosis.sglang` words its findings).
 DIAGNOSIS_NOTE = (
-    "SGLang metrics, judged with vLLM's causes: SGLang runs prefill and decode in separate batches "
-    "by default (--enable-mixed-chunk mixes them), so a prefill shows as every stream's stall "
-    "behind a whole prefill batch, and its retractions (sglang:num_retracted_requests_total) "
-    "stand for vLLM's preemptions"
+    "SGLang metrics: SGLang runs a prefill batch alone before the running batch decodes (unless "
+    "--enable-mixed-chunk), so its prefill shows as every stream's stall behind whole prefill "
+    "batches, judged by the streams' time in stalls rather than a count of slow steps; its "
+    "retractions (sglang:num_retracted_requests_total) are judged as vLLM's preemptions"
 )
 
 

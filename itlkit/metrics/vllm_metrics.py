@@ -187,6 +187,14 @@ _METRICS = [
         "requests",
         "finished requests by finished_reason",
     ),
+    VllmMetric(
+        "forward_seconds",
+        (),
+        "counter",
+        "seconds",
+        "GPU seconds by forward mode (label category): SGLang's, with its device timer on; "
+        "vLLM has no such counter",
+    ),
 ]
 # SGLang exposes some of the same quantities under its own names (`metrics.sglang_metrics`): a
 # page holds one engine's, so they are read as the same metric, the family naming the engine.

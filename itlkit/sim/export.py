@@ -72,7 +72,7 @@ def output_problem(path: str | Path, *, folder: bool) -> str | None:
     return None
 
 
-def _writable(path: Path, *, folder: bool) -> None:
+def check_writable(path: Path, *, folder: bool) -> None:
     problem = output_problem(path, folder=folder)
     if problem:
         raise ConfigError(f"{path}: {problem}")
@@ -114,7 +114,7 @@ def scrape_series(result: SimulationResult, *, times_seconds) -> ScrapeSeries:
     times = np.asarray(times_seconds, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0):
         raise ConfigError("scrape times must be a non-empty increasing list of seconds")
-    finished = _cumulative(times, result.finish_seconds[result.finished],
+    finished = cumulative(times, result.finish_seconds[result.finished],
                            np.ones(int(result.finished.sum())))  # fmt: skip
     return ScrapeSeries(times, _histograms(result, times), _values(result, times), finished)
 
@@ -130,7 +130,7 @@ def _histograms(r: SimulationResult, times: np.ndarray) -> dict[str, list[Histog
     decode_time = finish - r.first_token_seconds[done]
 
     def histogram(at, values, weights, bounds):
-        return _cumulative_histograms(times, at, values, weights, bounds)
+        return cumulative_histograms(times, at, values, weights, bounds)
 
     itl_at = np.concatenate([ends, r.gap_end_seconds])
     itl_values = np.concatenate([r.step_duration_seconds, r.gap_itl_seconds])
@@ -205,26 +205,26 @@ def _values(r: SimulationResult, times: np.ndarray) -> dict[str, np.ndarray]:
         "vllm:num_requests_running": gauge(r.step_running.astype(float)),
         "vllm:num_requests_waiting": gauge(r.step_waiting.astype(float)),
         "vllm:kv_cache_usage_perc": gauge(r.step_kv_tokens / r.kv_capacity_tokens),
-        "vllm:num_preemptions_total": _cumulative(times, r.step_start_seconds, r.step_preemptions),
-        "vllm:prompt_tokens_total": _cumulative(times, ends, r.step_prompt_tokens),
-        "vllm:generation_tokens_total": _cumulative(times, ends, r.step_generation_tokens),
-        "vllm:prefix_cache_queries_total": _cumulative(
+        "vllm:num_preemptions_total": cumulative(times, r.step_start_seconds, r.step_preemptions),
+        "vllm:prompt_tokens_total": cumulative(times, ends, r.step_prompt_tokens),
+        "vllm:generation_tokens_total": cumulative(times, ends, r.step_generation_tokens),
+        "vllm:prefix_cache_queries_total": cumulative(
             times, r.first_scheduled_seconds[scheduled], w.prompt_tokens[scheduled]
         ),
-        "vllm:prefix_cache_hits_total": _cumulative(
+        "vllm:prefix_cache_hits_total": cumulative(
             times, r.first_scheduled_seconds[scheduled], w.cached_prompt_tokens[scheduled]
         ),
     }
 
 
-def _cumulative(times, at, weights) -> np.ndarray:
+def cumulative(times, at, weights) -> np.ndarray:
     """Sum of `weights` whose event time is <= each scrape time."""
     k = np.searchsorted(times, np.asarray(at, dtype=float), side="left")
     per_scrape = np.bincount(k, weights=np.asarray(weights, dtype=float), minlength=times.size + 1)
     return np.cumsum(per_scrape[: times.size])
 
 
-def _cumulative_histograms(times, at, values, weights, bounds) -> list[Histogram]:
+def cumulative_histograms(times, at, values, weights, bounds) -> list[Histogram]:
     """One cumulative histogram per scrape time: observations with event time <= the scrape."""
     bounds = bucket_layout(bounds)
     at = np.asarray(at, dtype=float)
@@ -245,7 +245,7 @@ def _cumulative_histograms(times, at, values, weights, bounds) -> list[Histogram
     ]
 
 
-def _scrape_file_name(unix_seconds: float) -> str:
+def scrape_file_name(unix_seconds: float) -> str:
     when = dt.datetime.fromtimestamp(unix_seconds, tz=dt.UTC)
     return "metrics-" + when.strftime("%Y%m%dT%H%M%S.") + f"{when.microsecond // 1000:03d}Z.prom"
 
@@ -267,7 +267,7 @@ def export_prometheus_scrapes(
     with the deprecated TPOT twin of ITL, or "0.12"); `cover_end` as in `scrape_times`.
     """
     out = Path(out_dir)
-    _writable(out, folder=True)
+    check_writable(out, folder=True)
     out.mkdir(parents=True, exist_ok=True)
     times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
     series = scrape_series(result, times_seconds=times)
@@ -279,7 +279,7 @@ def export_prometheus_scrapes(
             version=version,
             created_seconds=start_unix_seconds,
         )
-        path = out / _scrape_file_name(start_unix_seconds + float(t))
+        path = out / scrape_file_name(start_unix_seconds + float(t))
         path.write_text(page)
         paths.append(path)
     return paths
@@ -353,7 +353,7 @@ def export_openmetrics(
     """Write `render_openmetrics` to `path` (for `promtool tsdb create-blocks-from openmetrics`);
     missing folders on the way are created, as `export_prometheus_scrapes` creates its folder."""
     path = Path(path)
-    _writable(path, folder=False)
+    check_writable(path, folder=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         render_openmetrics(
