@@ -151,15 +151,31 @@ def _labels_of(block: str) -> tuple[tuple[str, str], ...]:
     return tuple(family.samples[0].labels.items())
 
 
-def _names_in_page(text: str, parser: _Parser) -> frozenset:
+def _line_of(text: str, name: str) -> int:
+    """The line number where sample name `name` first starts a line (0: nowhere)."""
+    at = 0 if text.startswith(name) else text.find(f"\n{name}") + 1
+    return text.count("\n", 0, at) + 1 if at or text.startswith(name) else 0
+
+
+def _names_in_page(text: str, parser: _Parser, *, source: str = "<string>") -> frozenset:
     """Sample names to read from this page: of a metric exposed under several names (ITL and the
     deprecated TPOT carry the same observations) only the newest name present, so none counts twice.
+    A page with one metric under two engines' names (vLLM's and SGLang's) is two servers' pages
+    run together: refused, naming both lines, since neither can be told to be this server's.
     """
     drop = set()
     for key in {k for k, _, _ in parser.table.values()}:
         names = metric(key).names
         present = [n for n in names if n in parser.names or f"{n}_count" in parser.table]
-        newest = next((n for n in present if f"\n{n}" in text or text.startswith(n)), None)
+        found = [n for n in present if f"\n{n}" in text or text.startswith(n)]
+        if len({n.split(":")[0] for n in found}) > 1:
+            a, b = found[0], next(n for n in found if n.split(":")[0] != found[0].split(":")[0])
+            raise SourceError(
+                f"{source}:{_line_of(text, a)}: {a} and, at line {_line_of(text, b)}, {b}: one "
+                "page holds vLLM's and SGLang's metrics, two servers' pages run together; "
+                "read each server's page on its own"
+            )
+        newest = found[0] if found else None
         drop.update(n for n in present if newest is not None and n != newest)
     if not drop:
         return parser.names
@@ -266,7 +282,7 @@ def _parse_rows(text: str, *, source: str, timestamp_seconds: float, parser: _Pa
     cost about half the parse time, so each distinct block is parsed once (`_labels_of`) and
     the page goes to the parser with a short index label in its place.
     """
-    names = _names_in_page(text, parser)
+    names = _names_in_page(text, parser, source=source)
     matches, lines, blocks = _wanted_lines(text, source=source, names=names, parser=parser)
     openmetrics = _is_openmetrics(text)
     rows = []

@@ -9,8 +9,13 @@ import pandas as pd
 
 from itlkit.errors import HistogramError, SourceError
 from itlkit.metrics.histogram import Histogram, HistogramSeries
-from itlkit.metrics.sglang_metrics import not_an_itl_message, reading_notes
-from itlkit.metrics.vllm_metrics import metric
+from itlkit.metrics.sglang_metrics import (
+    NO_KNOWN_ITL,
+    SGLANG_PREFIX,
+    not_an_itl_message,
+    reading_notes,
+)
+from itlkit.metrics.vllm_metrics import family, metric
 
 # vLLM V0 labels its series with model_name only (vllm/engine/metrics.py); V1 adds
 # engine=str(engine_index), from 0 (vllm/v1/metrics/loggers.py, PrometheusStatLogger). Across an
@@ -19,8 +24,12 @@ _V0_ENGINE = "0"
 
 
 def _newest_names(rows: pd.DataFrame) -> pd.Series:
-    """Each row's metric under its newest vLLM name (whichever name the page used)."""
-    return rows["metric"].map(lambda key: metric(key).names[0]).astype(str)
+    """Each row's metric under its engine's newest name (whichever name the page used): vLLM's,
+    or SGLang's for a row read from an `sglang:` family."""
+    engine = rows["family"].astype(str).str.split(":").str[0]
+    pairs = rows["metric"].astype(str) + "|" + engine
+    names = {pair: family(*pair.split("|")) for pair in pairs.unique()}
+    return pairs.map(names).astype(str)
 
 
 def _named(series: str) -> str:
@@ -57,6 +66,8 @@ def _select(frame: pd.DataFrame, key: str, model_name, engine) -> pd.DataFrame:
         )
         if key == "itl" and (frame["metric"] == "sglang_tpot").any():
             raise SourceError(f"{where}: {not_an_itl_message(frame['family'].unique())}")
+        if key == "itl" and frame["family"].astype(str).str.startswith(SGLANG_PREFIX).any():
+            raise SourceError(f"{where}: {NO_KNOWN_ITL}")
         raise SourceError(f"no {' or '.join(m.names)}{extra} in {where or 'the input'}")
     return rows
 
@@ -194,10 +205,12 @@ def _with_series_ids(rows: pd.DataFrame) -> pd.DataFrame:
     series without an `engine` label continue as one series (its counter read on, or reset if
     it dropped), never as a second series that starts from zero beside the first."""
     other = rows["labels"].astype(str)
-    engine = _engines(rows)
+    names = _newest_names(rows)
+    # vLLM's engine label (V0 pages have none: "0"); SGLang has no such label
+    engine = ('",engine="' + _engines(rows) + '"').where(~names.str.startswith("sglang:"), '"')
     series_id = (
-        _newest_names(rows) + '{model_name="' + rows["model_name"].astype(str)
-        + '",engine="' + engine + '"' + other.where(other == "", "," + other) + "}"
+        names + '{model_name="' + rows["model_name"].astype(str) + engine
+        + other.where(other == "", "," + other) + "}"
     )  # fmt: skip
     rows = rows.assign(series=series_id)
     nan_rows = rows[rows["value"].isna()]
@@ -325,9 +338,15 @@ def _check_sums(table, bounds, counts, sums, sources) -> None:
         return
     i = int(np.argmax(bad))
     scrape, series = table.index[i]
+    why = (
+        " (SGLang's k-split adds a chunk's whole gap to _sum and k observations of gap / k to "
+        "the buckets: the same seconds, so they must agree)"
+        if str(series).startswith("sglang:inter_token_latency_seconds")
+        else ""
+    )
     raise SourceError(
         f"{sources[scrape]}: {_named(series)} _sum {sums[i]:g} is impossible for its buckets: "
-        f"their {counts[i, -1]:g} observations add up to between {least[i]:g} and {most[i]:g}"
+        f"their {counts[i, -1]:g} observations add up to between {least[i]:g} and {most[i]:g}" + why
     )
 
 

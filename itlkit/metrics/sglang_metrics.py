@@ -108,6 +108,13 @@ def metrics_version(families) -> str:
     return "0.3.6" if "sglang:num_running_reqs" in families else "0.3.5 or 0.3.6"
 
 
+NO_KNOWN_ITL = (
+    "this page has SGLang's metrics but not sglang:inter_token_latency_seconds, the one SGLang "
+    "histogram itlkit reads as an ITL (its meaning read in SGLang's source, per token); another "
+    "release's latency histograms are not read as one, since what they count is not known here"
+)
+
+
 def not_an_itl_message(families) -> str:
     """Why SGLang metrics without an ITL histogram hold none itlkit can read."""
     version = metrics_version(families)
