@@ -53,8 +53,8 @@ def test_a_page_with_both_engines_metrics_is_refused_with_both_lines(tmp_path, c
     page.write_text(ITL_VLLM + _sglang_itl(0.1))
     # the vLLM family starts at line 3, SGLang's at line 9
     err = _one_line_error(capsys, page)
-    assert (f"{page}:3: vllm:inter_token_latency_seconds and, at line 9, "
-            "sglang:inter_token_latency_seconds: one page holds vLLM's and SGLang's") in err  # fmt: skip
+    lines = f"{page}:3: vllm:inter_token_latency_seconds and, at line 9, "
+    assert lines + "sglang:inter_token_latency_seconds: one page holds vLLM's and SGLang's" in err
     err = _one_line_error(capsys, page, "diagnose", "--model", "llama-3.1-8b")
     assert "one page holds vLLM's and SGLang's metrics" in err
 
