@@ -290,6 +290,7 @@ def run(args) -> int:
     else:
         print("\n".join(f"assumed: {a}" for a in _assumptions(args, settings, workload)))
         _print_report(result, dep, _settings_text(settings, config), drained=drained)
+        print(_definitions_text(result))
         if args.num_prompts is not None or args.max_concurrency is not None:
             print(_client_text(args, result))
         if calibration:
@@ -683,7 +684,36 @@ def _json_values(result, dep, config) -> dict:
     values["ttft_buckets"] = _buckets(result.ttft_histogram())
     values["deployment"] = dep.label
     values["config"] = asdict(config)
+    values["itl_definitions"] = _definitions(result)
     return values
+
+
+def _definitions(result) -> dict:
+    """The run's ITL as each engine, client and benchmark counts it (`itl_vocabulary`)."""
+    from itlkit.metrics.itl_vocabulary import DEFINITIONS
+
+    v = result.itl_views()
+    return {
+        key: {"who": d.who, "per": d.per, "mean_seconds": _finite(v.mean(key)),
+              "p50_seconds": _finite(v.quantile(key, 0.5)),
+              "p99_seconds": _finite(v.quantile(key, 0.99))}
+        for key, d in DEFINITIONS.items()
+    }  # fmt: skip
+
+
+def _definitions_text(result) -> str:
+    """One line: the run's ITL p99 by each definition."""
+    d = _definitions(result)
+
+    def p99(key: str) -> str:
+        value = d[key]["p99_seconds"]
+        return "-" if value is None else format_seconds(value)
+
+    return (
+        f"ITL p99 by who counts it: vLLM per output {p99('vllm_event')}, "
+        f"SGLang per token {p99('sglang_token')}, client per chunk {p99('client_chunk')}; "
+        f"TPOT per finished request p99 {p99('request_tpot')} (= MLPerf P99-TPOT)"
+    )
 
 
 def _print_report(result, dep, settings_text: str, *, drained: bool = False) -> None:

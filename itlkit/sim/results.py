@@ -138,6 +138,19 @@ class SimulationResult:
         parts = [ends[self.segment_first_step[r] : self.segment_last_step[r] + 1] for r in rows]
         return np.concatenate(parts) if parts else np.zeros(0)
 
+    def itl_views(self):
+        """Every ITL definition of this run (`metrics.itl_vocabulary`). The engine emits one
+        token per request per step, so an output is a token: per output and per token agree,
+        and a finished request's TPOT is (last token - first token) / (tokens - 1)."""
+        from itlkit.metrics.itl_vocabulary import ItlViews
+
+        values, weights = self.itl_weighted()
+        done = self.finished & (self.generated_tokens > 1)
+        tpot = (self.finish_seconds[done] - self.first_token_seconds[done]) / (
+            self.generated_tokens[done] - 1
+        )
+        return ItlViews(values, weights.astype(float), values, weights.astype(float), tpot)
+
     # ---- histograms and quantiles -----------------------------------------------------------
     def itl_histogram(self, upper_bounds=ITL_BUCKETS_SECONDS) -> Histogram:
         """ITL observations binned as vLLM bins them (le inclusive; default vLLM's bounds)."""
