@@ -16,6 +16,7 @@ Its numbers are derived here from the catalog's sources (shared/spec): 70,553,70
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from itlkit.drill.scenarios import (
     draw_scenario,
     drill_deployment,
     make_scenario,
+    question_text,
     worked_example,
     worked_numbers,
 )
@@ -109,10 +111,38 @@ def test_the_step_that_fills_the_budget_holds_the_decodes(issue_scenario):
 def test_no_worked_step_exceeds_its_budget(scenario):
     s, w = scenario, worked_numbers(scenario)
     assert w.mixed_tokens == s.budget_tokens
-    assert w.prefill_steps == math.ceil(s.prompt_tokens / (s.budget_tokens - s.batch_size))
+    # vLLM's budget holds the decodes; SGLang's prefill batch runs alone with all of it
+    decodes = s.batch_size if s.engine == "vllm" else 0
+    assert w.prefill_steps == math.ceil(s.prompt_tokens / (s.budget_tokens - decodes))
     assert w.smaller_prefill_steps == math.ceil(
-        s.prompt_tokens / (s.smaller_budget_tokens - s.batch_size)
+        s.prompt_tokens / (s.smaller_budget_tokens - decodes)
     )
+
+
+def test_a_quarter_of_drawn_scenarios_ask_about_sglang():
+    engines = [s.engine for s in _drawn(200, seed=11)]
+    assert 30 <= engines.count("sglang") <= 70 and set(engines) == {"vllm", "sglang"}
+
+
+def test_sglangs_wait_is_the_batch_alone_then_the_decode_step():
+    # The worked example served by SGLang: its 2,048-token prefill batch runs alone. In the
+    # reference model the GEMM time is linear in tokens (MFU 0.5), so the batch alone takes the
+    # reference's 2,112-token GEMM time x 2,048 / 2,112; a running stream then waits its own
+    # decode step, the 15.05 ms floor (shared/spec/worked-example.txt: 79 ms step, 10.26 ms KV).
+    vllm = worked_example()
+    sglang = replace(vllm, engine="sglang", budget_tokens=2048, smaller_budget_tokens=512)
+    v, s = worked_numbers(vllm), worked_numbers(sglang)
+    alone = (79e-3 - 10.26e-3) * 2048 / 2112
+    assert s.mixed_step_seconds == pytest.approx(alone + 15.05e-3, rel=0.005)
+    assert s.mixed_step_seconds == pytest.approx(
+        v.mixed_matmul_seconds * 2048 / 2112 + v.floor_seconds, rel=1e-12
+    )
+    assert (s.prefill_steps, s.smaller_prefill_steps) == (2, 8)  # 4,096 tokens in 2,048s, 512s
+    text = " ".join(question_text(sglang))
+    assert "SGLang with its defaults" in text and "runs alone" in text
+    feedback = grade(sglang, Answer(fix="mixed_chunk")).item("fix")
+    assert feedback.verdict == CORRECT and "--enable-mixed-chunk" in FIXES["mixed_chunk"]
+    assert grade(vllm, Answer(fix="mixed_chunk")).item("fix").verdict != CORRECT
 
 
 def test_the_worked_example_keeps_the_reference_chunks():
@@ -275,7 +305,8 @@ def test_the_answer_chart_shows_a_small_floor_beside_a_large_step(issue_scenario
 
 @pytest.mark.parametrize("scenario", [*_drawn(60, seed=3), worked_example()])
 def test_worked_numbers_agree_with_explain(scenario):
-    s, w = scenario, worked_numbers(scenario)
+    s = replace(scenario, engine="vllm")  # explain prices vLLM's mixed step
+    w = worked_numbers(s)
     for budget, mixed_seconds, steps in (
         (s.budget_tokens, w.mixed_step_seconds, w.prefill_steps),
         (s.smaller_budget_tokens, w.smaller_mixed_step_seconds, w.smaller_prefill_steps),

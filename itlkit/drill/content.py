@@ -94,6 +94,7 @@ FIXES = {
         "turn CUDA graphs on, and keep sampling and detokenising from blocking the next step"
     ),
     "chunked_off": "turn chunked prefill off",
+    "mixed_chunk": "turn on SGLang's --enable-mixed-chunk (the decodes ride in each prefill batch)",
 }
 FIXES_FOR_CAUSE = {
     "prefill_interference": ("lower_budget", "disaggregate"),
@@ -101,6 +102,16 @@ FIXES_FOR_CAUSE = {
     "host_overhead": ("cuda_graphs",),
     "preemption": ("cap_or_fp8_kv", "add_replicas"),
 }
+# Where an engine's schedule adds a fix: SGLang's prefill batches run alone unless mixed.
+ENGINE_FIXES_FOR_CAUSE = {
+    "sglang": {"prefill_interference": ("mixed_chunk", "lower_budget", "disaggregate")},
+}
+
+
+def fixes_for(cause: str, engine: str) -> tuple[str, ...]:
+    """The fixes that address `cause` on `engine` (the first is the one feedback recommends)."""
+    return ENGINE_FIXES_FOR_CAUSE.get(engine, {}).get(cause) or FIXES_FOR_CAUSE[cause]
+
 
 MISTAKES = {
     "floor_from_weights_alone": "floor from the weights alone",

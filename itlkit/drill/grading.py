@@ -11,18 +11,19 @@ from itlkit.diagnosis.scoring import CAUSES, TITLES
 from itlkit.drill.content import (
     CAUSE_NAMES,
     FIXES,
-    FIXES_FOR_CAUSE,
     MISTAKES,
     P99_CHOICES,
     P99_RIGHT,
     SIGNAL_FOR_CAUSE,
     SIGNALS,
+    fixes_for,
 )
 from itlkit.drill.scenarios import MFU, OBSERVED_MBU, Scenario, Worked, worked_numbers
 from itlkit.errors import ConfigError
 from itlkit.physics.roofline import (
     decode_step,
     mixed_step,
+    step_seconds,
 )
 from itlkit.units import (
     format_bandwidth,
@@ -156,24 +157,50 @@ def _grade_mixed(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
         if w.mixed_compute_bound
         else "still memory-bound: short of the ridge"
     )
+    gemms = (
+        f"({bound}, which {w.ridge_flops_per_byte:.0f} FLOP/B puts at about "
+        f"{w.ridge_tokens_per_step:.0f} tokens per step); they take "
+        f"{w.mixed_matmul_flops / 1e12:.1f} TFLOP at "
+        f"{format_rate(MFU * dep.peak_flops_per_second)} = {format_seconds(w.mixed_matmul_seconds)}"
+    )
+    if scenario.engine == "sglang":
+        alone = w.mixed_step_seconds - _decode_seconds(scenario)
+        how = (
+            f"SGLang runs the prefill batch of {scenario.chunk_tokens:,} tokens alone: they go "
+            f"through the GEMMs {gemms}, so the batch takes {format_seconds(alone)}; then the "
+            f"{scenario.batch_size} streams take their decode step "
+            f"({format_seconds(_decode_seconds(scenario))}): each waits "
+            f"{format_seconds(w.mixed_step_seconds)}, {w.over_floor:.1f}x the floor"
+        )
+        return _number_item("mixed_step", answer.mixed_step_seconds, w.mixed_step_seconds, how)
     how = (
         f"the budget of {scenario.budget_tokens:,} tokens counts the {scenario.batch_size} "
         f"decodes, so the chunk is {scenario.chunk_tokens:,} tokens and {w.mixed_tokens:,} "
-        f"tokens go through the GEMMs ({bound}, which {w.ridge_flops_per_byte:.0f} "
-        f"FLOP/B puts at about {w.ridge_tokens_per_step:.0f} tokens per step); they take "
-        f"{w.mixed_matmul_flops / 1e12:.1f} TFLOP at "
-        f"{format_rate(MFU * dep.peak_flops_per_second)} = "
-        f"{format_seconds(w.mixed_matmul_seconds)}, plus the {format_seconds(w.kv_read_seconds)} "
+        f"tokens go through the GEMMs {gemms}, plus the {format_seconds(w.kv_read_seconds)} "
         f"KV read: {format_seconds(w.mixed_step_seconds)}, {w.over_floor:.1f}x the floor"
     )
     return _number_item("mixed_step", answer.mixed_step_seconds, w.mixed_step_seconds, how)
 
 
+def _decode_seconds(s: Scenario) -> float:
+    """The running batch's own decode step (the reference step model: the floor here)."""
+    return float(
+        decode_step(s.deployment, batch_size=s.batch_size, context_tokens=s.context_tokens)
+        .step_seconds
+    )  # fmt: skip
+
+
 def _grade_prefill_steps(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
     s = scenario
+    shares = (
+        f"SGLang's prefill batch does not share its {s.smaller_budget_tokens:,} tokens with the "
+        "decodes, so the chunks are "
+        if s.engine == "sglang"
+        else f"the {s.batch_size} decodes take their tokens first, so a budget of "
+        f"{s.smaller_budget_tokens:,} leaves chunks of "
+    )
     how = (
-        f"the {s.batch_size} decodes take their tokens first, so a budget of "
-        f"{s.smaller_budget_tokens:,} leaves chunks of {s.smaller_chunk_tokens:,}: "
+        f"{shares}{s.smaller_chunk_tokens:,}: "
         f"ceil({s.prompt_tokens:,} / {s.smaller_chunk_tokens:,}) = {w.smaller_prefill_steps} steps "
         f"instead of ceil({s.prompt_tokens:,} / {s.chunk_tokens:,}) = {w.prefill_steps} at "
         f"{s.budget_tokens:,}: the TTFT price of the smaller budget, whose slow step drops from "
@@ -274,7 +301,7 @@ def _grade_choice(key: str, picked: str | None, right: str, menu: dict, why: str
 
 
 def _grade_fix(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
-    fits = FIXES_FOR_CAUSE[scenario.top_cause]
+    fits = fixes_for(scenario.top_cause, scenario.engine)
     if answer.fix is None:
         return ItemGrade(
             "fix",
@@ -343,6 +370,20 @@ def fix_effect(scenario: Scenario, w: Worked, fix: str) -> str:
         return (
             "Removes launch and sampling gaps between kernels; the "
             f"{format_seconds(w.floor_seconds)} floor itself does not move."
+        )
+    if fix == "mixed_chunk":
+        if s.engine != "sglang":
+            return ("vLLM already runs the decodes in the chunk's step; this is SGLang's flag, "
+                    "and the step with the chunk stays as it is.")  # fmt: skip
+        kv = s.batch_size * s.context_tokens
+        chunk = max(s.chunk_tokens - s.batch_size, 1)
+        mixed = step_seconds(dep, decode_tokens=s.batch_size, prefill_tokens=chunk, kv_tokens=kv)
+        return (
+            f"Each stream's wait becomes one step of {s.chunk_tokens - s.batch_size:,} prompt "
+            f"tokens beside the {s.batch_size} decodes (~{format_seconds(mixed)}) instead of the "
+            f"batch alone and a decode step ({format_seconds(w.mixed_step_seconds)}), and "
+            "back-to-back prefill batches no longer add up; the chunk gives the decodes their "
+            "tokens, so first tokens come a little later."
         )
     if fix == "chunked_off":
         whole = mixed_step(

@@ -11,6 +11,12 @@ chunk of budget - decodes prompt tokens, and a prompt takes ceil(prompt / (budge
 steps to prefill: the rule `itlkit.sim` (`Engine`: budget - decoders) and `itlkit diagnose`
 (max_num_batched_tokens - batch) use, and what `itlkit explain --chunk` is given.
 
+SGLang is the other engine a scenario may run (`Scenario.engine`): its prefill batch runs alone
+before the running batch decodes (`Scheduler.get_next_batch_to_run`, sgl-project/sglang @
+0003215c; `itlkit.sim.sglang`), and its `--chunked-prefill-size` is the prompt tokens of that
+batch alone. So a running stream waits out the whole batch and then its own decode step: the
+number the drill asks for in place of vLLM's mixed step.
+
 For Llama 3.1 8B / H100 SXM / batch 64 / 4K / a 2,048-token chunk (a budget of 2,112) they are
 the reference answer's 15.05 ms floor, 10.26 ms KV term and 79 ms mixed step
 (`shared/spec/worked-example.txt`). Scenarios are drawn with an explicit
@@ -20,7 +26,7 @@ TP degree and fit in GPU memory are posed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,6 +40,8 @@ from itlkit.physics.roofline import (
     mixed_step,
     prefill_cost,
     ridge_tokens_per_step,
+    step_coefficients,
+    step_seconds,
 )
 from itlkit.units import (
     MILLISECOND,
@@ -69,6 +77,9 @@ MAX_DECODE_SHARE = 0.5
 OBSERVED_MBU = (0.55, 0.72)  # real servers stream HBM at 50-70% of the datasheet rate
 HOST_P50_FACTOR = 2.5  # the host-overhead symptom's p50 sits this far above a normal one
 MAX_DRAWS = 10_000
+SGLANG_SHARE = 0.25  # of drawn scenarios, those served by SGLang (drawn last: a seed's first
+# scenario is what it was before SGLang was asked about)
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 @dataclass(frozen=True)
@@ -86,15 +97,20 @@ class Scenario:
     smaller_budget_tokens: int
     symptom: str
     observed_p50_seconds: float
+    engine: str = "vllm"  # "sglang": prefill batches of budget_tokens run alone
 
     @property
     def chunk_tokens(self) -> int:
-        """Prompt tokens a step carries beside the decodes at the budget."""
+        """Prompt tokens a step carries beside the decodes at the budget (SGLang: alone)."""
+        if self.engine == "sglang":
+            return self.budget_tokens
         return chunk_beside_decodes(budget_tokens=self.budget_tokens, decodes=self.batch_size)
 
     @property
     def smaller_chunk_tokens(self) -> int:
         """... and at the smaller budget of the "lower the token budget" fix."""
+        if self.engine == "sglang":
+            return self.smaller_budget_tokens
         return chunk_beside_decodes(
             budget_tokens=self.smaller_budget_tokens, decodes=self.batch_size
         )
@@ -169,6 +185,7 @@ def make_scenario(
     smaller_budget_tokens: int | None = None,
     symptom: str = "bimodal",
     observed_mbu: float = 0.63,
+    engine: str = "vllm",
 ) -> Scenario:
     """A scenario from explicit settings (the smaller budget defaults to a quarter of the
     budget); raises ConfigError if it does not fit in memory or the decodes fill a budget."""
@@ -177,7 +194,9 @@ def make_scenario(
         if smaller_budget_tokens is None
         else int(smaller_budget_tokens)
     )
-    for budget in (budget_tokens, smaller):
+    if engine not in ENGINE_NAMES:
+        raise ConfigError(f"unknown engine {engine!r}; valid engines: {', '.join(ENGINE_NAMES)}")
+    for budget in (budget_tokens, smaller) if engine == "vllm" else ():
         chunk_beside_decodes(budget_tokens=budget, decodes=batch_size)
     if symptom not in SYMPTOMS:
         raise ConfigError(f"unknown symptom {symptom!r}; valid symptoms: {', '.join(SYMPTOMS)}")
@@ -197,6 +216,7 @@ def make_scenario(
         smaller_budget_tokens=smaller,
         symptom=symptom,
         observed_p50_seconds=round(p50 / MILLISECOND, 1) * MILLISECOND,
+        engine=engine,
     )
 
 
@@ -244,7 +264,7 @@ def draw_scenario(rng: np.random.Generator) -> Scenario:
                     kv_precision=kv_precision,
                     tp=tp,
                 )
-                return make_scenario(
+                scenario = make_scenario(
                     dep,
                     batch_size=batch,
                     context_tokens=context,
@@ -255,22 +275,47 @@ def draw_scenario(rng: np.random.Generator) -> Scenario:
                 )
             except ConfigError:
                 continue
+            engine = "sglang" if rng.random() < SGLANG_SHARE else "vllm"
+            return replace(scenario, engine=engine)
     raise RuntimeError(f"no valid scenario in {MAX_DRAWS} draws")  # pragma: no cover
+
+
+def _prefill_alone(dep: Deployment, chunk: int) -> dict:
+    """A prefill batch of `chunk` tokens with no decodes beside it (SGLang's default)."""
+    c = step_coefficients(dep)
+    return dict(
+        tokens=chunk,
+        matmul_flops=float(c.matmul_flops(chunk, 1)),
+        matmul_seconds=float(c.matmul_seconds(chunk, 1)),
+        compute_bound=bool(c.matmul_seconds(chunk, 1) > c.weight_read(chunk)),
+        seconds=float(step_seconds(dep, decode_tokens=0, prefill_tokens=chunk, kv_tokens=0)),
+    )
 
 
 def worked_numbers(scenario: Scenario) -> Worked:
     """Floor, its two terms, the step that fills the budget (decodes + chunk) and the prefill
-    steps at both budgets, from the roofline."""
+    steps at both budgets, from the roofline. For SGLang the step asked about is a running
+    stream's wait: the prefill batch alone, then its decode step."""
     s, dep = scenario, scenario.deployment
     load = dict(batch_size=s.batch_size, context_tokens=s.context_tokens)
     decode = decode_step(dep, **load)
-    mixed = mixed_step(dep, chunk_tokens=s.chunk_tokens, **load)
-    smaller = mixed_step(dep, chunk_tokens=s.smaller_chunk_tokens, **load)
     at_chunk = prefill_cost(dep, prompt_tokens=s.prompt_tokens, chunk_tokens=s.chunk_tokens)
     at_smaller = prefill_cost(
         dep, prompt_tokens=s.prompt_tokens, chunk_tokens=s.smaller_chunk_tokens
     )
     floor = float(decode.floor_seconds)
+    if s.engine == "sglang":
+        decode_seconds = float(decode.step_seconds)
+        alone = _prefill_alone(dep, s.chunk_tokens)
+        mixed = dict(alone, seconds=alone["seconds"] + decode_seconds)
+        smaller = _prefill_alone(dep, s.smaller_chunk_tokens)["seconds"] + decode_seconds
+    else:
+        step = mixed_step(dep, chunk_tokens=s.chunk_tokens, **load)
+        mixed = dict(tokens=int(step.tokens), matmul_flops=float(step.matmul_flops),
+                     matmul_seconds=float(step.matmul_seconds),
+                     compute_bound=bool(step.compute_bound),
+                     seconds=float(step.step_seconds))  # fmt: skip
+        smaller = float(mixed_step(dep, chunk_tokens=s.smaller_chunk_tokens, **load).step_seconds)
     return Worked(
         weight_bytes=float(decode.weight_bytes),
         kv_bytes_per_token=float(dep.kv_bytes_per_token_per_gpu),
@@ -278,15 +323,15 @@ def worked_numbers(scenario: Scenario) -> Worked:
         weight_read_seconds=float(decode.weight_read_seconds),
         kv_read_seconds=float(decode.kv_read_seconds),
         floor_seconds=floor,
-        mixed_tokens=int(mixed.tokens),
-        mixed_matmul_flops=float(mixed.matmul_flops),
-        mixed_matmul_seconds=float(mixed.matmul_seconds),
-        mixed_step_seconds=float(mixed.step_seconds),
-        mixed_compute_bound=bool(mixed.compute_bound),
-        over_floor=float(mixed.over_floor),
+        mixed_tokens=int(mixed["tokens"]),
+        mixed_matmul_flops=mixed["matmul_flops"],
+        mixed_matmul_seconds=mixed["matmul_seconds"],
+        mixed_step_seconds=mixed["seconds"],
+        mixed_compute_bound=mixed["compute_bound"],
+        over_floor=mixed["seconds"] / floor,
         ridge_flops_per_byte=dep.ridge_flops_per_byte,
         ridge_tokens_per_step=ridge_tokens_per_step(dep),
-        smaller_mixed_step_seconds=float(smaller.step_seconds),
+        smaller_mixed_step_seconds=smaller,
         prefill_steps=at_chunk.steps,
         smaller_prefill_steps=at_smaller.steps,
         observed_mbu=float(mbu(floor_seconds=floor, measured_seconds=s.observed_p50_seconds)),
@@ -310,15 +355,36 @@ def question_text(scenario: Scenario) -> tuple[str, ...]:
         f"{dep.kv.name.upper()} ({dep.kv.bytes_per_element:g} B), on {where}: "
         f"{format_bandwidth(gpu.hbm_bytes_per_second)} HBM, "
         f"{format_rate(dep.peak_flops_per_second)} dense {dep.compute_precision.upper()}.",
-        f"Load: {s.batch_size} running sequences at a mean context of {s.context_tokens:,} "
-        f"tokens; chunked prefill with a token budget (max_num_batched_tokens) of "
-        f"{s.budget_tokens:,} tokens per step; typical prompts are {s.prompt_tokens:,} tokens. "
+        _load_text(s),
         f"Assume GEMMs run at {MFU:.0%} of peak once compute-bound; ignore all-reduce and host "
         "time.",
         "Symptom: " + SYMPTOMS[s.symptom].text.format(p50=format_seconds(s.observed_p50_seconds)),
-        "Your turn: the decode floor, its KV term and the time of a step that fills the token "
-        "budget with a prefill chunk (ms); the four causes ranked; what ITL p99 describes; the "
-        f"signal you would read; the fix; and how many chunked steps a prompt of "
-        f"{s.prompt_tokens:,} tokens needs at a budget of {s.smaller_budget_tokens:,} tokens per "
-        "step.",
+        "Your turn: the decode floor, its KV term and "
+        + (
+            "how long a running stream waits across one full prefill batch (the batch, then its "
+            "own decode step)"
+            if s.engine == "sglang"
+            else "the time of a step that fills the token budget with a prefill chunk"
+        )
+        + " (ms); the four causes ranked; what ITL p99 describes; the signal you would read; the "
+        f"fix; and how many chunked steps a prompt of {s.prompt_tokens:,} tokens needs at a "
+        f"budget of {s.smaller_budget_tokens:,} tokens per step.",
+    )
+
+
+def _load_text(s: Scenario) -> str:
+    """The load and the engine's schedule, in that engine's terms."""
+    running = (
+        f"Load: {s.batch_size} running sequences at a mean context of {s.context_tokens:,} "
+        f"tokens; typical prompts are {s.prompt_tokens:,} tokens. "
+    )
+    if s.engine == "sglang":
+        return running + (
+            f"The server is SGLang with its defaults: a prefill batch of up to "
+            f"{s.budget_tokens:,} prompt tokens (--chunked-prefill-size) runs alone, before the "
+            "running requests take their next decode step (--enable-mixed-chunk is off)."
+        )
+    return running + (
+        f"The server is vLLM: chunked prefill with a token budget (max_num_batched_tokens) of "
+        f"{s.budget_tokens:,} tokens per step, decodes and chunk together."
     )
