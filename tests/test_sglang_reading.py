@@ -50,13 +50,15 @@ def test_the_035_tpot_is_never_read_as_an_itl():
     # running request; prefill iterations record nothing (scheduler.py get_stats @ 5bc2508)
     frame = read_paths([PAGE])
     assert not (frame["metric"] == "itl").any()
-    said = r"0\.3\.5 metrics.*iterations that run a prefill record nothing.*not an inter-token"
+    said = (
+        r"0\.3\.5 metrics.*iterations that run a prefill record nothing.*not read as an inter-token"
+    )
     with pytest.raises(SourceError, match=said):
         histogram_series(frame, "itl")
     for command in (("histogram",), ("diagnose",)):
         done = itlkit(*command, str(PAGE))
         assert done.returncode == 2 and "Traceback" not in done.stderr
-        assert done.stderr.count("\n") == 1 and "not an inter-token latency" in done.stderr
+        assert done.stderr.count("\n") == 1 and "not read as an inter-token latency" in done.stderr
 
 
 def _current_page(tp_ranks=(0, 1)) -> str:

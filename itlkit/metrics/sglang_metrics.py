@@ -121,8 +121,15 @@ def not_an_itl_message(families) -> str:
     meaning = TPOT_MEANINGS.get(version) or (
         f"(0.3.5) {TPOT_MEANINGS['0.3.5']}, or (0.3.6) {TPOT_MEANINGS['0.3.6']}"
     )
+    later = (
+        "; the releases after 0.3.6 that kept it (before the ITL histogram replaced it) compute "
+        "it otherwise (sgl-project/sglang#2674), which itlkit has not read, so a page of theirs "
+        "has the same families and an unknown meaning"
+        if version == "0.3.6"
+        else ""
+    )
     return (
         f"this SGLang page ({version} metrics) has {NOT_AN_ITL} but no "
-        f"sglang:inter_token_latency_seconds; in SGLang {version} that histogram is {meaning}: "
-        "not an inter-token latency, so itlkit does not read it as one"
+        f"sglang:inter_token_latency_seconds; in SGLang {version} that histogram is {meaning}"
+        f"{later}: not read as an inter-token latency either way"
     )
