@@ -378,3 +378,23 @@ def test_a_closed_loop_with_disaggregated_prefill_says_why_it_cannot_run():
     ex.disaggregated.value = True
     assert "Cannot run" in ex.status.value and "closed-loop client" in ex.status.value
     np.testing.assert_array_equal(_trace(ex.figure, "step duration").y, before)
+
+
+def test_the_engine_choice_runs_sglangs_prefill_batches_alone():
+    # 4,096-token prompts at a 2,048-token budget: SGLang runs a prompt as two prefill batches
+    # back to back, alone, before the running streams decode (itlkit/sim/sglang.py cites its
+    # scheduler), so a stream decoding when a prompt arrives waits at least both batches; vLLM
+    # carries the decodes in each chunk's step instead
+    from itlkit.physics.roofline import step_seconds
+
+    e = SchedulerExplorer(window_seconds=60)
+    vllm = e.result
+    e.engine.value = "sglang"
+    sglang = e.result
+    assert sglang.config.prefill_only_steps and not vllm.config.prefill_only_steps
+    assert not ((sglang.step_prefill_tokens > 0) & (sglang.step_decode_tokens > 0)).any()
+    batch = step_seconds(e.deployment, decode_tokens=0, prefill_tokens=2048, kv_tokens=0)
+    assert sglang.summary().itl_p99_seconds >= 2 * batch > vllm.summary().itl_p99_seconds
+    assert "prefill batches alone" in e.figure.layout.title.text
+    e.engine.value = "sglang-mixed"  # --enable-mixed-chunk schedules as vLLM does
+    assert e.result.summary().itl_p99_seconds == vllm.summary().itl_p99_seconds

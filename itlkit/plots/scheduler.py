@@ -401,6 +401,8 @@ def figure_title(view: SchedulerView) -> str:
     s = view.result.summary()
     c = view.config
     mode = "chunked prefill" if c.enable_chunked_prefill else "chunked prefill OFF"
+    if c.prefill_only_steps:
+        mode += ", prefill batches alone (decodes wait)"
     if c.disaggregated:
         mode += ", disaggregated"
     ms = MILLISECOND

@@ -49,6 +49,13 @@ BUDGETS = FRONTIER_BUDGETS
 MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 # The step model: the roofline as is, or with the constants fitted on real vLLM runs
 # (itlkit/data/calibration.json, `itlkit calibrate`).
+# The engine's schedule: vLLM's mixed steps, or SGLang's prefill batches alone (its default);
+# SGLang with --enable-mixed-chunk schedules as vLLM does (`itlkit.sim.sglang`).
+ENGINES = {
+    "vllm": "vLLM (decodes ride in every step)",
+    "sglang": "SGLang (prefill batches run alone)",
+    "sglang-mixed": "SGLang --enable-mixed-chunk",
+}
 STEP_MODELS = (("roofline (uncalibrated)", "none"),
                ("calibrated on real vLLM 0.15.1 runs", "bundled"))  # fmt: skip
 
@@ -109,7 +116,7 @@ class SchedulerExplorer:
         # view below them
         client = [self.client, self.rate, self.burst_requests, self.max_concurrency,
                   self.prompt, self.output, self.repeat_share]  # fmt: skip
-        engine = [self.spread, self.spread_percent, self.budget, self.max_num_seqs,
+        engine = [self.spread, self.spread_percent, self.engine, self.budget, self.max_num_seqs,
                   self.step_model, self.chunked, self.disaggregated]  # fmt: skip
         self.controls = client + engine
         for control in self.controls:
@@ -160,6 +167,11 @@ class SchedulerExplorer:
             options=MAX_NUM_SEQS,
             value=max_num_seqs,
         )
+        self.engine = widgets.Dropdown(
+            options=[(words, key) for key, words in ENGINES.items()], value="vllm",
+            description="engine", style=_WIDE, layout=widgets.Layout(width=CONTROL_WIDTH),
+        )  # fmt: skip
+        self.engine.add_class("itlkit-engine")
         self.chunked = checkbox("chunked prefill", value=True)
         self.disaggregated = checkbox("disaggregated prefill")
         self.step_model = widgets.Dropdown(
@@ -242,12 +254,16 @@ class SchedulerExplorer:
         return self._view.result
 
     def config(self) -> SchedulerConfig:
-        """The scheduler settings the controls describe."""
+        """The scheduler settings the controls describe. SGLang's default runs each prefill
+        batch alone (`sim.sglang`): the budget is then its --chunked-prefill-size; a decode
+        instance of disaggregated prefill runs no prompts, whatever the engine."""
+        disaggregated = bool(self.disaggregated.value)
         return SchedulerConfig(
             max_num_batched_tokens=int(self.budget.value),
             max_num_seqs=int(self.max_num_seqs.value),
             enable_chunked_prefill=bool(self.chunked.value),
-            disaggregated=bool(self.disaggregated.value),
+            disaggregated=disaggregated,
+            prefill_only_steps=self.engine.value == "sglang" and not disaggregated,
         )
 
     def _apply_step_model(self) -> str:
@@ -271,7 +287,7 @@ class SchedulerExplorer:
         # The frontier sweeps the budget, so moving only the budget slider reuses it; every
         # other control (the client, the lengths, the repeats too) makes it stale.
         key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
-               config.disaggregated, self.step_model.value)  # fmt: skip
+               config.disaggregated, config.prefill_only_steps, self.step_model.value)  # fmt: skip
         stale = key != self._frontier_key
         view = scheduler_view(
             self.deployment,
