@@ -162,3 +162,38 @@ def test_a_light_load_stalls_too_little_to_be_named(tmp_path, capsys):
     assert main(["diagnose", str(out), "--gpu", "h100-sxm"]) == 0
     text = capsys.readouterr().out
     assert "Most likely" not in text and "prefill batches stall the decodes: score 0.00" in text
+
+
+def test_the_bundled_sglang_incident_replays_sglangs_schedule_and_prices_mixed_chunks():
+    # the what-if rebuilds the incident's traffic and replays it under SGLang's own schedule
+    # (prefill batches alone, its 8,192-token chunk on an H100): the replay must land on what
+    # was observed before a knob means anything; mixed chunks at a 2,048-token budget then put
+    # the decodes in every step, so no stream waits a whole 6,000-token prompt
+    from dataclasses import replace as with_
+
+    from itlkit.bundled import scenario_folder
+    from itlkit.diagnosis.evidence import timeline_from_frame
+    from itlkit.diagnosis.scoring import diagnose
+    from itlkit.diagnosis.whatif import calibrate, current_setting, predict
+    from itlkit.physics.roofline import Deployment
+
+    t = timeline_from_frame(read_scrape_folder(scenario_folder("sglang_prefill_stall")))
+    d = diagnose(t, Deployment.create(model="llama-3.1-8b", gpu="h100-sxm"))
+    assert d.fingerprint.max_num_batched_tokens == 8192  # SGLang's default chunk on an H100
+    now = current_setting(d)
+    assert now.prefill_alone and "prefill batches alone" in now.label
+    speed = calibrate(d)
+    base = predict(d, now, speed=speed)
+    mixed = predict(d, with_(now, prefill_alone=False, max_num_batched_tokens=2048), speed=speed)
+    assert not base.replay.poor, base.replay.line
+    assert mixed.itl_quantile(0.99) < 0.5 * base.itl_quantile(0.99)
+
+
+def test_notebook_04_offers_mixed_chunks_only_for_sglang_metrics():
+    from itlkit.widgets.postmortem import PostmortemExplorer
+
+    e = PostmortemExplorer(scenario="sglang_prefill_stall")
+    assert e.whatif_mixed.layout.display == ""
+    e.source.value = "prefill_interference"
+    e.load.click()
+    assert e.whatif_mixed.layout.display == "none"

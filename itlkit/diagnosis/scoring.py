@@ -421,9 +421,15 @@ def healthy_host_calibration() -> Calibration:
     return read_calibration(bundled_path("calibration.json")).for_gpu(HEALTHY_HOST_GPU)
 
 
-def default_max_num_batched_tokens(deployment: Deployment) -> int:
-    """vLLM's `vllm serve` default token budget: 8192 on >= 70 GiB GPUs except A100, else 2048."""
+def default_max_num_batched_tokens(deployment: Deployment, engine: str = "vllm") -> int:
+    """vLLM's `vllm serve` default token budget: 8192 on >= 70 GiB GPUs except A100, else 2048;
+    SGLang's default --chunked-prefill-size by the GPU's memory (`sim.sglang.chunk_tier`)."""
     gpu = deployment.gpu
+    if engine == "sglang":
+        from itlkit.physics.engine_memory import cuda_total_bytes
+        from itlkit.sim.sglang import chunk_tier
+
+        return chunk_tier(cuda_total_bytes(gpu)[0])[0]
     if gpu.hbm_bytes >= 70 * 2**30 and "a100" not in gpu.slug:
         return 8192
     return 2048
@@ -446,7 +452,8 @@ def diagnose(
     fp = fingerprint(
         timeline,
         deployment,
-        max_num_batched_tokens=max_num_batched_tokens or default_max_num_batched_tokens(deployment),
+        max_num_batched_tokens=max_num_batched_tokens
+        or default_max_num_batched_tokens(deployment, timeline.engine),
         batch_size=batch_size,
         context_tokens=context_tokens,
         prompt_tokens=prompt_tokens,

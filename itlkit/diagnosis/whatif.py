@@ -55,6 +55,9 @@ class Setting:
     max_num_seqs: int = 1024
     kv_precision: str = "bf16"
     disaggregated: bool = False
+    # SGLang's default: a prefill batch runs alone and the decodes wait (`sim.sglang`); off,
+    # the decodes ride in it (vLLM's step, SGLang's --enable-mixed-chunk)
+    prefill_alone: bool = False
 
     @property
     def label(self) -> str:
@@ -62,6 +65,8 @@ class Setting:
         parts.append(f"KV {self.kv_precision}")
         if self.disaggregated:
             parts.append("disaggregated")
+        if self.prefill_alone:
+            parts.append("prefill batches alone")
         return ", ".join(parts)
 
 
@@ -131,10 +136,14 @@ def _exact(quantiles: dict[float, float], q: float, what: str) -> float:
 
 
 def current_setting(diagnosis: Diagnosis) -> Setting:
-    """The setting the incident ran with (as far as the diagnosis knows it)."""
+    """The setting the incident ran with (as far as the diagnosis knows it): for SGLang's
+    metrics, its prefill batches alone unless its device timer shows them mixed."""
+    fp = diagnosis.fingerprint
+    mixed = math.isfinite(fp.mixed_share) and fp.mixed_share > fp.prefill_alone_share
     return Setting(
         max_num_batched_tokens=diagnosis.max_num_batched_tokens,
         kv_precision=diagnosis.deployment.kv.name,
+        prefill_alone=diagnosis.timeline.engine == "sglang" and not mixed,
     )
 
 
@@ -186,15 +195,23 @@ def _simulate(diagnosis: Diagnosis, setting: Setting, speed, *, seed: int):
     return simulate_deployment(
         replay_workload(diagnosis, seed=seed),
         deployment=dep,
-        config=SchedulerConfig(
-            max_num_batched_tokens=int(setting.max_num_batched_tokens),
-            # vLLM caps max_num_seqs at the token budget: each running request needs a token.
-            max_num_seqs=min(int(setting.max_num_seqs), int(setting.max_num_batched_tokens)),
-            disaggregated=bool(setting.disaggregated),
-        ),
+        config=_config(setting),
         efficiency=efficiency,
         host_overhead_seconds=host,
         until_seconds=min(diagnosis.timeline.duration_seconds, MAX_REPLAY_SECONDS),
+    )
+
+
+def _config(setting: Setting) -> SchedulerConfig:
+    alone = setting.prefill_alone and not setting.disaggregated
+    seqs = int(setting.max_num_seqs)
+    return SchedulerConfig(
+        max_num_batched_tokens=int(setting.max_num_batched_tokens),
+        # in mixed steps each running request needs a token of the budget (vLLM caps
+        # max_num_seqs at it); a decode step between prefill batches has no budget
+        max_num_seqs=seqs if alone else min(seqs, int(setting.max_num_batched_tokens)),
+        disaggregated=bool(setting.disaggregated),
+        prefill_only_steps=alone,
     )
 
 

@@ -113,7 +113,8 @@ class PostmortemExplorer:
         for control in (self.url, self.start, self.end):
             control.observe(self._on_period, names="value")
         self.source.observe(self._show_fleet_controls, names="value")
-        for control in (self.whatif_budget, self.whatif_seqs, self.whatif_fp8, self.whatif_disagg):
+        for control in (self.whatif_budget, self.whatif_seqs, self.whatif_fp8, self.whatif_disagg,
+                        self.whatif_mixed):  # fmt: skip
             control.observe(self.update_whatif, names="value")
         self.export.on_click(lambda _: self.export_report())
         self.view = self._layout()
@@ -195,6 +196,8 @@ class PostmortemExplorer:
         )
         self.whatif_fp8 = checkbox("FP8 KV cache")
         self.whatif_disagg = checkbox("disaggregate prefill")
+        # shown for SGLang's metrics only: its default runs prefill batches alone
+        self.whatif_mixed = checkbox("mixed chunks (SGLang --enable-mixed-chunk)")
         self.export = widgets.Button(
             description="export HTML report", icon="download", layout=widgets.Layout(width="200px")
         )
@@ -224,7 +227,7 @@ class PostmortemExplorer:
         ])  # fmt: skip
         whatif = columns(
             widgets.VBox([self.whatif_budget, self.whatif_seqs]),
-            widgets.VBox([self.whatif_fp8, self.whatif_disagg]),
+            widgets.VBox([self.whatif_fp8, self.whatif_disagg, self.whatif_mixed]),
         )
         self.whatif_view = widgets.VBox(
             [whatif, self.whatif_busy, self.whatif_figure, self.whatif_notes, FitFiguresToWidth()]
@@ -269,6 +272,8 @@ class PostmortemExplorer:
         )
         self.speed = None  # the replay is calibrated again for new metrics
         self._predictions = {}
+        sglang = self.diagnosis.timeline.engine == "sglang"
+        self.whatif_mixed.layout.display = "" if sglang else "none"
         report = build_report(self.diagnosis)
         self.verdict.value = to_html(report, parts=("assumed", "verdict", "facts", "notes"))
         self.evidence.value = to_html(report, parts=("findings",))
@@ -386,6 +391,7 @@ class PostmortemExplorer:
             max_num_seqs=int(self.whatif_seqs.value),
             kv_precision="fp8" if self.whatif_fp8.value else base.kv_precision,
             disaggregated=bool(self.whatif_disagg.value),
+            prefill_alone=base.prefill_alone and not self.whatif_mixed.value,
         )
 
     def _run_whatif(self) -> None:
