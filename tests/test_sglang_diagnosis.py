@@ -174,7 +174,7 @@ def test_the_bundled_sglang_incident_replays_sglangs_schedule_and_prices_mixed_c
     from itlkit.bundled import scenario_folder
     from itlkit.diagnosis.evidence import timeline_from_frame
     from itlkit.diagnosis.scoring import diagnose
-    from itlkit.diagnosis.whatif import calibrate, current_setting, predict
+    from itlkit.diagnosis.whatif import calibrate, current_setting, predict, scheduler_config
     from itlkit.physics.roofline import Deployment
 
     t = timeline_from_frame(read_scrape_folder(scenario_folder("sglang_prefill_stall")))
@@ -182,6 +182,8 @@ def test_the_bundled_sglang_incident_replays_sglangs_schedule_and_prices_mixed_c
     assert d.fingerprint.max_num_batched_tokens == 8192  # SGLang's default chunk on an H100
     now = current_setting(d)
     assert now.prefill_alone and "prefill batches alone" in now.label
+    assert scheduler_config(now).prefill_only_steps
+    assert not scheduler_config(with_(now, prefill_alone=False)).prefill_only_steps
     speed = calibrate(d)
     base = predict(d, now, speed=speed)
     mixed = predict(d, with_(now, prefill_alone=False, max_num_batched_tokens=2048), speed=speed)

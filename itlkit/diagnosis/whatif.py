@@ -195,14 +195,15 @@ def _simulate(diagnosis: Diagnosis, setting: Setting, speed, *, seed: int):
     return simulate_deployment(
         replay_workload(diagnosis, seed=seed),
         deployment=dep,
-        config=_config(setting),
+        config=scheduler_config(setting),
         efficiency=efficiency,
         host_overhead_seconds=host,
         until_seconds=min(diagnosis.timeline.duration_seconds, MAX_REPLAY_SECONDS),
     )
 
 
-def _config(setting: Setting) -> SchedulerConfig:
+def scheduler_config(setting: Setting) -> SchedulerConfig:
+    """The simulator's knobs for a what-if setting."""
     alone = setting.prefill_alone and not setting.disaggregated
     seqs = int(setting.max_num_seqs)
     return SchedulerConfig(
