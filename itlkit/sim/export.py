@@ -266,19 +266,26 @@ def export_prometheus_scrapes(
     Simulated time 0 is `start_unix_seconds`; `version` picks vLLM's page layout ("0.9", "0.11"
     with the deprecated TPOT twin of ITL, or "0.12"); `cover_end` as in `scrape_times`.
     """
+    check_writable(Path(out_dir), folder=True)
+    times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
+    series = scrape_series(result, times_seconds=times)
+
+    def page(k: int) -> str:
+        return render_vllm_metrics({engine: series.state(k)}, model_name=model_name,
+                                   version=version, created_seconds=start_unix_seconds)  # fmt: skip
+
+    pages = (page(k) for k in range(times.size))
+    return write_pages(out_dir, times, pages, start_unix_seconds=start_unix_seconds)
+
+
+def write_pages(out_dir, times_seconds, pages, *, start_unix_seconds: float) -> list[Path]:
+    """Write each page as `out_dir`/metrics-<its UTC time>.prom (simulated time 0 at
+    `start_unix_seconds`), creating the folder; returns the paths."""
     out = Path(out_dir)
     check_writable(out, folder=True)
     out.mkdir(parents=True, exist_ok=True)
-    times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
-    series = scrape_series(result, times_seconds=times)
     paths = []
-    for k, t in enumerate(series.times_seconds):
-        page = render_vllm_metrics(
-            {engine: series.state(k)},
-            model_name=model_name,
-            version=version,
-            created_seconds=start_unix_seconds,
-        )
+    for t, page in zip(times_seconds, pages, strict=False):
         path = out / scrape_file_name(start_unix_seconds + float(t))
         path.write_text(page)
         paths.append(path)

@@ -44,8 +44,8 @@ from itlkit.sim.export import (
     check_writable,
     cumulative,
     cumulative_histograms,
-    scrape_file_name,
     scrape_times,
+    write_pages,
 )
 from itlkit.sim.results import SimulationResult
 
@@ -183,14 +183,10 @@ def export_sglang_scrapes(
 ) -> list[Path]:
     """Write one SGLang `/metrics` page per scrape into `out_dir` (named as `export`'s vLLM
     pages are, which `itlkit.metrics.sources.read_scrape_folder` reads); returns the paths."""
-    out = Path(out_dir)
-    check_writable(out, folder=True)
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(Path(out_dir), folder=True)
     times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
-    paths = []
-    for t, state in zip(times, sglang_scrape_states(result, times), strict=True):
-        path = out / scrape_file_name(start_unix_seconds + float(t))
-        path.write_text(render_sglang_page(state, model_name=model_name,
-                                           device_timer=device_timer))  # fmt: skip
-        paths.append(path)
-    return paths
+    states = sglang_scrape_states(result, times)
+    pages = (
+        render_sglang_page(s, model_name=model_name, device_timer=device_timer) for s in states
+    )
+    return write_pages(out_dir, times, pages, start_unix_seconds=start_unix_seconds)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig
+from itlkit.sim.versions import shown_setting
 
 MIB = 2**20
 GIB = 2**30
@@ -189,7 +190,7 @@ def sglang_settings(
     def take(key: str, default, why: str) -> None:
         if key not in given:
             value[key] = default
-            said.append(f"{key} {_shown(default)}: {why}")
+            said.append(f"{key} {shown_setting(default)}: {why}")
 
     take("chunked_prefill_size", chunk, f"SGLang's default for {gpu}")
     take("max_prefill_tokens", MAX_PREFILL_TOKENS, "SGLang's default")
@@ -208,11 +209,3 @@ def sglang_settings(
     return SglangSettings(value["chunked_prefill_size"], value["max_prefill_tokens"],
                           value.get("max_running_requests"), bool(value["enable_mixed_chunk"]),
                           share, tuple(said))  # fmt: skip
-
-
-def _shown(value) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:g}"

@@ -381,7 +381,7 @@ def engine_defaults(
     def take(key: str, default, why: str) -> None:
         if key not in given:
             value[key] = default
-            said.append(f"{key} {_shown(default)}: {why}")
+            said.append(f"{key} {shown_setting(default)}: {why}")
 
     name = f"vLLM {_dotted(version.release)}"
     if row.engine == "V0":
@@ -485,13 +485,14 @@ def _itlkit_defaults(given: dict) -> EngineSettings:
         if key == "max_num_seqs":
             default = min(default, value["max_num_batched_tokens"])
         value[key] = default
-        said.append(f"{key} {_shown(default)} (itlkit's default)")
+        said.append(f"{key} {shown_setting(default)} (itlkit's default)")
     return EngineSettings(version=None, engine="V1", **{k: value[k] for k in SETTINGS},
                           async_scheduling=None, cuda_graphs=_V1_PIECEWISE,
                           assumptions=tuple(said))  # fmt: skip
 
 
-def _shown(value) -> str:
+def shown_setting(value) -> str:
+    """A setting's value as an `assumed:` line shows it (on/off, 8,192, 0.9)."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
