@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from _prometheus_server import backfilled_prometheus, exported_incident
+from _prometheus_server import backfilled_prometheus, exported_incident, merge_openmetrics
 
 from itlkit.diagnosis.evidence import timeline_from_frame, timeline_from_prometheus
 from itlkit.diagnosis.scoring import diagnose
@@ -86,3 +86,38 @@ def test_sglang_metrics_in_prometheus_give_the_incidents_diagnosis(incident):
     assert read["value"].max() > 0
     np.testing.assert_allclose(both["value"].to_numpy(), 2 * read["value"].to_numpy())
     assert any("SGLang runs a prefill batch alone before" in n for n in server.notes)
+
+
+@pytest.fixture(scope="module")
+def two_engines(tmp_path_factory, prometheus_binary, promtool_binary):
+    """The same incident from two targets: one exporting vLLM's families, one SGLang's."""
+    root = tmp_path_factory.mktemp("two-engines")
+    start, text = exported_incident(root, SCENARIO)
+    merged = merge_openmetrics({"vllm-0:8000": text, "sglang-0:30000": as_sglang(text)})
+    with backfilled_prometheus(
+        root, merged, prometheus=prometheus_binary, promtool=promtool_binary
+    ) as url:
+        yield url, start
+
+
+def test_a_fleet_scan_reads_each_engine_in_its_own_names(two_engines):
+    from itlkit.diagnosis.deployment import PageFacts, Stated, infer_deployment
+    from itlkit.diagnosis.fleet import diagnose_fleet, fetch_fleet_evidence
+
+    url, start = two_engines
+    evidence = fetch_fleet_evidence(url, start=start, end=start + SCENARIO.duration_seconds)
+    by_instance = {m.instance: t for m, t in evidence.timelines.items()}
+    assert set(by_instance) == {"vllm-0:8000", "sglang-0:30000"}
+    vllm, sglang = by_instance["vllm-0:8000"], by_instance["sglang-0:30000"]
+    assert (vllm.engine, sglang.engine) == ("vllm", "sglang")
+    # the same traffic: SGLang's two rank copies of each gauge are read once, not summed
+    np.testing.assert_allclose(sglang.running, vllm.running)
+    assert sglang.itl_total.count == vllm.itl_total.count > 0
+    rows = diagnose_fleet(
+        evidence,
+        lambda name: infer_deployment(Stated(model="llama-3.1-8b", gpu="h100-sxm"), PageFacts()),
+        max_num_batched_tokens=2048,
+    )
+    titles = {r.member.instance: r.diagnosis.top.title for r in rows}
+    assert titles == {"vllm-0:8000": "prefill chunks ride in decode steps",
+                      "sglang-0:30000": "prefill batches stall the decodes"}  # fmt: skip

@@ -1,4 +1,5 @@
-"""Diagnose every vLLM instance a Prometheus server holds, the aggregation done by PromQL.
+"""Diagnose every vLLM or SGLang instance a Prometheus server holds, the aggregation done by
+PromQL.
 
 A fleet scan asks the server one range query per metric, each grouped by
 `(instance, model_name, engine)`: `sum by (instance, model_name, engine, le)
@@ -10,6 +11,10 @@ lifting and itlkit never pulls a raw series. Each answer is cut per member into 
 window), then the fingerprint and scoring layers judge each member on its own.
 
 Members whose ITL histogram counted nothing in the period are listed as "no traffic".
+
+SGLang's families are joined to vLLM's by `or` (a target exports one engine's); its scheduler
+gauges come once per TP / PP rank, so only rank 0's are read (`tp_rank=~"|0"`), and one more
+query tags the members whose ITL is SGLang's, judged with SGLang's schedule.
 """
 
 from __future__ import annotations
@@ -21,18 +26,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from itlkit.diagnosis.deployment import InferredDeployment
-from itlkit.diagnosis.evidence import Timeline, period_seconds
+from itlkit.diagnosis.evidence import SGLANG_READ, Timeline, period_seconds
 from itlkit.diagnosis.gpu_range import diagnose_deployment
 from itlkit.diagnosis.scoring import HEALTHY_BELOW, Diagnosis
 from itlkit.errors import EvidenceError, PrometheusError
 from itlkit.metrics.histogram import Histogram, sum_histograms
 from itlkit.metrics.http_get import one_line, shown_url
 from itlkit.metrics.prometheus_api import (
+    SGLANG_RANK,
     check_bucket_rates,
     check_rates,
     range_result,
     series_points,
 )
+from itlkit.metrics.sglang_metrics import DIAGNOSIS_NOTE, SGLANG_PREFIX, reading_notes
 from itlkit.metrics.vllm_metrics import metric
 from itlkit.units import format_percent, format_seconds
 
@@ -153,6 +160,10 @@ class FleetEvidence:
     problems: dict[Member, str] = field(default_factory=dict)  # impossible answers, in words
 
 
+# The members whose ITL is SGLang's (its family names the engine; the sums above do not).
+SGLANG_MEMBERS = "count {by} (rate(sglang:inter_token_latency_seconds_count[{w}]))"
+
+
 # ---- PromQL -----------------------------------------------------------------------------------
 def _by(*extra: str) -> str:
     return f"by ({', '.join((*GROUP_LABELS, *extra))})"
@@ -161,13 +172,17 @@ def _by(*extra: str) -> str:
 def fleet_promql(how: str, metric_key: str, rate_window: str) -> str:
     """One aggregated query; a renamed metric's old name is joined by `or` (the new one wins)."""
     w = rate_window
+
+    def sel(n: str) -> str:  # SGLang's rank-0 copy (its tokenizer-side series have no rank)
+        return f"{{{SGLANG_RANK}}}" if n.startswith(SGLANG_PREFIX) else ""
+
     forms = {
-        "bucket": lambda n: f"sum {_by('le')} (rate({n}_bucket[{w}]))",
-        "sum": lambda n: f"sum {_by()} (rate({n}_sum[{w}]))",
-        "count": lambda n: f"sum {_by()} (rate({n}_count[{w}]))",
-        "counter": lambda n: f"sum {_by()} (rate({n}[{w}]))",
-        "gauge": lambda n: f"sum {_by()} (avg_over_time({n}[{w}]))",
-        "gauge_max": lambda n: f"max {_by()} (avg_over_time({n}[{w}]))",
+        "bucket": lambda n: f"sum {_by('le')} (rate({n}_bucket{sel(n)}[{w}]))",
+        "sum": lambda n: f"sum {_by()} (rate({n}_sum{sel(n)}[{w}]))",
+        "count": lambda n: f"sum {_by()} (rate({n}_count{sel(n)}[{w}]))",
+        "counter": lambda n: f"sum {_by()} (rate({n}{sel(n)}[{w}]))",
+        "gauge": lambda n: f"sum {_by()} (avg_over_time({n}{sel(n)}[{w}]))",
+        "gauge_max": lambda n: f"max {_by()} (avg_over_time({n}{sel(n)}[{w}]))",
     }
     parts = [forms[how](n) for n in metric(metric_key).names]
     return parts[0] if len(parts) == 1 else " or ".join(f"({p})" for p in parts)
@@ -223,7 +238,12 @@ def _bucket_tables(grid: dict, base_url: str) -> dict[Member, tuple[np.ndarray, 
 
 
 def _member_timeline(
-    bounds: np.ndarray, rates: np.ndarray, scalars: dict[str, np.ndarray], times, window_seconds
+    bounds: np.ndarray,
+    rates: np.ndarray,
+    scalars: dict[str, np.ndarray],
+    times,
+    window_seconds,
+    engine: str = "vllm",
 ) -> Timeline | None:
     """The windows where every bucket answered; None when they hold no observation.
 
@@ -248,6 +268,8 @@ def _member_timeline(
         return None
     notes = [f"no {key} data for this member in the period" for key, values in scalars.items()
              if key != "itl_sum" and np.isnan(values[ok]).all()]  # fmt: skip
+    if engine == "sglang":
+        notes += [*reading_notes(SGLANG_READ), DIAGNOSIS_NOTE]
     end = times[ok]
     return Timeline(
         start_seconds=end - window_seconds,
@@ -266,6 +288,7 @@ def _member_timeline(
         counter_resets_seconds=(),
         snapshots=int(ok.sum()) + 1,
         notes=tuple(notes),
+        engine=engine,
     )
 
 
@@ -296,6 +319,10 @@ def fetch_fleet_evidence(
              for key, q in promql.items()}  # fmt: skip
     scale = {key: window if increase else 1.0 for key, (_, _, increase) in FLEET_QUERIES.items()}
     tables = _bucket_tables(grids.pop("itl_buckets"), base_url)
+    sglang_query = SGLANG_MEMBERS.format(by=_by(), w=rate_window)
+    sglang = {
+        m for m, _ in _grid(_range_query(base_url, sglang_query, span), span, steps, base_url)
+    }
     members = set(tables) | {member for grid in grids.values() for member, _ in grid}
     nothing = np.full(steps, math.nan)
     timelines: dict[Member, Timeline | None] = {}
@@ -311,10 +338,11 @@ def fetch_fleet_evidence(
                 name = metric(FLEET_QUERIES[key][0]).names[0]
                 check_rates(rates, times, where=f"its {key.replace('_', ' ')} ({name})")
                 scalars[key] = rates * scale[key]
-            timelines[member] = _member_timeline(*tables[member], scalars, times, window)
+            engine = "sglang" if member in sglang else "vllm"
+            timelines[member] = _member_timeline(*tables[member], scalars, times, window, engine)
         except PrometheusError as exc:  # this member's numbers are impossible; the rest stand
             problems[member] = f"the server's answer cannot be right: {exc}"
-    return FleetEvidence(timelines, window, tuple(promql.values()), problems)
+    return FleetEvidence(timelines, window, (*promql.values(), sglang_query), problems)
 
 
 def diagnose_fleet(
