@@ -22,6 +22,7 @@ from itlkit.physics.roofline import (
     ridge_tokens_per_step,
     step_coefficients,
 )
+from itlkit.physics.speculative import Speculation, crossover_batch, speculative_step
 from itlkit.units import (
     format_bandwidth,
     format_bytes,
@@ -59,6 +60,7 @@ def explain(
     measured_step_seconds: float | None = None,
     calibration: Calibration | None = None,
     max_num_batched_tokens: int | None = None,
+    speculation: Speculation | None = None,
 ) -> Explanation:
     """Decompose one decode step (and optionally a chunked step, a prompt's prefill, an MBU,
     and the step a calibrated server takes). `max_num_batched_tokens` sets the chunk as vLLM's
@@ -77,6 +79,8 @@ def explain(
     if measured_step_seconds is not None:
         sections.append(_mbu_section(step, measured_step_seconds=measured_step_seconds))
     sections.append(_ridge_section(dep))
+    if speculation is not None:
+        sections.append(_speculative_section(dep, speculation, batch_size, context_tokens))
     if max_num_batched_tokens is not None:
         sections.append(_budget_section(max_num_batched_tokens, batch_size, chunk_tokens))
     if chunk_tokens:
@@ -251,6 +255,40 @@ def _ridge_section(dep: Deployment) -> _Section:
         "compute_bound_tokens_per_step": compute_bound_tokens_per_step(dep),
     }
     return [line], values
+
+
+def _speculative_section(dep: Deployment, spec: Speculation, batch: int, context: int) -> _Section:
+    """The verification step of k drafts per sequence, its draft, what a token then costs, and
+    the batch where speculation stops paying (`physics.speculative`)."""
+    s = speculative_step(dep, batch_size=batch, context_tokens=context, spec=spec)
+    cross = crossover_batch(dep, context_tokens=context, spec=spec)
+    tokens = batch * (spec.k + 1)
+    rates = ", ".join(f"{p:.2f}" for p in spec.per_position)
+    bound = "compute-bound" if bool(s.verify_compute_bound) else "memory-bound"
+    lines = [
+        ExplainLine("speculation", f"{spec.method}, k = {spec.k}, acceptance per position "
+                    f"{rates}: 1 + their sum", f"{s.tokens_per_step:.2f} tokens per step"),
+        ExplainLine("verification step", f"{batch} x ({spec.k} + 1) = {tokens:,} tokens through "
+                    "the GEMMs, weights and KV read once", f"{format_seconds(s.verify_seconds)} "
+                    f"({bound})"),
+        ExplainLine("draft", f"{spec.k} passes of {spec.draft_params / 1e9:g} B params",
+                    format_seconds(s.draft_seconds)),
+        ExplainLine("per-token latency", "(verification + draft) / tokens per step",
+                    f"{format_seconds(s.per_token_seconds)} vs "
+                    f"{format_seconds(s.plain_step_seconds)} without: {s.speedup:.2f}x"),
+        ExplainLine("speculation stops paying", "the smallest batch whose per-token latency "
+                    "reaches the plain step's", "beyond batch 4,096" if cross is None
+                    else f"at batch {cross:,} (this context)"),
+    ]  # fmt: skip
+    values = {
+        "spec_tokens_per_step": s.tokens_per_step,
+        "spec_verify_seconds": float(s.verify_seconds),
+        "spec_draft_seconds": float(s.draft_seconds),
+        "spec_per_token_seconds": float(s.per_token_seconds),
+        "spec_speedup": float(s.speedup),
+        "spec_crossover_batch": cross,
+    }
+    return lines, values
 
 
 def _prefill_section(
