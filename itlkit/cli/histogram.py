@@ -24,6 +24,10 @@ from itlkit.units import format_percent, format_seconds
 QUANTILES = (0.5, 0.9, 0.99)
 
 
+SPECULATIVE_KEYS = ("spec_drafts", "spec_accepted", "spec_accepted_per_position",
+                    "spec_accept_length")  # fmt: skip
+
+
 def add_parser(subparsers) -> None:
     """Register the `histogram` subcommand."""
     p = subparsers.add_parser(
@@ -280,8 +284,9 @@ def _histogram_doc(args, paths: list[str], detailed: dict) -> tuple[dict, str]:
     if bench is not None:  # read once: its samples are binned here and quantiled exactly below
         frame = bench_frame(bench.samples)
     else:
-        # SGLang's TPOT is read beside the ITL only to say why it is not one
-        extra = ("sglang_tpot", "running") if args.metric == "itl" else ()
+        # SGLang's TPOT is read beside the ITL only to say why it is not one; the speculative
+        # counters to say how many tokens a gap carried
+        extra = ("sglang_tpot", "running", *SPECULATIVE_KEYS) if args.metric == "itl" else ()
         frame = read_paths(paths, metrics=(args.metric, *extra))
     series = histogram_series(frame, args.metric, model_name=args.model_name, engine=args.engine)
     require_scrape_times(series)  # the window between untimed scrapes is unknown

@@ -138,7 +138,8 @@ DEFAULT_METRICS = (
     "itl", "sglang_tpot", "ttft", "e2e", "running", "waiting", "kv_usage", "preemptions",
     "prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits",
     "request_prompt_tokens_sum", "request_prompt_tokens_count", "request_generation_tokens_sum",
-    "forward_seconds",
+    "forward_seconds", "spec_drafts", "spec_accepted", "spec_accepted_per_position",
+    "spec_accept_length",
 )  # fmt: skip
 ALL_METRICS = tuple(METRICS)
 _DEFAULT = _Parser.for_keys(DEFAULT_METRICS)

@@ -15,6 +15,7 @@ from itlkit.metrics.sglang_metrics import (
     not_an_itl_message,
     reading_notes,
 )
+from itlkit.metrics.speculative_metrics import speculation_note
 from itlkit.metrics.vllm_metrics import family, metric
 
 # vLLM V0 labels its series with model_name only (vllm/engine/metrics.py); V1 adds
@@ -124,6 +125,9 @@ def histogram_series(
     _require_inf_bucket(rows, table, order)
     sums, totals, notes = _sums_and_counts(rows, table, order, metric_key)
     notes = (*notes, *reading_notes(rows["family"].unique()))
+    if metric_key == "itl":
+        spec = speculation_note(frame, str(rows["family"].iloc[0]))
+        notes = (*notes, spec) if spec else notes
     bounds = np.asarray(table.columns, dtype=float)
     counts = table.to_numpy()
     sources = order["source"].to_numpy()

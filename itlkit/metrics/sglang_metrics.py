@@ -36,6 +36,9 @@ NAMES: dict[str, tuple[str, ...]] = {
     "prompt_tokens": ("sglang:prompt_tokens_total",),
     "generation_tokens": ("sglang:generation_tokens_total",),
     "forward_seconds": ("sglang:gpu_execution_seconds_total",),
+    # mean tokens per speculative step, accepted drafts + the bonus token (its HELP text;
+    # observability/metrics_collector.py @ 44cedc2b)
+    "spec_accept_length": ("sglang:spec_accept_length",),
 }
 # `sglang:gpu_execution_seconds_total{category}`: "forward_" + the batch's ForwardMode, recorded
 # only with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 (scheduler_metrics_mixin.py

@@ -187,6 +187,37 @@ _METRICS = [
         "requests",
         "finished requests by finished_reason",
     ),
+    # vLLM's speculative-decoding counters (`SpecDecodingProm`, vllm/v1/spec_decode/metrics.py @
+    # 016a8587edb04ae53c913a1da9355a07dc0ca4ae): drafts proposed, draft tokens, accepted tokens,
+    # and accepted tokens per draft position (label `position`, from 0)
+    VllmMetric(
+        "spec_drafts",
+        ("vllm:spec_decode_num_drafts_total",),
+        "counter",
+        "events",
+        "speculative drafts (one per request per step that drafted)",
+    ),
+    VllmMetric(
+        "spec_accepted",
+        ("vllm:spec_decode_num_accepted_tokens_total",),
+        "counter",
+        "tokens",
+        "draft tokens accepted",
+    ),
+    VllmMetric(
+        "spec_accepted_per_position",
+        ("vllm:spec_decode_num_accepted_tokens_per_pos_total",),
+        "counter",
+        "tokens",
+        "draft tokens accepted at each position (label position)",
+    ),
+    VllmMetric(
+        "spec_accept_length",
+        (),
+        "gauge",
+        "tokens",
+        "SGLang: mean tokens per speculative step (accepted drafts + the bonus token)",
+    ),
     VllmMetric(
         "forward_seconds",
         (),
