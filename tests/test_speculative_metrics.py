@@ -79,3 +79,20 @@ def test_impossible_speculative_counters_are_one_line(tmp_path, capsys, page, me
     assert main(["histogram", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_drafts_without_an_accepted_counter_say_the_tokens_per_gap_are_unknown(tmp_path, capsys):
+    page = tmp_path / "metrics-20261205T120000Z.prom"
+    text = _spec(100, 150)
+    page.write_text("\n".join(s for s in text.splitlines() if "accepted" not in s) + "\n")
+    (note,) = [w for w in _warnings(capsys, page) if w.startswith("speculative")]
+    assert "without vllm:spec_decode_num_accepted_tokens_total" in note and "unknown" in note
+
+
+def test_a_restart_between_scrapes_counts_from_the_restart(tmp_path, capsys):
+    a = tmp_path / "metrics-20261205T120000Z.prom"
+    b = tmp_path / "metrics-20261205T120100Z.prom"
+    a.write_text(_spec(1000, 1500, per_position=(700, 500, 300)))
+    b.write_text(_spec(100, 250, per_position=(90, 80, 80)))  # restarted: 1 + 250 / 100
+    (note,) = [w for w in _warnings(capsys, a, b) if w.startswith("speculative")]
+    assert "3.50 tokens per step" in note

@@ -37,6 +37,8 @@ def _period_total(frame: pd.DataFrame, key: str, *, position: bool = False):
         return end if position else float(end.sum())
     start = rows[times == first].groupby(group.loc[rows[times == first].index])["value"].sum()
     grown = end.sub(start, fill_value=0.0)
+    if (grown < 0).any():  # a restart between the scrapes: count what came since it
+        grown = end
     return grown if position else float(grown.sum())
 
 
@@ -56,6 +58,11 @@ def tokens_per_step(frame: pd.DataFrame) -> tuple[float, str] | None:
     accepted = _period_total(frame, "spec_accepted")
     if drafts is None and accepted is None:
         return None
+    if accepted is None:
+        return math.nan, (
+            "vllm:spec_decode_num_drafts_total without vllm:spec_decode_num_accepted_tokens_total"
+            ": how many tokens a step carried is unknown"
+        )
     drafts, accepted = drafts or 0.0, accepted or 0.0
     if drafts == 0:
         if accepted > 0:
@@ -78,9 +85,13 @@ def tokens_per_step(frame: pd.DataFrame) -> tuple[float, str] | None:
 def speculation_note(frame: pd.DataFrame, itl_family: str) -> str | None:
     """What speculation does to this page's ITL, in one line (None without speculation)."""
     found = tokens_per_step(frame)
-    if found is None or found[0] <= 1.0 + 1e-9:
+    if found is None:
         return None
     e, source = found
+    if math.isnan(e):
+        return f"speculative decoding: {source}, so the tokens per ITL gap are unknown"
+    if e <= 1.0 + 1e-9:
+        return None
     if itl_family.startswith("sglang:"):
         view = (f"SGLang's ITL splits each step's gap into {e:.2f} observations of gap / "
                 f"{e:.2f}: a step takes ~{e:.2f}x the per-token gap read here")  # fmt: skip
