@@ -75,6 +75,7 @@ def test_the_crossover_batch_derived_by_hand():
         (lambda: Speculation(0, 0.5), "k must be a whole number >= 1"),
         (lambda: speculation_from_mean_length(3, 4.5), "impossible with k = 3"),
         (lambda: Speculation(3, (0.9, 0.5)).per_position, "2 acceptance rates given for k = 3"),
+        (lambda: Speculation(3, 0.6, method="eagle"), "an eagle draft runs a model"),
     ],
 )
 def test_impossible_speculation_is_refused_in_one_line(make, message):

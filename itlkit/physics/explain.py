@@ -271,7 +271,8 @@ def _speculative_section(dep: Deployment, spec: Speculation, batch: int, context
         ExplainLine("verification step", f"{batch} x ({spec.k} + 1) = {tokens:,} tokens through "
                     "the GEMMs, weights and KV read once", f"{format_seconds(s.verify_seconds)} "
                     f"({bound})"),
-        ExplainLine("draft", f"{spec.k} passes of {spec.draft_params / 1e9:g} B params",
+        ExplainLine("draft", f"{spec.k} passes of {spec.draft_params / 1e9:g} B params"
+                    if spec.draft_params else f"{spec.method}: no model pass (a lookup)",
                     format_seconds(s.draft_seconds)),
         ExplainLine("per-token latency", "(verification + draft) / tokens per step",
                     f"{format_seconds(s.per_token_seconds)} vs "
