@@ -54,8 +54,10 @@ class Speculation:
         if not self.draft_params >= 0:
             raise ConfigError(f"draft parameters must be >= 0, got {self.draft_params!r}")
         if self.method != "ngram" and self.draft_params == 0:
-            raise ConfigError(f"an {self.method} draft runs a model on every pass: give its "
-                              "parameters (--spec-draft-params; an EAGLE head ~ one layer)")  # fmt: skip
+            raise ConfigError(
+                f"an {self.method} draft runs a model on every pass: give its parameters "
+                "(--spec-draft-params; an EAGLE head ~ one layer)"
+            )
         p = self.per_position
         if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
             raise ConfigError(f"acceptance must lie in [0, 1] at every position, got {tuple(p)}")
