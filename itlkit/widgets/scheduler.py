@@ -52,9 +52,9 @@ MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
 # The engine's schedule: vLLM's mixed steps, or SGLang's prefill batches alone (its default);
 # SGLang with --enable-mixed-chunk schedules as vLLM does (`itlkit.sim.sglang`).
 ENGINES = {
-    "vllm": "vLLM (decodes ride in every step)",
-    "sglang": "SGLang (prefill batches run alone)",
-    "sglang-mixed": "SGLang --enable-mixed-chunk",
+    "vllm": "vLLM: mixed steps",
+    "sglang": "SGLang: prefill alone",
+    "sglang-mixed": "SGLang: mixed chunk",
 }
 STEP_MODELS = (("roofline (uncalibrated)", "none"),
                ("calibrated on real vLLM 0.15.1 runs", "bundled"))  # fmt: skip
