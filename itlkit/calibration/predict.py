@@ -83,13 +83,34 @@ def run_deployment(run: Run, calibration: Calibration = UNCALIBRATED) -> Deploym
     return calibration.apply(deployment)
 
 
-def run_config(run: Run) -> SchedulerConfig:
+def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
+    """The engine knobs of the run: vLLM's (V0 without chunked prefill runs prompts alone), or
+    SGLang's policy (`sim.sglang`: prefill batches alone unless mixed chunks; its running-request
+    cap from the KV pool of `kv_tokens` where the run does not give it)."""
+    if run.engine == "SGLang":
+        from itlkit.sim.sglang import SglangSettings
+
+        settings = SglangSettings(run.max_num_batched_tokens, run.max_num_batched_tokens,
+                                  run.max_num_seqs or None, run.mixed_chunk,
+                                  run.gpu_memory_utilization, ())  # fmt: skip
+        if settings.max_running_requests is None:
+            settings = settings.with_kv_tokens(int(kv_tokens), context_tokens=run.max_model_len)
+        return settings.scheduler_config()
     return SchedulerConfig(
         max_num_batched_tokens=run.max_num_batched_tokens,
         max_num_seqs=min(run.max_num_seqs, run.max_num_batched_tokens),
         enable_chunked_prefill=run.chunked_prefill,
         prefill_only_steps=run.engine == "V0" and not run.chunked_prefill,
     )
+
+
+def run_kv_tokens(run: Run, deployment: Deployment) -> int:
+    """The KV pool in tokens: vLLM's sizing, or SGLang's (`engine_memory.sglang_kv_cache`)."""
+    if run.engine == "SGLang":
+        from itlkit.physics.engine_memory import sglang_kv_cache
+
+        return sglang_kv_cache(deployment).kv_tokens
+    return kv_capacity_tokens(deployment)
 
 
 def request_blocks(run: Run) -> int:
@@ -123,7 +144,7 @@ def _simulate_drained(run: Run, calibration: Calibration, *, seed: int) -> Simul
     deployment = run_deployment(run, calibration)
     if run.replay is not None:  # the requests as recorded: no prompt cycle to cache
         return _engine(run, deployment, calibration, run.replay, seed=seed)
-    total = kv_capacity_tokens(deployment) // run.block_size
+    total = run_kv_tokens(run, deployment) // run.block_size
     result = _simulate(run, deployment, calibration, capacity_blocks=total, seed=seed)
     if not run.prefix_caching:
         return result
@@ -146,8 +167,8 @@ def _engine(run, deployment, calibration, workload, *, seed: int) -> SimulationR
     return simulate(
         workload,
         step_function=roofline_step_function(deployment, efficiency=calibration.efficiency),
-        kv_capacity_tokens=kv_capacity_tokens(deployment),
-        config=run_config(run),
+        kv_capacity_tokens=(kv := run_kv_tokens(run, deployment)),
+        config=run_config(run, kv_tokens=kv),
         jitter=step_jitter_factors(calibration.step_jitter, seed=seed),
     )
 

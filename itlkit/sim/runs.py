@@ -200,10 +200,17 @@ class Run:
     # the GPU's own. Read from `interconnect`, or the flag "tp_across_nodes" in `flags`.
     interconnect: str | None = None
     source: str = ""  # where the run was published (`source.repo`, else the file)
+    # engine.name "sglang": SGLang's schedule (`sim.sglang`), its KV pool in one-token pages;
+    # max_num_seqs 0 then means SGLang's default from the KV pool
+    serving_engine: str = "vllm"
+    mixed_chunk: bool = False  # SGLang's --enable-mixed-chunk
 
     @property
     def engine(self) -> str:
-        """vLLM's engine generation the run used: "V0" or "V1" (V1 where no version is named)."""
+        """The engine the run used: vLLM's generation "V0" or "V1" (V1 where no version is
+        named), or "SGLang"."""
+        if self.serving_engine == "sglang":
+            return "SGLang"
         return parse_vllm_version(self.vllm_version.removeprefix("vLLM ")).engine if (
             self.vllm_version) else "V1"  # fmt: skip
 
@@ -495,6 +502,8 @@ def _engine(r: _Reader, doc, defaults: dict, gpu: str) -> dict:
     blocks, chunked prefill and prefix caching on)."""
     if not isinstance(doc, dict):
         raise r.fail("engine", "must be an object")
+    if str(doc.get("name", "")).lower() == "sglang":
+        return _sglang_engine(r, doc, defaults, gpu)
     version = _vllm_version(r, doc)
     if version is not None:
         return _versioned_engine(r, doc, defaults, gpu, version)
@@ -519,6 +528,43 @@ def _engine(r: _Reader, doc, defaults: dict, gpu: str) -> dict:
             raise r.fail(f"engine.{key}", f"must be true or false, got {flag!r:.60}")
         out[key] = flag
     return out
+
+
+def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
+    """An SGLang run's settings in its own names (`chunked_prefill_size`, `max_prefill_tokens`,
+    `max_running_requests`, `enable_mixed_chunk`, `mem_fraction_static`), SGLang's defaults on
+    the run's GPU for those left out (`sim.sglang`, each said; the memory share as at TP 1)."""
+    from itlkit.sim.sglang import sglang_settings
+
+    def count(key: str, most):
+        return r.positive(doc, key, int, optional=True, most=most, name=f"engine.{key}")
+
+    mixed = doc.get("enable_mixed_chunk")
+    if mixed is not None and not isinstance(mixed, bool):
+        raise r.fail("engine.enable_mixed_chunk", f"must be true or false, got {mixed!r:.60}")
+    given = {
+        "chunked_prefill_size": count("chunked_prefill_size", MOST_BATCHED_TOKENS),
+        "max_prefill_tokens": count("max_prefill_tokens", MOST_BATCHED_TOKENS),
+        "max_running_requests": count("max_running_requests", MOST_SEQS),
+        "enable_mixed_chunk": mixed,
+        "mem_fraction_static": r.positive(doc, "mem_fraction_static", optional=True, most=1.0,
+                                          name="engine.mem_fraction_static"),
+    }  # fmt: skip
+    hardware = get_gpu(gpu)
+    settings = sglang_settings(gpu_memory_bytes=cuda_total_bytes(hardware)[0],
+                               gpu_name=hardware.name, given=given)  # fmt: skip
+    return {
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "max_num_seqs": settings.max_running_requests or 0,
+        "max_model_len": count("max_model_len", MOST_MODEL_LEN) or defaults["max_model_len"],
+        "gpu_memory_utilization": settings.mem_fraction_static,
+        "block_size": 1,
+        "chunked_prefill": True,
+        "prefix_caching": True,
+        "serving_engine": "sglang",
+        "mixed_chunk": settings.enable_mixed_chunk,
+        "engine_assumptions": settings.assumptions,
+    }
 
 
 def _vllm_version(r: _Reader, doc: dict) -> VllmVersion | None:

@@ -1,0 +1,62 @@
+"""A runs file may name SGLang as the engine (`engine.name: "sglang"`), in SGLang's own flag
+names; what is left out takes SGLang's defaults on the run's GPU (itlkit/sim/sglang.py cites its
+source), and the run is replayed with SGLang's schedule and KV pool.
+
+The run: trainval:64 of the bundled runs (Qwen2.5-7B on one H100, vLLM 0.15.1), re-labelled as
+served by SGLang with its defaults.
+"""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from _paths import REAL_RUNS
+
+from itlkit.calibration.predict import run_config, run_deployment, run_kv_tokens, simulate_run
+from itlkit.errors import ConfigError
+from itlkit.physics.engine_memory import sglang_kv_cache
+from itlkit.sim.runs import parse_runs
+
+BASE = json.loads((REAL_RUNS / "real_runs_trainval.json").read_text())
+
+
+def _as_sglang(**engine):
+    doc = copy.deepcopy(BASE)
+    run = next(r for r in doc["runs"] if r["id"] == "trainval:64")
+    run["engine"] = {"name": "sglang", **engine}
+    doc["runs"] = [run]
+    return parse_runs(doc)[0]
+
+
+def test_an_sglang_run_takes_sglangs_defaults_on_its_gpu():
+    run = _as_sglang()
+    assert run.engine == "SGLang"
+    # an H100 (79.2 GiB as CUDA counts it) is below 90 GiB: chunk 8,192; memory share 0.834
+    assert run.max_num_batched_tokens == 8192 and run.gpu_memory_utilization == 0.834
+    assert any("chunked_prefill_size 8,192" in a for a in run.engine_assumptions)
+    # its KV pool in one-token pages, and the running-request cap SGLang derives from it:
+    # min(KV // 2, min(max(KV / context x 512, 2,048), 4,096))
+    dep = run_deployment(run)
+    kv = run_kv_tokens(run, dep)
+    assert kv == sglang_kv_cache(dep).kv_tokens and run.block_size == 1
+    pool = min(max(int(kv / run.max_model_len * 512), 2048), 4096)
+    config = run_config(run, kv_tokens=kv)
+    assert config.max_num_seqs == min(kv // 2, pool) and config.prefill_only_steps
+
+
+def test_an_sglang_run_replays_with_prefill_batches_alone():
+    result = simulate_run(_as_sglang(chunked_prefill_size=2048))
+    assert result.config.prefill_only_steps and result.config.max_num_batched_tokens == 2048
+    both = (result.step_prefill_tokens > 0) & (result.step_decode_tokens > 0)
+    assert not both.any() and result.finished.all()
+    mixed = simulate_run(_as_sglang(chunked_prefill_size=2048, enable_mixed_chunk=True))
+    assert not mixed.config.prefill_only_steps
+    assert np.any((mixed.step_prefill_tokens > 0) & (mixed.step_decode_tokens > 0))
+
+
+def test_a_bad_sglang_field_is_named():
+    with pytest.raises(ConfigError, match="engine.enable_mixed_chunk.*true or false"):
+        _as_sglang(enable_mixed_chunk="yes")
+    with pytest.raises(ConfigError, match="engine.chunked_prefill_size"):
+        _as_sglang(chunked_prefill_size=-5)
