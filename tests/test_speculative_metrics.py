@@ -96,3 +96,28 @@ def test_a_restart_between_scrapes_counts_from_the_restart(tmp_path, capsys):
     b.write_text(_spec(100, 250, per_position=(90, 80, 80)))  # restarted: 1 + 250 / 100
     (note,) = [w for w in _warnings(capsys, a, b) if w.startswith("speculative")]
     assert "3.50 tokens per step" in note
+
+
+@pytest.mark.parametrize(("batch", "said"), [("64", "faster"), ("120", "slower: past the ridge")])
+def test_a_diagnosis_says_whether_speculation_pays_at_the_incidents_batch(
+    tmp_path, capsys, batch, said
+):
+    # k = 3 positions accepted 60, 36 and 21.6 times in 100 drafts: geometric acceptance 0.6,
+    # 2.176 tokens per step; tests/test_speculative.py derives by hand that for Llama 3.1 8B on
+    # an H100 at 512 tokens of context speculation stops paying at batch 99
+    page = tmp_path / "metrics-20261205T120000Z.prom"
+    page.write_text(_spec(100, 117.6, per_position=(60, 36, 21.6)))
+    args = ["diagnose", str(page), "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+            "--batch", batch, "--context", "512"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "speculative decoding, k = 3, 2.18 tokens per step" in out
+    assert "it stops paying at batch 99 at this context" in out and said in out
+
+
+def test_low_acceptance_is_named(tmp_path, capsys):
+    page = tmp_path / "metrics-20261205T120000Z.prom"
+    page.write_text(_spec(100, 30, per_position=(20, 8, 2)))  # 1.30 tokens per step
+    assert main(["diagnose", str(page), "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                 "--batch", "32", "--context", "512"]) == 0  # fmt: skip
+    assert "speculative acceptance is low: 1.30 tokens per step" in capsys.readouterr().out

@@ -31,6 +31,7 @@ from itlkit.metrics.http_get import one_line, shown_url
 from itlkit.metrics.series import histogram_series, scalar_series
 from itlkit.metrics.sglang_metrics import DIAGNOSIS_NOTE as SGLANG_DIAGNOSIS_NOTE
 from itlkit.metrics.sglang_metrics import FORWARD_CATEGORIES, reading_notes
+from itlkit.metrics.speculative_metrics import speculation_reading
 
 DEFAULT_WINDOW_SECONDS = 60.0
 
@@ -64,6 +65,7 @@ class Timeline:
     # GPU seconds per window by forward mode ("extend", "decode", "mixed"): SGLang's device
     # timer (`sglang_metrics.FORWARD_CATEGORIES`); None where not exported
     forward_seconds: dict[str, np.ndarray] | None = None
+    speculation: object | None = None  # `speculative_metrics.SpeculationReading`, where on
 
     def prefix_cache_hit_rate(self) -> float:
         """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
@@ -372,6 +374,7 @@ def timeline_from_frame(
         finished_counted=at.optional_counter("request_prompt_tokens_count"),
         engine=_engine_of_frame(frame),
         forward_seconds=at.forward_seconds(),
+        speculation=speculation_reading(frame),
     )
 
 

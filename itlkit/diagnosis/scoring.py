@@ -34,6 +34,7 @@ from itlkit.diagnosis.fingerprint import (
     Fingerprint,
     fingerprint,
 )
+from itlkit.diagnosis.speculation import speculation_notes
 from itlkit.metrics.histogram import Histogram, locate_quantile
 from itlkit.physics.calibration import Calibration, read_calibration
 from itlkit.physics.roofline import Deployment
@@ -460,7 +461,8 @@ def diagnose(
         host_seconds_per_step=host.host_seconds_per_step,
         host_seconds_per_sequence=host.host_seconds_per_sequence,
     )
-    notes = [*timeline.notes, *measurement_notes(fp, deployment)]
+    notes = [*timeline.notes, *measurement_notes(fp, deployment),
+             *speculation_notes(timeline.speculation, fp, deployment)]  # fmt: skip
     thin = min(1.0, fp.observations / MIN_OBSERVATIONS)
     if thin < 1:
         notes.append(

@@ -14,10 +14,21 @@ as a gap E times shorter. Counters that no server could write are refused in one
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
 from itlkit.errors import SourceError
+
+
+@dataclass(frozen=True)
+class SpeculationReading:
+    """What the input says of speculative decoding over its period."""
+
+    tokens_per_step: float  # NaN: drafts counted, acceptance not
+    positions: int | None  # draft tokens per step (k), where the per-position counter gives it
+    per_position: tuple[float, ...] | None  # acceptance of each position (vLLM), else None
+    source: str
 
 
 def _period_total(frame: pd.DataFrame, key: str, *, position: bool = False):
@@ -80,6 +91,22 @@ def tokens_per_step(frame: pd.DataFrame) -> tuple[float, str] | None:
             f"draft, more than the {k} positions a draft has"
         )
     return 1.0 + accepted / drafts, "1 + vllm:spec_decode_num_accepted_tokens / num_drafts"
+
+
+def speculation_reading(frame: pd.DataFrame) -> SpeculationReading | None:
+    """Tokens per step, and where vLLM's per-position counter gives them, the drafts per step
+    and each position's acceptance (accepted_i / drafts); None without speculation."""
+    found = tokens_per_step(frame)
+    if found is None:
+        return None
+    e, source = found
+    positions = _period_total(frame, "spec_accepted_per_position", position=True)
+    drafts = _period_total(frame, "spec_drafts")
+    if positions is None or not len(positions) or not drafts:
+        return SpeculationReading(e, None, None, source)
+    ordered = positions.sort_index(key=lambda i: i.astype(int))
+    rates = tuple(min(float(v) / drafts, 1.0) for v in ordered.to_numpy())
+    return SpeculationReading(e, len(rates), rates, source)
 
 
 def speculation_note(frame: pd.DataFrame, itl_family: str) -> str | None:
