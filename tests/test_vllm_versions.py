@@ -387,8 +387,16 @@ def test_a_bad_version_field_is_one_line_naming_it(engine, message):
 
 
 def test_another_engines_version_is_not_read_as_vllms():
-    run = _run({"name": "sglang", "version": "0.4.3", "max_num_batched_tokens": 2048})
-    assert run.vllm_version is None and run.max_num_seqs == 128
+    # an SGLang run's version is SGLang's: its settings are SGLang's (tests/test_sglang_runs.py)
+    run = _run({"name": "sglang", "version": "0.4.3", "chunked_prefill_size": 2048})
+    assert run.vllm_version is None and run.engine == "SGLang"
+    assert run.max_num_batched_tokens == 2048
+    with pytest.raises(
+        ConfigError,
+        match="engine.max_num_batched_tokens is vLLM's setting; an "
+        "SGLang run gives chunked_prefill_size",
+    ):
+        _run({"name": "sglang", "max_num_batched_tokens": 2048})
 
 
 def test_simulate_runs_prints_the_defaults_a_runs_version_gave_it(tmp_path, capsys):

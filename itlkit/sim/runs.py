@@ -530,6 +530,15 @@ def _engine(r: _Reader, doc, defaults: dict, gpu: str) -> dict:
     return out
 
 
+# vLLM's engine fields and SGLang's for the same knob: an SGLang run gives SGLang's.
+SGLANG_NAMES_OF_VLLM = {
+    "max_num_batched_tokens": "chunked_prefill_size",
+    "max_num_seqs": "max_running_requests",
+    "gpu_memory_utilization": "mem_fraction_static",
+    "vllm_version": "no vLLM version",
+}
+
+
 def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
     """An SGLang run's settings in its own names (`chunked_prefill_size`, `max_prefill_tokens`,
     `max_running_requests`, `enable_mixed_chunk`, `mem_fraction_static`), SGLang's defaults on
@@ -539,6 +548,9 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
     def count(key: str, most):
         return r.positive(doc, key, int, optional=True, most=most, name=f"engine.{key}")
 
+    for vllm_name, own in SGLANG_NAMES_OF_VLLM.items():
+        if doc.get(vllm_name) is not None:
+            raise r.fail(f"engine.{vllm_name}", f"is vLLM's setting; an SGLang run gives {own}")
     mixed = doc.get("enable_mixed_chunk")
     if mixed is not None and not isinstance(mixed, bool):
         raise r.fail("engine.enable_mixed_chunk", f"must be true or false, got {mixed!r:.60}")
