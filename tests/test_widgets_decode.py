@@ -186,3 +186,23 @@ def test_a_batch_move_hands_plotly_only_the_traces_it_changes():
     assert not moved & {"attainable FLOP/s", "bandwidth floor", "decode step", "memory limit"}
     for trace, values in zip(ex.figure.data, after, strict=True):
         assert list(changes(trace._props, values)) == []  # the figure holds the new data
+
+
+def test_speculation_controls_draw_per_token_latency_and_the_crossover():
+    # k = 3, acceptance 0.6, 512 tokens of context on Llama 3.1 8B / H100: tests/test_speculative.py
+    # derives by hand that speculation stops paying at batch 99
+    import numpy as np
+
+    from itlkit.widgets.decode import DecodeExplorer
+
+    e = DecodeExplorer(context_tokens=512)
+    trace = next(t for t in e.figure.data if t.name == "per token, speculative")
+    assert len(trace.x) == 0  # off at k = 0
+    e.spec_k.value = 3
+    e.spec_acceptance.value = 0.6
+    trace = next(t for t in e.figure.data if t.name == "per token, speculative")
+    decode = next(t for t in e.figure.data if t.name == "decode step")
+    x, spec, plain = np.asarray(trace.x), np.asarray(trace.y), np.asarray(decode.y)
+    assert "stops paying at batch 99" in e.figure.layout.title.text
+    assert np.all(spec[x < 99] < plain[x < 99]) and np.all(spec[x >= 99] >= plain[x >= 99])
+    assert spec[x == 1][0] == pytest.approx(plain[x == 1][0] / 2.176)  # batch 1: the step / E

@@ -17,6 +17,7 @@ from itlkit.physics.roofline import (
     decode_step,
     mixed_step,
 )
+from itlkit.physics.speculative import Speculation, crossover_batch, speculative_step
 from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, top_title, wrap
 from itlkit.units import MILLISECOND, TERA
 
@@ -48,6 +49,11 @@ class DecodeView:
     # compute-bound
     batch_decode_seconds: np.ndarray
     batch_mixed_seconds: np.ndarray
+    # speculative decoding (`physics.speculative`), None when off: per-token latency vs batch,
+    # and the batch where it stops paying (None: it pays across the axis)
+    speculation: Speculation | None = None
+    batch_speculative_seconds: np.ndarray | None = None
+    crossover_batch: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -99,10 +105,24 @@ def over_floor_label(terms: tuple[tuple[str, float], ...]) -> str:
 
 
 def decode_view(
-    deployment: Deployment, *, batch_size: int, context_tokens: int, chunk_tokens: int
+    deployment: Deployment,
+    *,
+    batch_size: int,
+    context_tokens: int,
+    chunk_tokens: int,
+    speculation: Speculation | None = None,
 ) -> DecodeView:
-    """Compute the floor, the step with a chunk, capacity and the batch sweep."""
+    """Compute the floor, the step with a chunk, capacity and the batch sweep (and, with a
+    speculation, the per-token latency of its verification steps across the batch axis)."""
     kwargs = dict(context_tokens=context_tokens)
+    spec_fields = {}
+    if speculation is not None:
+        sweep = speculative_step(deployment, batch_size=BATCH_AXIS, spec=speculation, **kwargs)
+        cross = crossover_batch(deployment, spec=speculation, max_batch=int(BATCH_AXIS[-1]),
+                                **kwargs)  # fmt: skip
+        per_token = np.asarray(sweep.per_token_seconds)
+        spec_fields = dict(speculation=speculation, crossover_batch=cross,
+                           batch_speculative_seconds=per_token)  # fmt: skip
     sweep_decode = decode_step(deployment, batch_size=BATCH_AXIS, **kwargs)
     sweep_mixed = mixed_step(deployment, batch_size=BATCH_AXIS, chunk_tokens=chunk_tokens, **kwargs)
     return DecodeView(
@@ -116,6 +136,7 @@ def decode_view(
         batch_floor_seconds=np.asarray(sweep_decode.floor_seconds),
         batch_decode_seconds=np.asarray(sweep_decode.step_seconds),
         batch_mixed_seconds=np.asarray(sweep_mixed.step_seconds),
+        **spec_fields,
     )
 
 
@@ -139,6 +160,11 @@ def figure_title(view: DecodeView) -> str:
         numbers.append(
             f"with {view.chunk_tokens}-token chunk {view.mixed.step_seconds / ms:.2f} ms"
         )
+    if view.speculation is not None:
+        spec = view.speculation
+        where = ("pays across the axis" if view.crossover_batch is None
+                 else f"stops paying at batch {view.crossover_batch}")  # fmt: skip
+        numbers.append(f"speculation k={spec.k}, {spec.tokens_per_step:.2f} tokens/step: {where}")
     if not view.fits:
         numbers.append("DOES NOT FIT IN MEMORY")
     return wrap(f"{setting} → " + " · ".join(numbers))
@@ -231,6 +257,9 @@ def trace_data(view: DecodeView) -> list[dict]:
             "y": [view.decode.step_seconds / MILLISECOND, view.mixed.step_seconds / MILLISECOND],
         }
     )
+    spec = view.batch_speculative_seconds
+    data.append({"x": BATCH_AXIS if spec is not None else [],
+                 "y": spec / MILLISECOND if spec is not None else []})  # fmt: skip
     return data
 
 
@@ -259,8 +288,9 @@ def decode_figure(view: DecodeView, *, width: int | None = None, height: int = 4
         dict(name="step with chunk", mode="lines", line=dict(color="#C44E52")),
         dict(name="memory limit", mode="lines", line=dict(color="red", dash="dot")),
         dict(name="this batch", mode="markers", marker=dict(size=10, color="black")),
+        dict(name="per token, speculative", mode="lines", line=dict(color="#55A868", dash="dash")),
     ]
-    cols = [2, 2, 2, 3, 3, 3, 3, 3]
+    cols = [2, 2, 2, 3, 3, 3, 3, 3, 3]
     for style, values, col in zip(extra, data[len(TERMS) :], cols, strict=True):
         fig.add_trace(go.Scatter(**style, **values), row=1, col=col)
     fig.update_layout(

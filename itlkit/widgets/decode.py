@@ -9,6 +9,7 @@ import ipywidgets as widgets
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
+from itlkit.physics.speculative import Speculation
 from itlkit.plots.decode import (
     DecodeView,
     bar_ticks,
@@ -69,6 +70,8 @@ class DecodeExplorer:
             self.allreduce_latency,
             self.prefill_attention,
             self.exclude_embedding,
+            self.spec_k,
+            self.spec_acceptance,
         ]
         for control in controls:
             control.observe(self.update, names="value")
@@ -119,6 +122,14 @@ class DecodeExplorer:
         )
         self.prefill_attention = checkbox("count prefill attention FLOPs")
         self.exclude_embedding = checkbox("skip the input-embedding read (row gather)")
+        # speculative decoding with n-gram drafts (no draft model): k = 0 is off
+        self.spec_k = slider(
+            widgets.IntSlider, "drafts k (tokens)", value=0, min=0, max=8, step=1
+        )
+        self.spec_acceptance = slider(
+            widgets.FloatSlider, "acceptance (share)", value=0.7, min=0.05, max=0.95,
+            step=0.05,
+        )  # fmt: skip
 
     def deployment(self) -> Deployment:
         """The Deployment the controls describe (raises ConfigError/UnknownNameError)."""
@@ -132,11 +143,14 @@ class DecodeExplorer:
         )
 
     def _compute(self) -> DecodeView:
+        k = int(self.spec_k.value)
+        spec = Speculation(k, float(self.spec_acceptance.value)) if k else None
         return decode_view(
             self.deployment(),
             batch_size=self.batch.value,
             context_tokens=self.context.value,
             chunk_tokens=self.chunk.value,
+            speculation=spec,
         )
 
     def update(self, change=None) -> None:
