@@ -123,9 +123,7 @@ class DecodeExplorer:
         self.prefill_attention = checkbox("count prefill attention FLOPs")
         self.exclude_embedding = checkbox("skip the input-embedding read (row gather)")
         # speculative decoding with n-gram drafts (no draft model): k = 0 is off
-        self.spec_k = slider(
-            widgets.IntSlider, "drafts k (tokens)", value=0, min=0, max=8, step=1
-        )
+        self.spec_k = slider(widgets.IntSlider, "drafts k (tokens)", value=0, min=0, max=8, step=1)
         self.spec_acceptance = slider(
             widgets.FloatSlider, "acceptance (share)", value=0.7, min=0.05, max=0.95,
             step=0.05,
