@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from itlkit.diagnosis.scoring import TYPICAL_MBU, Diagnosis
+from itlkit.diagnosis.sglang import mixing
 from itlkit.errors import ConfigError
 from itlkit.metrics.histogram import Histogram
 from itlkit.metrics.vllm_metrics import ITL_BUCKETS_SECONDS, TTFT_BUCKETS_SECONDS
@@ -138,12 +139,10 @@ def _exact(quantiles: dict[float, float], q: float, what: str) -> float:
 def current_setting(diagnosis: Diagnosis) -> Setting:
     """The setting the incident ran with (as far as the diagnosis knows it): for SGLang's
     metrics, its prefill batches alone unless its device timer shows them mixed."""
-    fp = diagnosis.fingerprint
-    mixed = math.isfinite(fp.mixed_share) and fp.mixed_share > fp.prefill_alone_share
     return Setting(
         max_num_batched_tokens=diagnosis.max_num_batched_tokens,
         kv_precision=diagnosis.deployment.kv.name,
-        prefill_alone=diagnosis.timeline.engine == "sglang" and not mixed,
+        prefill_alone=diagnosis.timeline.engine == "sglang" and not mixing(diagnosis.fingerprint),
     )
 
 

@@ -53,9 +53,10 @@ def _period_total(frame: pd.DataFrame, key: str, *, position: bool = False):
     return grown if position else float(grown.sum())
 
 
-def tokens_per_step(frame: pd.DataFrame) -> tuple[float, str] | None:
-    """Mean tokens a speculative step emits, and where it was read; None without speculation.
-    SourceError where the counters are impossible."""
+def speculation_reading(frame: pd.DataFrame) -> SpeculationReading | None:
+    """Tokens per step, and where vLLM's per-position counter gives them, the drafts per step
+    and each position's acceptance (accepted_i / drafts); None without speculation. SourceError
+    where the counters are impossible. Each counter is read once."""
     if (frame["metric"] == "spec_accept_length").any():
         rows = frame[frame["metric"] == "spec_accept_length"]
         value = float(rows.loc[rows["timestamp_seconds"].idxmax()
@@ -64,16 +65,16 @@ def tokens_per_step(frame: pd.DataFrame) -> tuple[float, str] | None:
         if not value >= 1:
             raise SourceError(f"sglang:spec_accept_length is {value:g}: a step emits at least "
                               "its own token, so it is at least 1")  # fmt: skip
-        return value, "sglang:spec_accept_length"
+        return SpeculationReading(value, None, None, "sglang:spec_accept_length")
     drafts = _period_total(frame, "spec_drafts")
     accepted = _period_total(frame, "spec_accepted")
     if drafts is None and accepted is None:
         return None
     if accepted is None:
-        return math.nan, (
+        return SpeculationReading(math.nan, None, None, (
             "vllm:spec_decode_num_drafts_total without vllm:spec_decode_num_accepted_tokens_total"
             ": how many tokens a step carried is unknown"
-        )
+        ))  # fmt: skip
     drafts, accepted = drafts or 0.0, accepted or 0.0
     if drafts == 0:
         if accepted > 0:
@@ -83,38 +84,28 @@ def tokens_per_step(frame: pd.DataFrame) -> tuple[float, str] | None:
                 "tokens it never drafted"
             )
         return None
+    e = 1.0 + accepted / drafts
+    source = "1 + vllm:spec_decode_num_accepted_tokens / num_drafts"
     positions = _period_total(frame, "spec_accepted_per_position", position=True)
-    k = len(positions) if positions is not None and len(positions) else None
-    if k is not None and accepted > k * drafts + 1e-9:
+    if positions is None or not len(positions):
+        return SpeculationReading(e, None, None, source)
+    k = len(positions)
+    if accepted > k * drafts + 1e-9:
         raise SourceError(
             f"{accepted:g} accepted tokens over {drafts:g} drafts is {accepted / drafts:.2f} per "
             f"draft, more than the {k} positions a draft has"
         )
-    return 1.0 + accepted / drafts, "1 + vllm:spec_decode_num_accepted_tokens / num_drafts"
-
-
-def speculation_reading(frame: pd.DataFrame) -> SpeculationReading | None:
-    """Tokens per step, and where vLLM's per-position counter gives them, the drafts per step
-    and each position's acceptance (accepted_i / drafts); None without speculation."""
-    found = tokens_per_step(frame)
-    if found is None:
-        return None
-    e, source = found
-    positions = _period_total(frame, "spec_accepted_per_position", position=True)
-    drafts = _period_total(frame, "spec_drafts")
-    if positions is None or not len(positions) or not drafts:
-        return SpeculationReading(e, None, None, source)
     ordered = positions.sort_index(key=lambda i: i.astype(int))
     rates = tuple(min(float(v) / drafts, 1.0) for v in ordered.to_numpy())
-    return SpeculationReading(e, len(rates), rates, source)
+    return SpeculationReading(e, k, rates, source)
 
 
 def speculation_note(frame: pd.DataFrame, itl_family: str) -> str | None:
     """What speculation does to this page's ITL, in one line (None without speculation)."""
-    found = tokens_per_step(frame)
-    if found is None:
+    reading = speculation_reading(frame)
+    if reading is None:
         return None
-    e, source = found
+    e, source = reading.tokens_per_step, reading.source
     if math.isnan(e):
         return f"speculative decoding: {source}, so the tokens per ITL gap are unknown"
     if e <= 1.0 + 1e-9:

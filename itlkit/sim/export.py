@@ -193,14 +193,7 @@ def _values(r: SimulationResult, times: np.ndarray) -> dict[str, np.ndarray]:
     w = r.workload
     ends = r.step_end_seconds
     scheduled = ~np.isnan(r.first_scheduled_seconds)
-    # Gauges: the state of the step in progress at each scrape (zero while idle).
-    index = np.searchsorted(r.step_start_seconds, times, side="right") - 1
-    safe = np.maximum(index, 0)
-    busy = (index >= 0) & (times < ends[safe]) if r.steps else np.zeros(times.size, dtype=bool)
-
-    def gauge(per_step: np.ndarray) -> np.ndarray:
-        return np.where(busy, per_step[safe], 0.0) if r.steps else np.zeros(times.size)
-
+    gauge = step_gauge(r, times)
     return {
         "vllm:num_requests_running": gauge(r.step_running.astype(float)),
         "vllm:num_requests_waiting": gauge(r.step_waiting.astype(float)),
@@ -215,6 +208,22 @@ def _values(r: SimulationResult, times: np.ndarray) -> dict[str, np.ndarray]:
             times, r.first_scheduled_seconds[scheduled], w.cached_prompt_tokens[scheduled]
         ),
     }
+
+
+def step_gauge(r: SimulationResult, times: np.ndarray):
+    """A gauge's reader: a per-step array's value in the step in progress at each scrape time
+    (zero while the engine idles)."""
+    index = np.searchsorted(r.step_start_seconds, times, side="right") - 1
+    safe = np.maximum(index, 0)
+    ends = r.step_end_seconds
+    busy = (index >= 0) & (times < ends[safe]) if r.steps else np.zeros(times.size, dtype=bool)
+
+    def gauge(per_step) -> np.ndarray:
+        if not r.steps:
+            return np.zeros(times.size)
+        return np.where(busy, np.asarray(per_step, dtype=float)[safe], 0.0)
+
+    return gauge
 
 
 def cumulative(times, at, weights) -> np.ndarray:

@@ -45,6 +45,7 @@ from itlkit.sim.export import (
     cumulative,
     cumulative_histograms,
     scrape_times,
+    step_gauge,
     write_pages,
 )
 from itlkit.sim.results import SimulationResult
@@ -90,13 +91,7 @@ def sglang_scrape_states(result: SimulationResult, times_seconds: np.ndarray) ->
             times, finish, finish - w.arrival_seconds[done], np.ones(finish.size),
             E2E_BUCKETS_SECONDS),
     }  # fmt: skip
-    index = np.searchsorted(r.step_start_seconds, times, side="right") - 1
-    safe = np.maximum(index, 0)
-    busy = (index >= 0) & (times < ends[safe]) if r.steps else np.zeros(times.size, dtype=bool)
-
-    def gauge(per_step) -> np.ndarray:
-        return np.where(busy, np.asarray(per_step, float)[safe], 0.0) if r.steps else 0 * times
-
+    gauge = step_gauge(r, times)
     scheduled = ~np.isnan(r.first_scheduled_seconds)
     cached = w.cached_prompt_tokens[scheduled]
     decoding = r.step_decode_tokens > 0

@@ -128,13 +128,12 @@ class Scenario:
         """The engine's KV pool: SGLang's sizing (`sglang_kv_cache`), else vLLM's (None)."""
         if self.engine != "sglang":
             return None
-        from itlkit.physics.engine_memory import sglang_kv_cache
-        from itlkit.sim.sglang import chunk_tier, default_mem_fraction
+        from itlkit.physics.engine_memory import cuda_total_bytes, sglang_kv_cache
+        from itlkit.sim.sglang import sglang_settings
 
         dep = self.deployment()
-        total = sglang_kv_cache(dep).total_bytes
-        chunk, graphs = chunk_tier(total)
-        share = default_mem_fraction(total, chunk_tokens=chunk, graph_batch=graphs, gpus=dep.tp)
+        total = cuda_total_bytes(dep.gpu)[0]
+        share = sglang_settings(gpu_memory_bytes=total, gpus=dep.tp).mem_fraction_static
         return sglang_kv_cache(replace(dep, gpu_memory_utilization=share)).kv_tokens
 
     @property
