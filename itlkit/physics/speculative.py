@@ -126,7 +126,7 @@ class SpeculativeStep:
         return self.plain_step_seconds / self.per_token_seconds
 
 
-def _draft_seconds(dep: Deployment, spec: Speculation, batch) -> np.ndarray:
+def draft_seconds(dep: Deployment, spec: Speculation, batch) -> np.ndarray:
     """k draft passes over the batch: the draft's weights streamed or its GEMMs, the slower."""
     if spec.draft_params == 0:
         return np.zeros_like(np.asarray(batch, dtype=float))
@@ -149,7 +149,7 @@ def speculative_step(
         batch_size=batch_size,
         plain_step_seconds=plain.step_seconds,
         verify_seconds=verify.step_seconds,
-        draft_seconds=_draft_seconds(deployment, spec, batch),
+        draft_seconds=draft_seconds(deployment, spec, batch),
         tokens_per_step=spec.tokens_per_step,
         verify_compute_bound=verify.compute_bound,
     )

@@ -27,6 +27,9 @@ class SchedulerConfig:
     # (`Engine.prefill_only`): vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk (its prompts chunked at the budget: `sim.sglang`)
     prefill_only_steps: bool = False
+    # Speculative decoding: each decoding request verifies this many drafts a step and takes
+    # 1 + them of the token budget (`sim.speculative`); 0: one token each
+    speculative_tokens: int = 0
     kv_transfer_bytes_per_second: float = DEFAULT_KV_TRANSFER_BYTES_PER_SECOND
 
     def validate(self) -> None:
@@ -35,6 +38,9 @@ class SchedulerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        k = self.speculative_tokens
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
+            raise ConfigError(f"speculative_tokens must be an integer >= 0, got {k!r}")
         # A decode step of prefill-only steps has no token budget (SGLang's running requests may
         # outnumber its chunk); in mixed steps every running request needs a decode token.
         if self.max_num_seqs > self.max_num_batched_tokens and not self.prefill_only_steps:

@@ -127,6 +127,7 @@ class Engine:
         self.jitter_min = 1.0 if jitter is None else float(self.jitter.min())
         self.capacity = int(capacity_tokens)
         self.budget_total = int(config.max_num_batched_tokens)
+        self.width = 1 + int(getattr(config, "speculative_tokens", 0))  # budget per decode
         self.max_seqs = int(config.max_num_seqs)
         self.chunked = bool(config.enable_chunked_prefill)
         self.prefill_first = bool(getattr(config, "prefill_only_steps", False))
@@ -248,7 +249,7 @@ class Engine:
             self._preempt(victim, batch)
         self.used += self.decoders
         self.allocated += self.decoders
-        batch.budget = self.budget_total - self.decoders
+        batch.budget = self.budget_total - self.decoders * self.width
 
     def continue_partials(self, batch: _Batch) -> None:
         """Running requests part-way through their prompt take the next chunk, oldest first."""
@@ -262,7 +263,7 @@ class Engine:
                 victim = self.running.pop()
                 if victim.decoding:  # hand back its decode token, reserved above
                     self.used -= 1
-                    batch.budget += 1
+                    batch.budget += self.width
                 else:
                     self.partial.remove(victim)
                 self._preempt(victim, batch)

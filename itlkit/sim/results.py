@@ -68,6 +68,9 @@ class SimulationResult:
     gap_request: np.ndarray
     gap_end_seconds: np.ndarray
     gap_itl_seconds: np.ndarray
+    # Speculative decoding: the tokens each output event carried (`sim.speculative.TokenEvents`);
+    # None: one token each. Segments and ITL observations count events, the rest tokens.
+    token_events: object = None
 
     # ---- counts ---------------------------------------------------------------------------
     @property
@@ -139,9 +142,10 @@ class SimulationResult:
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def itl_views(self):
-        """Every ITL definition of this run (`metrics.itl_vocabulary`). The engine emits one
-        token per request per step, so an output is a token: per output and per token agree,
-        and a finished request's TPOT is (last token - first token) / (tokens - 1)."""
+        """Every ITL definition of this run (`metrics.itl_vocabulary`): per output event (vLLM,
+        a streaming client), per token (SGLang's k-split: an event of m tokens is m observations
+        of its gap / m) and a finished request's TPOT, (last token - first token) / (tokens - 1).
+        Without speculation every event is one token and the first two agree."""
         from itlkit.metrics.itl_vocabulary import ItlViews
 
         values, weights = self.itl_weighted()
@@ -149,7 +153,27 @@ class SimulationResult:
         tpot = (self.finish_seconds[done] - self.first_token_seconds[done]) / (
             self.generated_tokens[done] - 1
         )
-        return ItlViews(values, weights.astype(float), values, weights.astype(float), tpot)
+        if self.token_events is None:
+            return ItlViews(values, weights.astype(float), values, weights.astype(float), tpot)
+        gaps, tokens = self._event_gaps()
+        return ItlViews(values, weights.astype(float), gaps / tokens, tokens, tpot)
+
+    def _event_gaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every event after a request's first: its gap since the previous event, and the tokens
+        it carried (from the segments: a request's events are its steps, in order)."""
+        lengths = self.segment_last_step - self.segment_first_step + 1
+        request = np.repeat(self.segment_request, lengths)
+        within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        step = np.repeat(self.segment_first_step, lengths) + within
+        order = np.lexsort((step, request))
+        request, at = request[order], self.step_end_seconds[step[order]]
+        first = np.ones(request.size, dtype=bool)
+        first[1:] = request[1:] != request[:-1]
+        starts = np.flatnonzero(first)
+        ordinal = np.arange(request.size) - np.repeat(starts, np.diff(starts, append=request.size))
+        later, events = ~first, self.token_events
+        tokens = events.tokens[events.offsets[request[later]] + ordinal[later]]
+        return np.diff(at)[later[1:]], tokens.astype(float)
 
     # ---- histograms and quantiles -----------------------------------------------------------
     def itl_histogram(self, upper_bounds=ITL_BUCKETS_SECONDS) -> Histogram:

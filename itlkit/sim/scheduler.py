@@ -42,7 +42,8 @@ Simplifications: KV is counted in tokens (vLLM allocates 16-token blocks: up to 
 request more); a request that missed the prefix cache keeps its own copy of the prefix, apart
 from the copy that later hits share (vLLM's hits would reference its blocks: at most one prefix
 per group counted twice while it runs); attention still reads the shared prefix once per
-sequence (no cascade attention); no speculative decoding; the frontend adds no delay. Because
+sequence (no cascade attention); the frontend adds no delay. Speculative decoding runs each
+request's output as events of several tokens (`sim.speculative`, `simulate_speculative`). Because
 every running request decodes in every step, a request's token times are contiguous runs of step
 end times, stored as segments rather than per token.
 
@@ -61,9 +62,17 @@ import numpy as np
 from itlkit.errors import ConfigError
 from itlkit.physics.engine_memory import vllm_kv_cache
 from itlkit.physics.roofline import Deployment, step_coefficients
+from itlkit.physics.speculative import Speculation
 from itlkit.sim.config import DEFAULT_KV_TRANSFER_BYTES_PER_SECOND, SchedulerConfig
 from itlkit.sim.engine import Engine
 from itlkit.sim.results import SimulationResult, Summary, fine_buckets_seconds, weighted_quantile
+from itlkit.sim.speculative import (
+    capacity_in_units,
+    draw_events,
+    event_workload,
+    kv_scale,
+    speculative_step_function,
+)
 from itlkit.sim.workload import Workload
 
 StepFunction = Callable[..., float]
@@ -376,19 +385,64 @@ def simulate_deployment(
     until_seconds: float | None = None,
     jitter: np.ndarray | None = None,
     kv_tokens: int | None = None,
+    speculation: Speculation | None = None,
+    seed=0,
 ) -> SimulationResult:
     """Simulate a deployment: roofline step times and the KV capacity its GPU memory allows
-    (vLLM's sizing, `kv_capacity_tokens`, unless `kv_tokens` gives another engine's)."""
-    return simulate(
-        workload,
-        step_function=roofline_step_function(
-            deployment, efficiency=efficiency, host_overhead_seconds=host_overhead_seconds
-        ),
+    (vLLM's sizing, `kv_capacity_tokens`, unless `kv_tokens` gives another engine's); with
+    `speculation`, decoding in verification steps whose accepted drafts `seed` draws."""
+    step_function = roofline_step_function(
+        deployment, efficiency=efficiency, host_overhead_seconds=host_overhead_seconds
+    )
+    kw = dict(
         kv_capacity_tokens=kv_capacity_tokens(deployment) if kv_tokens is None else kv_tokens,
         config=config,
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=until_seconds,
         jitter=jitter,
+    )
+    if speculation is None:
+        return simulate(workload, step_function=step_function, **kw)
+    return simulate_speculative(
+        workload, step_function=step_function, deployment=deployment, spec=speculation,
+        seed=seed, **kw,
+    )  # fmt: skip
+
+
+def simulate_speculative(
+    workload: Workload,
+    *,
+    step_function: StepFunction,
+    deployment: Deployment,
+    spec: Speculation,
+    kv_capacity_tokens: int,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    seed=0,
+    **kw,
+) -> SimulationResult:
+    """`simulate` with speculative decoding (`sim.speculative`): the engine runs each request's
+    output as events drawn from `spec`; the result counts tokens again (its workload, generated
+    tokens, KV) and keeps each event's tokens (`token_events`) for the per-token views."""
+    _checked(workload, config, kv_capacity_tokens, kw.get("until_seconds"))
+    events = draw_events(workload.output_tokens, spec, seed=seed)
+    engine_workload = event_workload(workload, events)
+    scale = kv_scale(workload, events)
+    result = simulate(
+        engine_workload,
+        step_function=speculative_step_function(step_function, deployment, spec,
+                                                kv_per_unit=scale),
+        kv_capacity_tokens=capacity_in_units(kv_capacity_tokens, engine_workload, scale),
+        config=replace(config, speculative_tokens=spec.k),
+        **kw,
+    )  # fmt: skip
+    generated = events.tokens_after(np.arange(workload.num_requests), result.generated_tokens)
+    return replace(
+        result,
+        workload=replace(result.workload, output_tokens=workload.output_tokens),
+        kv_capacity_tokens=int(kv_capacity_tokens),
+        step_kv_tokens=np.rint(result.step_kv_tokens * scale).astype(result.step_kv_tokens.dtype),
+        generated_tokens=generated,
+        token_events=events,
     )
 
 
@@ -404,6 +458,7 @@ __all__ = [
     "roofline_step_function",
     "simulate",
     "simulate_deployment",
+    "simulate_speculative",
     "transfer_bytes_per_token",
     "weighted_quantile",
 ]
