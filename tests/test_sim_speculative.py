@@ -7,6 +7,8 @@ Llama 3.1 8B BF16 on an H100 SXM streams 8,030,261,248 x 2 B at 3.35 TB/s and re
 of KV per context token; GEMMs at 50% of 989 TFLOP/s).
 """
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -157,3 +159,45 @@ def test_the_kv_each_step_reads_grows_by_the_tokens_emitted():
     context = 16 + 4 * np.arange(1, 1001)
     expected = (1000 * WEIGHTS_S + KV_S_PER_TOKEN * context.sum()) / 4000
     assert r.itl_views().mean("request_tpot") == pytest.approx(expected, rel=2e-3)
+
+
+def test_each_step_counts_the_tokens_it_emitted():
+    w = make_workload(arrival_seconds=[0.0], prompt_tokens=100, output_tokens=10)
+    r = simulate_speculative(w, step_function=constant_step_function(0.01), deployment=DEP,
+                             spec=Speculation(3, 1.0), kv_capacity_tokens=BIG_KV)  # fmt: skip
+    assert r.step_generation_tokens.tolist() == [1, 4, 4, 1]
+
+
+def test_simulate_cli_says_what_speculation_it_assumed(capsys):
+    from itlkit.cli import main
+
+    args = ["simulate", "--duration", "20", "--rate", "2", "--prompt-tokens", "500",
+            "--output-tokens", "200", "--spec-k", "3", "--spec-mean-length", "2.176"]  # fmt: skip
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["speculation"]["acceptance_per_position"] == pytest.approx([0.6, 0.36, 0.216])
+    assert any(a.startswith("speculation:") for a in out["assumptions"])
+    views = out["itl_definitions"]
+    # a step of ~2.2 tokens: vLLM's per-event ITL is the step, TPOT about a step / 2.2
+    ratio = views["vllm_event"]["mean_seconds"] / views["request_tpot"]["mean_seconds"]
+    assert ratio == pytest.approx(2.176, rel=0.15)
+    assert main(args) == 0
+    assert "2.18 tokens a step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--spec-k", "3", "--spec-mean-length", "4.5"], "impossible with k = 3"),
+        (["--spec-k", "2", "--spec-acceptance", "0.5,0.7"], "must not rise"),
+        (["--spec-k", "2", "--spec-acceptance", "1.2"], "[0, 1]"),
+        (["--spec-acceptance", "0.5"], "needs --spec-k"),
+        (["--spec-k", "2", "--spec-method", "eagle", "--spec-acceptance", "0.5"], "parameters"),
+    ],
+)
+def test_bad_speculation_is_one_line(capsys, flags, says):
+    from itlkit.cli import main
+
+    assert main(["simulate", "--duration", "5", "--rate", "1", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]

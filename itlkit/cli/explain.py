@@ -13,6 +13,7 @@ from itlkit.cli._args import (
     step_seconds,
     tokens,
 )
+from itlkit.cli._spec_args import add_speculation_arguments, speculation_from_args
 from itlkit.errors import ConfigError
 
 
@@ -42,27 +43,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--calibration", metavar="FILE",
                    help="also show the step a calibrated server takes: CALIBRATION.json from "
                         "`itlkit calibrate`, or 'bundled' (fitted on real vLLM runs)")  # fmt: skip
-    spec = p.add_argument_group("speculative decoding (the verification step of k drafts)")
-    spec.add_argument("--spec-k", type=sequences, metavar="K", help="draft tokens per step")
-    spec.add_argument(
-        "--spec-acceptance",
-        metavar="RATE[,RATE...]",
-        help="one rate a (position i accepted with a^i) or one per position",
-    )
-    spec.add_argument(
-        "--spec-mean-length",
-        type=float,
-        metavar="TOKENS",
-        help="mean tokens per step instead (SGLang's accept length)",
-    )
-    spec.add_argument("--spec-method", default="ngram", help="ngram, eagle, mtp or draft")
-    spec.add_argument(
-        "--spec-draft-params",
-        type=float,
-        default=0.0,
-        metavar="PARAMS",
-        help="parameters one draft pass streams (an EAGLE head ~ one layer)",
-    )
+    add_speculation_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object in SI units")
     p.set_defaults(func=run)
 
@@ -87,7 +68,7 @@ def run(args) -> int:
         measured_step_seconds=args.measured_step,
         calibration=_calibration(args.calibration),
         max_num_batched_tokens=args.max_num_batched_tokens,
-        speculation=_speculation(args),
+        speculation=speculation_from_args(args),
     )
     _check_measured_step(result.values)
     if args.json:
@@ -102,28 +83,6 @@ def run(args) -> int:
         )
         return 1
     return 0
-
-
-def _speculation(args):
-    """The --spec-* flags as a Speculation (None without --spec-k); ConfigError names the flag."""
-    from itlkit.physics.speculative import Speculation, speculation_from_mean_length
-
-    given = [f for f in ("spec_acceptance", "spec_mean_length") if getattr(args, f) is not None]
-    if args.spec_k is None:
-        if given:
-            raise ConfigError(f"--{given[0].replace('_', '-')} needs --spec-k (drafts per step)")
-        return None
-    if len(given) != 1:
-        raise ConfigError("--spec-k needs one of --spec-acceptance or --spec-mean-length")
-    kw = dict(method=args.spec_method, draft_params=args.spec_draft_params)
-    if args.spec_mean_length is not None:
-        return speculation_from_mean_length(args.spec_k, args.spec_mean_length, **kw)
-    try:
-        rates = tuple(float(x) for x in args.spec_acceptance.split(","))
-    except ValueError:
-        raise ConfigError(f"--spec-acceptance {args.spec_acceptance!r}: give numbers from 0 to "
-                          "1, one or one per position, separated by commas") from None  # fmt: skip
-    return Speculation(args.spec_k, rates[0] if len(rates) == 1 else rates, **kw)
 
 
 def _calibration(choice: str | None):

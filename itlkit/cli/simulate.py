@@ -26,6 +26,7 @@ from itlkit.cli._engine_args import (
     engine_settings,
     max_model_len,
 )
+from itlkit.cli._spec_args import add_speculation_arguments, speculation_from_args, speculation_text
 from itlkit.errors import ConfigError
 from itlkit.sim.lengths import (
     Fixed,
@@ -152,6 +153,7 @@ def add_parser(subparsers) -> None:
     _add_workload_arguments(p)
     _add_client_arguments(p)
     add_engine_arguments(p)
+    add_speculation_arguments(p)
     _add_output_arguments(p)
     # None: the version's default (or itlkit's 0.9), so that a given value can be told apart
     p.set_defaults(func=run, gpu_memory_utilization=None)
@@ -245,6 +247,9 @@ def run(args) -> int:
     if args.runs:
         from itlkit.cli._runs import simulate_runs
 
+        if args.spec_k is not None:
+            raise ConfigError("--spec-k describes one deployment; a --runs file gives each run's "
+                              "own, and its format does not carry speculation yet")  # fmt: skip
         return simulate_runs(args)
     _check(args)
     check_engine_flags(args)
@@ -264,6 +269,7 @@ def run(args) -> int:
     )
     workload = _workload(args, dep)
     _check_workload(args, workload, config, settings)
+    speculation = speculation_from_args(args)
     drained = args.drain or args.num_prompts is not None
     result = simulate_deployment(
         workload,
@@ -274,6 +280,8 @@ def run(args) -> int:
         until_seconds=None if drained else args.duration,
         jitter=_jitter(calibration, args.seed),
         kv_tokens=kv_tokens,
+        speculation=speculation,
+        seed=args.seed,
     )
     if not result.finished.any():
         raise ConfigError(_none_finished(args, result, dep, calibration))
@@ -285,11 +293,16 @@ def run(args) -> int:
         values["calibration_scope"] = calibration.describe() if calibration else "none"
         values["vllm_version"] = settings.version.label if settings.version else None
         values["engine"] = settings.engine
-        values["assumptions"] = list(_assumptions(args, settings, workload))
+        values["assumptions"] = list(_assumptions(args, settings, workload, speculation))
+        values["speculation"] = _speculation_values(speculation)
         print(json.dumps(values, indent=2))
     else:
-        print("\n".join(f"assumed: {a}" for a in _assumptions(args, settings, workload)))
+        lines = _assumptions(args, settings, workload, speculation)
+        print("\n".join(f"assumed: {a}" for a in lines))
         _print_report(result, dep, _settings_text(settings, config), drained=drained)
+        if speculation is not None:
+            print(speculation_text(speculation) + "; ITL above is vLLM's, one per step a "
+                  "request took part in: per token and TPOT below")  # fmt: skip
         print(_definitions_text(result))
         if args.num_prompts is not None or args.max_concurrency is not None:
             print(_client_text(args, result))
@@ -427,9 +440,16 @@ def _check_outputs(args, seconds: float) -> None:
         )
 
 
-def _assumptions(args, settings, workload) -> list[str]:
+def _assumptions(args, settings, workload, speculation=None) -> list[str]:
     """Every default taken, and what the settings do not say: the 'assumed:' lines."""
     lines = list(settings.assumptions)
+    if speculation is not None:
+        lines.append(
+            "speculation: accepted drafts drawn per request per step from the acceptance given "
+            "(seed --seed); each decode takes k + 1 tokens of the budget; the KV a step reads "
+            "grows by the tokens emitted (a mean over the workload); the draft's own KV and "
+            "vLLM's k lookahead slots per request are not counted"
+        )
     follows = settings.version is not None or getattr(settings, "follows_context_length", False)
     if follows and args.max_model_len is None:
         lines.insert(1, f"max_model_len {ASSUMED_MAX_MODEL_LEN:,} (not given: --max-model-len; "
@@ -666,6 +686,14 @@ def _export(args, result, *, model_name: str) -> None:
         scrapes(result, args.prom_out, **export)
     if args.openmetrics_out:
         export_openmetrics(result, args.openmetrics_out, **export)
+
+
+def _speculation_values(spec) -> dict | None:
+    if spec is None:
+        return None
+    return {"method": spec.method, "k": spec.k, "draft_params": spec.draft_params,
+            "acceptance_per_position": [float(p) for p in spec.per_position],
+            "tokens_per_step": spec.tokens_per_step}  # fmt: skip
 
 
 def _buckets(histogram) -> list:

@@ -158,21 +158,29 @@ class SimulationResult:
         gaps, tokens = self._event_gaps()
         return ItlViews(values, weights.astype(float), gaps / tokens, tokens, tpot)
 
-    def _event_gaps(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every event after a request's first: its gap since the previous event, and the tokens
-        it carried (from the segments: a request's events are its steps, in order)."""
+    def output_events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every output event, by request then time: (request, step it ended, its ordinal among
+        the request's events). A request's events are the steps of its segments, in order."""
         lengths = self.segment_last_step - self.segment_first_step + 1
         request = np.repeat(self.segment_request, lengths)
         within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         step = np.repeat(self.segment_first_step, lengths) + within
         order = np.lexsort((step, request))
-        request, at = request[order], self.step_end_seconds[step[order]]
+        request, step = request[order], step[order]
         first = np.ones(request.size, dtype=bool)
         first[1:] = request[1:] != request[:-1]
         starts = np.flatnonzero(first)
         ordinal = np.arange(request.size) - np.repeat(starts, np.diff(starts, append=request.size))
-        later, events = ~first, self.token_events
-        tokens = events.tokens[events.offsets[request[later]] + ordinal[later]]
+        return request, step, ordinal
+
+    def _event_gaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every event after a request's first: its gap since the previous event, and the tokens
+        it carried."""
+        request, step, ordinal = self.output_events()
+        at, later = self.step_end_seconds[step], ordinal > 0
+        tokens = self.token_events.tokens[
+            self.token_events.offsets[request[later]] + ordinal[later]
+        ]
         return np.diff(at)[later[1:]], tokens.astype(float)
 
     # ---- histograms and quantiles -----------------------------------------------------------

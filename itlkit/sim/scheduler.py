@@ -436,12 +436,16 @@ def simulate_speculative(
         **kw,
     )  # fmt: skip
     generated = events.tokens_after(np.arange(workload.num_requests), result.generated_tokens)
+    request, step, ordinal = result.output_events()
+    emitted = np.bincount(step, weights=events.tokens[events.offsets[request] + ordinal],
+                          minlength=result.steps)  # fmt: skip
     return replace(
         result,
         workload=replace(result.workload, output_tokens=workload.output_tokens),
         kv_capacity_tokens=int(kv_capacity_tokens),
         step_kv_tokens=np.rint(result.step_kv_tokens * scale).astype(result.step_kv_tokens.dtype),
         generated_tokens=generated,
+        step_generation_tokens=emitted.astype(result.step_generation_tokens.dtype),
         token_events=events,
     )
 
