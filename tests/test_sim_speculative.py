@@ -192,7 +192,7 @@ def test_simulate_cli_says_what_speculation_it_assumed(capsys):
         (["--spec-k", "2", "--spec-acceptance", "0.5,0.7"], "must not rise"),
         (["--spec-k", "2", "--spec-acceptance", "1.2"], "[0, 1]"),
         (["--spec-acceptance", "0.5"], "needs --spec-k"),
-        (["--spec-k", "2", "--spec-method", "eagle", "--spec-acceptance", "0.5"], "parameters"),
+        (["--spec-k", "2", "--spec-method", "draft", "--spec-acceptance", "0.5"], "parameters"),
     ],
 )
 def test_bad_speculation_is_one_line(capsys, flags, says):

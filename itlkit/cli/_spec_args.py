@@ -30,6 +30,15 @@ def add_speculation_arguments(p) -> None:
         metavar="PARAMS",
         help="parameters one draft pass streams (an EAGLE head ~ one layer)",
     )
+    spec.add_argument("--spec-draft-pass-seconds", type=float, metavar="SECONDS",
+                      help="measured time of one draft pass beyond its weight read (default: "
+                           "the method's published fit, where itlkit has one)")  # fmt: skip
+    spec.add_argument(
+        "--spec-verify-extra-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="measured time each verification step adds (default: as above)",
+    )
 
 
 def speculation_from_args(args):
@@ -43,7 +52,8 @@ def speculation_from_args(args):
         return None
     if len(given) != 1:
         raise ConfigError("--spec-k needs one of --spec-acceptance or --spec-mean-length")
-    kw = dict(method=args.spec_method, draft_params=args.spec_draft_params)
+    kw = dict(method=args.spec_method, draft_params=args.spec_draft_params,
+              **_overheads(args))  # fmt: skip
     if args.spec_mean_length is not None:
         return speculation_from_mean_length(args.spec_k, args.spec_mean_length, **kw)
     try:
@@ -52,6 +62,31 @@ def speculation_from_args(args):
         raise ConfigError(f"--spec-acceptance {args.spec_acceptance!r}: give numbers from 0 to "
                           "1, one or one per position, separated by commas") from None  # fmt: skip
     return Speculation(args.spec_k, rates[0] if len(rates) == 1 else rates, **kw)
+
+
+def _overheads(args) -> dict:
+    """The measured overheads given, else the method's published fit (none for n-gram or a
+    draft model, whose cost the roofline prices from its parameters)."""
+    from itlkit.physics.speculative import MEASURED_OVERHEADS
+
+    extra, per_pass, _ = MEASURED_OVERHEADS.get(args.spec_method, (0.0, 0.0, ""))
+    given = (args.spec_verify_extra_seconds, args.spec_draft_pass_seconds)
+    return dict(verify_extra_seconds=extra if given[0] is None else given[0],
+                draft_pass_seconds=per_pass if given[1] is None else given[1])  # fmt: skip
+
+
+def speculation_assumptions(args) -> list[str]:
+    """The 'assumed:' lines of the --spec-* defaults taken."""
+    from itlkit.physics.speculative import MEASURED_OVERHEADS
+
+    if args.spec_k is None or args.spec_method not in MEASURED_OVERHEADS:
+        return []
+    if args.spec_verify_extra_seconds is not None and args.spec_draft_pass_seconds is not None:
+        return []
+    extra, per_pass, where = MEASURED_OVERHEADS[args.spec_method]
+    return [f"{args.spec_method} overheads {extra * 1e3:.2f} ms a verification step + "
+            f"{per_pass * 1e3:.2f} ms a draft pass, fitted on {where}; other models and GPUs "
+            "differ: --spec-verify-extra-seconds, --spec-draft-pass-seconds"]  # fmt: skip
 
 
 def speculation_text(spec) -> str:

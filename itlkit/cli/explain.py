@@ -13,7 +13,11 @@ from itlkit.cli._args import (
     step_seconds,
     tokens,
 )
-from itlkit.cli._spec_args import add_speculation_arguments, speculation_from_args
+from itlkit.cli._spec_args import (
+    add_speculation_arguments,
+    speculation_assumptions,
+    speculation_from_args,
+)
 from itlkit.errors import ConfigError
 
 
@@ -75,6 +79,8 @@ def run(args) -> int:
         print(json.dumps(result.values, indent=2))
     else:
         _print_lines(result)
+        for line in speculation_assumptions(args):
+            print(f"assumed: {line}")
     if not result.values["fits_in_memory"]:
         print(
             "itlkit explain: this configuration does not fit in GPU memory: "

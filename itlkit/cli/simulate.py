@@ -26,7 +26,12 @@ from itlkit.cli._engine_args import (
     engine_settings,
     max_model_len,
 )
-from itlkit.cli._spec_args import add_speculation_arguments, speculation_from_args, speculation_text
+from itlkit.cli._spec_args import (
+    add_speculation_arguments,
+    speculation_assumptions,
+    speculation_from_args,
+    speculation_text,
+)
 from itlkit.errors import ConfigError
 from itlkit.sim.lengths import (
     Fixed,
@@ -444,6 +449,7 @@ def _assumptions(args, settings, workload, speculation=None) -> list[str]:
     """Every default taken, and what the settings do not say: the 'assumed:' lines."""
     lines = list(settings.assumptions)
     if speculation is not None:
+        lines += speculation_assumptions(args)
         lines.append(
             "speculation: accepted drafts drawn per request per step from the acceptance given "
             "(seed --seed); each decode takes k + 1 tokens of the budget; the KV a step reads "

@@ -31,6 +31,16 @@ from itlkit.physics.roofline import Deployment, decode_step, step_time
 
 METHODS = ("ngram", "eagle", "mtp", "draft")
 
+# A method's time beyond the roofline when nothing else is known: (verify_extra_seconds,
+# draft_pass_seconds, where it was measured), fitted with `fit_draft_overheads` on published
+# TPOT and acceptance lengths at batch 1 (tests/test_speculative_published.py holds the data).
+MEASURED_OVERHEADS = {
+    "eagle": (1.277e-3, 1.016e-3, "vLLM V1 EAGLE-3 heads on Llama-3.1-8B-Instruct at batch 1, "
+              "K = 2..7 (vllm-project/vllm issue #20780)"),
+    "mtp": (0.0, 0.735e-3, "TensorRT-LLM MTP on DeepSeek-R1 FP4, 8 x B200, batch 1, MTP 1..5 "
+            "(NVIDIA/TensorRT-LLM tech blog 1 @ 01c4ece9)"),
+}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Speculation:
@@ -45,18 +55,25 @@ class Speculation:
     acceptance: float | tuple[float, ...]
     method: str = "ngram"
     draft_params: float = 0.0
+    # Time the roofline leaves out, fitted on measured steps (`fit_draft_overheads`): each draft
+    # pass's own (kernel launches and small GEMMs far from peak, a draft's sampling) and each
+    # verification step's (proposer set-up, rejection sampling).
+    draft_pass_seconds: float = 0.0
+    verify_extra_seconds: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigError(f"speculative tokens k must be a whole number >= 1, got {self.k!r}")
         if self.method not in METHODS:
             raise ConfigError(f"unknown speculative method {self.method!r}; known: {METHODS}")
-        if not self.draft_params >= 0:
-            raise ConfigError(f"draft parameters must be >= 0, got {self.draft_params!r}")
-        if self.method != "ngram" and self.draft_params == 0:
+        for name in ("draft_params", "draft_pass_seconds", "verify_extra_seconds"):
+            value = getattr(self, name)
+            if not (value >= 0 and np.isfinite(value)):
+                raise ConfigError(f"speculation {name} must be a finite number >= 0, got {value!r}")
+        if self.method != "ngram" and self.draft_params == 0 and self.draft_pass_seconds == 0:
             raise ConfigError(
                 f"an {self.method} draft runs a model on every pass: give its parameters "
-                "(--spec-draft-params; an EAGLE head ~ one layer)"
+                "(--spec-draft-params; an EAGLE head ~ one layer) or its measured time a pass"
             )
         p = self.per_position
         if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
@@ -127,13 +144,28 @@ class SpeculativeStep:
 
 
 def draft_seconds(dep: Deployment, spec: Speculation, batch) -> np.ndarray:
-    """k draft passes over the batch: the draft's weights streamed or its GEMMs, the slower."""
-    if spec.draft_params == 0:
-        return np.zeros_like(np.asarray(batch, dtype=float))
+    """k draft passes over the batch (the draft's weights streamed or its GEMMs, the slower,
+    plus each pass's measured overhead) and the verification step's own overhead."""
+    batch = np.asarray(batch, dtype=float)
     read = spec.draft_params * dep.weights.bytes_per_element / dep.tp / dep.gpu.hbm_bytes_per_second
-    flops = 2 * spec.draft_params * np.asarray(batch, dtype=float) / dep.tp
-    compute = flops / (dep.mfu * dep.peak_flops_per_second)
-    return spec.k * np.maximum(read, compute)
+    compute = 2 * spec.draft_params * batch / dep.tp / (dep.mfu * dep.peak_flops_per_second)
+    one_pass = np.maximum(read, compute) + spec.draft_pass_seconds
+    return spec.k * one_pass + spec.verify_extra_seconds + 0.0 * batch
+
+
+def fit_draft_overheads(*, plain_step_seconds: float, drafts, tokens_per_step, tpot_seconds):
+    """(verify_extra_seconds, draft_pass_seconds) from measured TPOT at batch 1 for several k:
+    a verification step lasts TPOT x E (tokens per step), the plain step plus a fixed part plus
+    k passes (least squares; the verification's wider GEMMs are free at batch 1)."""
+    k = np.asarray(drafts, dtype=float)
+    step = np.asarray(tpot_seconds, dtype=float) * np.asarray(tokens_per_step, dtype=float)
+    if k.size < 2 or np.unique(k).size < 2:
+        raise ConfigError("fitting draft overheads needs measurements at two or more k")
+    extra = step - float(plain_step_seconds)
+    slope, intercept = np.polyfit(k, extra, 1)
+    if intercept < 0:  # no negative fixed time: the best line through the origin
+        intercept, slope = 0.0, float(np.dot(k, extra) / np.dot(k, k))
+    return float(intercept), float(slope)
 
 
 def speculative_step(
