@@ -17,7 +17,8 @@ def _answer_reference(drill, *, floor_ms=15.05, ranking=CAUSES, checked_ttft=Tru
     drill.kv_term.value = 10.26
     drill.mixed_step.value = 79
     drill.prefill_steps.value = 8
-    for control, cause in zip(drill.ranks, ranking, strict=True):
+    padded = tuple(ranking) + (None,) * (len(drill.ranks) - len(ranking))
+    for control, cause in zip(drill.ranks, padded, strict=True):
         control.value = cause
     drill.p99.value = "slow_steps"
     drill.signal.value = "itl_buckets_vs_arrivals"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itlkit.diagnosis import sglang
+from itlkit.diagnosis import sglang, speculation
 from itlkit.diagnosis.evidence import Timeline
 from itlkit.diagnosis.fingerprint import GAP_SECONDS, PLAUSIBLE_MBU_LOW, Cluster, Fingerprint
 from itlkit.metrics.vllm_metrics import family
@@ -25,6 +25,7 @@ TITLES = {
     "batch_or_context_growth": "the batch or the context grew",
     "host_overhead": "host overhead between GPU kernels",
     "preemption": "preemption (KV cache full)",
+    "speculation_cost": "speculative decoding costs more than it saves",
 }
 TYPICAL_MBU = 0.6  # real servers reach 50-70% of HBM bandwidth in decode
 SMALL_BUDGET_TOKENS = 512  # the token budget the interference fix proposes
@@ -279,11 +280,15 @@ def _host_evidence(fp: Fingerprint) -> tuple[str, ...]:
 
 def _host_room_sentence(fp: Fingerprint) -> str:
     """The step against the slowest plausible GPU time: what is left for the host, if anything."""
-    excess = fp.step_seconds - fp.floor_seconds / PLAUSIBLE_MBU_LOW
+    excess = fp.step_seconds - fp.slowest_gpu_seconds
+    base = (
+        f"{format_seconds(fp.floor_seconds)} floor"
+        if fp.slowest_gpu_seconds <= fp.floor_seconds / PLAUSIBLE_MBU_LOW
+        else f"{format_seconds(fp.spec_verify_seconds)} speculative verification step"
+    )
     step = (f"the step (~{format_seconds(fp.step_seconds)}, the main cluster's mean) is "
             f"~{format_seconds(abs(excess))} {'more' if excess > 0 else 'less'} than the slowest "
-            f"plausible GPU time ({format_seconds(fp.floor_seconds)} floor / "
-            f"{PLAUSIBLE_MBU_LOW:g})")  # fmt: skip
+            f"plausible GPU time ({base} / {PLAUSIBLE_MBU_LOW:g})")  # fmt: skip
     healthy = (f"the {format_seconds(fp.healthy_host_seconds)} a healthy host spends per step "
                f"at batch {fp.batch_size:.0f} (calibration: vLLM 0.15.1 on H100)")  # fmt: skip
     if excess <= 0:
@@ -371,6 +376,13 @@ def _preemption_fixes(fp: Fingerprint, dep: Deployment) -> tuple[Fix, ...]:
 
 
 CONFIRM = {  # {ttft}, {running}, ...: the engine's family names (`_confirm`)
+    "speculation_cost": (
+        "rate(vllm:spec_decode_num_accepted_tokens_total) / "
+        "rate(vllm:spec_decode_num_drafts_total) over time: a drop after a deploy is the "
+        "acceptance, not the scheduler",
+        "a canary without speculation at the same load: its ITL p50 should beat this one's "
+        "ITL p50 / tokens per step",
+    ),
     "prefill_interference": (
         "plot rate({ttft}_count) beside the slow buckets' rate: the spikes should line up",
         "{step_tokens}",
@@ -402,6 +414,9 @@ def explain(cause: str, score: float, fp: Fingerprint, t: Timeline, dep: Deploym
         "batch_or_context_growth": lambda: (_growth_evidence(fp, t), _growth_fixes(fp, dep)),
         "host_overhead": lambda: (_host_evidence(fp), _host_fixes(fp)),
         "preemption": lambda: (_preemption_evidence(fp, t, dep), _preemption_fixes(fp, dep)),
+        "speculation_cost": lambda: (speculation.cost_evidence(t.speculation, fp, dep),
+                                     tuple(Fix(*f) for f in speculation.cost_fixes(
+                                         t.speculation, fp, dep))),
     }[cause]()  # fmt: skip
     return Finding(cause, score, evidence, _confirm(cause, t.engine), fixes, t.engine)
 

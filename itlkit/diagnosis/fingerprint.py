@@ -20,6 +20,7 @@ from itlkit.errors import EvidenceError
 from itlkit.metrics.histogram import Histogram, split_modes
 from itlkit.metrics.vllm_metrics import family
 from itlkit.physics.roofline import Deployment, decode_step, mixed_step, step_seconds
+from itlkit.physics.speculative import Speculation, speculative_step
 
 # The counters that give a run's mean context, where the engine exports them.
 CONTEXT_COUNTERS = ("prompt_tokens", "generation_tokens", "request_success")
@@ -109,6 +110,16 @@ class Fingerprint:
     gaps_per_preemption: float = math.nan  # gap observations / preemptions (at least 0.5)
     prefill_alone_share: float = math.nan  # GPU time in prefill batches alone / wall time
     mixed_share: float = math.nan  # ... in batches that prefill beside decodes (measured)
+    spec_tokens_per_step: float = math.nan  # speculative decoding: tokens a step emits (counters)
+    spec_speedup: float = math.nan  # plain step / speculative per-token time, step model, here
+    spec_verify_seconds: float = math.nan  # the verification step there (step model)
+
+    @property
+    def slowest_gpu_seconds(self) -> float:
+        """The slowest GPU time a step can plausibly take: the floor (with speculation the
+        verification step, whose k + 1 tokens a sequence may be compute-bound) / 0.35."""
+        verify = self.spec_verify_seconds if math.isfinite(self.spec_verify_seconds) else 0.0
+        return max(self.floor_seconds, verify) / PLAUSIBLE_MBU_LOW
 
     @property
     def prefill_gpu_share(self) -> float:
@@ -489,7 +500,7 @@ def _cluster_fields(
     t: Timeline,
     *,
     fast: float,
-    floor: float,
+    slowest_gpu: float,
     batch: float,
     host_seconds_per_step: float,
     host_seconds_per_sequence: float,
@@ -508,10 +519,27 @@ def _cluster_fields(
         step_seconds=float(step),
         healthy_host_seconds=float(healthy),
         host_excess_ratio=(
-            float((step - floor / PLAUSIBLE_MBU_LOW) / healthy) if healthy > 0 else math.nan
+            float((step - slowest_gpu) / healthy) if healthy > 0 else math.nan
         ),
         side_per_arrival=slower / arrivals if arrivals > 0 else math.nan,
     )  # fmt: skip
+
+
+def _speculation_fields(t: Timeline, dep: Deployment, *, batch: float, context: float) -> dict:
+    """Tokens per step from the counters and, where each position's acceptance is on the page,
+    what speculation buys at this batch and context (`physics.speculative`; the draft's own
+    cost is not on the page and left out, so a verdict that it does not pay is conservative)."""
+    reading = t.speculation
+    if reading is None or not math.isfinite(reading.tokens_per_step):
+        return {}
+    fields = {"spec_tokens_per_step": float(reading.tokens_per_step)}
+    if reading.per_position is not None and math.isfinite(batch) and math.isfinite(context):
+        spec = Speculation(reading.positions, reading.per_position)
+        s = speculative_step(dep, batch_size=max(round(batch), 1), context_tokens=context,
+                             spec=spec)  # fmt: skip
+        fields["spec_speedup"] = float(s.speedup)
+        fields["spec_verify_seconds"] = float(s.verify_seconds)
+    return fields
 
 
 def fingerprint(
@@ -536,6 +564,9 @@ def fingerprint(
     uncached = prompt * (1 - t.prefix_cache_hit_rate())
     floor_fields, fasts = _floor_and_fast(t, deployment, batch, context)
     slow_fields = _slow_mode(t, fasts, floor_fields["fast_mode_seconds"])
+    spec_fields = _speculation_fields(t, deployment, batch=mean_batch, context=context)
+    verify = spec_fields.get("spec_verify_seconds", 0.0)
+    slowest_gpu = max(floor_fields["floor_seconds"], verify) / PLAUSIBLE_MBU_LOW
     expected_mixed = mixed_step(
         deployment, batch_size=mean_batch, context_tokens=context,
         chunk_tokens=max(budget - mean_batch, 0),
@@ -560,9 +591,10 @@ def fingerprint(
         **_stalls(t, deployment, fasts, floor_fields["fast_mode_seconds"], budget=budget,
                   uncached_share=1 - t.prefix_cache_hit_rate()),
         engine=t.engine,
+        **spec_fields,
         **_cluster_fields(
-            t, fast=floor_fields["fast_mode_seconds"], floor=floor_fields["floor_seconds"],
-            batch=mean_batch, host_seconds_per_step=host_seconds_per_step,
+            t, fast=floor_fields["fast_mode_seconds"], slowest_gpu=slowest_gpu, batch=mean_batch,
+            host_seconds_per_step=host_seconds_per_step,
             host_seconds_per_sequence=host_seconds_per_sequence,
         ),
     )  # fmt: skip

@@ -45,7 +45,8 @@ __all__ = [
     "Diagnosis", "diagnose", "floor_beaten", "floor_contradiction",
 ]  # fmt: skip
 
-CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption")
+CAUSES = ("prefill_interference", "batch_or_context_growth", "host_overhead", "preemption",
+          "speculation_cost")  # fmt: skip
 UNEXPLAINED_SHARE = 0.01  # a slower cluster this big is reported when no cause explains it
 UNEXPLAINED_OBSERVATIONS = 10  # or this many behind an empty bucket (not bucket noise)
 HEALTHY_BELOW = 0.5  # a cause is named at this score; under MIN_OBSERVATIONS / 2 none can be
@@ -150,6 +151,18 @@ RULES: tuple[Rule, ...] = (
          f"ITL observations above {GAP_SECONDS:g} s: a preempted request waits for its recompute"),
     Rule("preemption", "gap_correlation", 0.0, 1.0, 0.15,
          "preemptions and gaps in the same windows"),
+    # speculative decoding that costs more than it saves: past its crossover batch the
+    # verification step's b (k + 1) tokens are compute-bound and grow faster than the tokens
+    # they emit (`physics.speculative`, priced from the page's per-position acceptance).
+    Rule("speculation_cost", "spec_speedup", 1.0, 0.85, GATE,
+         "per-token time with speculation (verification step / tokens per step, at the "
+         "incident's batch and context) over the plain step's: at 1 it stops paying, 15% past "
+         "it clears the step model's own error (the draft's cost, left out, only adds)"),
+    Rule("speculation_cost", None, 0, 1, 0.6,
+         "priced past its crossover alone earns a verdict (0.6 > 0.5)"),
+    Rule("speculation_cost", "spec_tokens_per_step", 2.0, 1.3, 0.4,
+         "few accepted drafts (a workload unlike the draft's data, a high temperature): each "
+         "step pays k + 1 tokens of GEMM for little"),
 )  # fmt: skip
 
 

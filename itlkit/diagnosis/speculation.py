@@ -55,3 +55,78 @@ def speculation_notes(reading, fp: Fingerprint, dep: Deployment) -> list[str]:
         + f"); {where} (n-gram drafts: the draft's own cost not included)"
     )  # fmt: skip
     return notes
+
+
+def _priced(reading, fp: Fingerprint, dep: Deployment, k: int | None = None):
+    """The speculation read off the page (its first k positions) and its step at this batch."""
+    rates = reading.per_position[: k or reading.positions]
+    spec = Speculation(len(rates), tuple(rates))
+    batch = max(round(fp.batch_size), 1)
+    step = speculative_step(dep, batch_size=batch, context_tokens=fp.context_tokens, spec=spec)
+    return spec, step
+
+
+def cost_evidence(reading, fp: Fingerprint, dep: Deployment) -> tuple[str, ...]:
+    """What the counters say a step emits, and what the step model prices it at here."""
+    if reading is None or not math.isfinite(reading.tokens_per_step):
+        return ("no speculative decoding counters on the page",)
+    lines = [f"{reading.tokens_per_step:.2f} tokens per step ({reading.source})"]
+    if reading.per_position is None:
+        return (*lines, "the acceptance per position is not on the page: the step is not priced")
+    spec, s = _priced(reading, fp, dep)
+    rates = ", ".join(f"{p:.2f}" for p in spec.per_position)
+    batch = max(round(fp.batch_size), 1)
+    cross = crossover_batch(dep, context_tokens=fp.context_tokens, spec=spec)
+    lines += [
+        f"k = {spec.k} drafts a step, accepted per position {rates}",
+        f"at batch ~{batch} and {fp.context_tokens:,.0f} tokens of context a verification step "
+        f"runs {batch * (spec.k + 1):,} tokens of GEMM "
+        + ("(compute-bound: past the ridge)" if bool(s.verify_compute_bound) else
+           "(memory-bound)")
+        + f" and lasts {format_seconds(float(s.verify_seconds))}: "
+        f"{format_seconds(float(s.per_token_seconds))} a token against "
+        f"{format_seconds(float(s.plain_step_seconds))} for a plain step",
+        "speculation pays up to batch 4,096 here" if cross is None
+        else f"speculation stops paying at batch {cross:,} at this context",
+    ]  # fmt: skip
+    return tuple(lines)
+
+
+def cost_fixes(reading, fp: Fingerprint, dep: Deployment) -> tuple[tuple[str, str, str], ...]:
+    """Fewer drafts (the best k here), speculation off above its crossover, a better draft:
+    each priced at this batch and context with the page's acceptance."""
+    if reading is None or reading.per_position is None:
+        return (("turn speculation off for a canary", "shows what the drafts cost",
+                 "the canary's tokens lose the drafts' gain at low load"),)  # fmt: skip
+    spec, s = _priced(reading, fp, dep)
+    plain = float(s.plain_step_seconds)
+    per_k = {k: _priced(reading, fp, dep, k) for k in range(1, spec.k + 1)}
+    best = min(per_k, key=lambda k: float(per_k[k][1].per_token_seconds))
+    best_token = float(per_k[best][1].per_token_seconds)
+    alone = speculative_step(dep, batch_size=1, context_tokens=fp.context_tokens, spec=spec)
+    needed = float(s.step_seconds) / plain  # tokens per step at which it breaks even here
+    cross = crossover_batch(dep, context_tokens=fp.context_tokens, spec=spec)
+    fixes = []
+    if best < spec.k and best_token < plain:
+        fixes.append((
+            f"fewer drafts: --num-speculative-tokens {best}",
+            f"a token {format_seconds(best_token)} here (now "
+            f"{format_seconds(float(s.per_token_seconds))}, {format_seconds(plain)} without)",
+            f"{per_k[best][0].tokens_per_step:.2f} tokens a step instead of "
+            f"{spec.tokens_per_step:.2f}: less gain when the load is light",
+        ))  # fmt: skip
+    fixes.append((
+        "speculation off at this load" + ("" if cross is None else f" (above batch ~{cross:,})"),
+        f"a token at the plain step, {format_seconds(plain)} "
+        f"({float(s.per_token_seconds) / plain:.2f}x faster than now)",
+        f"at batch 1 speculation makes a token {float(alone.speedup):.2f}x faster: light-load "
+        "streams lose that; vLLM switches it per deployment, so a second pool or a restart",
+    ))  # fmt: skip
+    fixes.append(
+        (
+            "a draft that agrees more (an EAGLE-3 head trained on this traffic, lower temperature)",
+            f"breaks even here at {needed:.2f} tokens a step (now {spec.tokens_per_step:.2f})",
+            "training or choosing a draft, and re-measuring acceptance on real traffic",
+        )
+    )
+    return tuple(fixes)

@@ -58,6 +58,7 @@ CAUSE_NAMES = {
     "batch_or_context_growth": "batch or context growth",
     "host_overhead": "host overhead",
     "preemption": "preemption",
+    "speculation_cost": "speculation past its crossover",
 }
 
 P99_CHOICES = {

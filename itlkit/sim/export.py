@@ -279,9 +279,15 @@ def export_prometheus_scrapes(
     times = scrape_times(result, interval_seconds=interval_seconds, cover_end=cover_end)
     series = scrape_series(result, times_seconds=times)
 
+    from itlkit.sim.export_speculative import spec_decode_pages
+
+    spec = spec_decode_pages(result, times, model_name=model_name, engine=engine,
+                             created_seconds=start_unix_seconds)  # fmt: skip
+
     def page(k: int) -> str:
-        return render_vllm_metrics({engine: series.state(k)}, model_name=model_name,
+        text = render_vllm_metrics({engine: series.state(k)}, model_name=model_name,
                                    version=version, created_seconds=start_unix_seconds)  # fmt: skip
+        return text + spec[k]
 
     pages = (page(k) for k in range(times.size))
     return write_pages(out_dir, times, pages, start_unix_seconds=start_unix_seconds)
