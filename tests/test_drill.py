@@ -41,6 +41,7 @@ from itlkit.drill.scenarios import (
 from itlkit.errors import ConfigError
 from itlkit.physics.model import check_tensor_parallel
 from itlkit.physics.roofline import capacity, mixed_step
+from itlkit.physics.speculative import Speculation
 
 MS = 1e-3
 REFERENCE = Answer(
@@ -359,7 +360,11 @@ def test_drawn_scenarios_are_always_valid_and_varied():
         assert w.mixed_step_seconds > w.floor_seconds
         assert w.smaller_prefill_steps > w.prefill_steps >= 2
         assert s.prompt_tokens > s.chunk_tokens > s.smaller_chunk_tokens
-        assert w.mixed_tokens == s.budget_tokens
+        if s.speculation is None:
+            assert w.mixed_tokens == s.budget_tokens
+        else:  # the verification step: every sequence's k drafts and its own token
+            assert w.mixed_tokens == s.batch_size * (s.speculation.k + 1)
+            assert w.per_token_seconds > w.plain_step_seconds  # posed only where it costs
         assert grade(s, Answer()).rubric.level == WEAK
     assert len({s.deployment.model.slug for s in scenarios}) >= 6
     assert len({s.deployment.gpu.slug for s in scenarios}) == len(DRILL_GPUS)
@@ -383,12 +388,14 @@ def test_every_drawn_scenario_grades_its_own_worked_numbers_as_correct():
                 "shift": "p50_vs_running",
                 "host": "nsight_gaps",
                 "gaps": "preemptions",
+                "speculation": "spec_counters",
             }[s.symptom],
             fix={
                 "bimodal": "lower_budget",
                 "shift": "cap_or_fp8_kv",
                 "host": "cuda_graphs",
                 "gaps": "cap_or_fp8_kv",
+                "speculation": "fewer_drafts",
             }[s.symptom],
             checked_ttft=True,
             prefill_steps=w.smaller_prefill_steps,
@@ -427,3 +434,44 @@ def test_bad_input():
         grade(worked_example(), Answer(fix="more_gpus"))
     with pytest.raises(ConfigError, match="unknown signal"):
         grade(worked_example(), Answer(signal="vibes"))
+
+
+def test_a_speculative_scenario_asks_for_the_verification_step_derived_by_hand():
+    # Llama 3.1 8B on an H100 SXM (the reference's terms), 128 sequences at 2K, n-gram drafts
+    # k = 3 accepted at 0.3 a draft. A verification step multiplies 128 x 4 = 512 tokens, past
+    # the ~295-token ridge: 512 x 2 x 8.03e9 FLOP at 50% of 989 TFLOP/s = 16.63 ms, plus the
+    # 128 x 2,048 x 131,072 B KV read at 3.35 TB/s = 10.26 ms: 26.89 ms. A step emits
+    # 1 + .3 + .09 + .027 = 1.417 tokens, so a token costs 18.98 ms against the plain step's
+    # 4.79 + 10.26 = 15.06 ms: speculation costs here.
+    params = 8_030_261_248
+    gemm = 512 * 2 * params / (0.5 * 989e12)
+    kv = 128 * 2048 * 131_072 / 3.35e12
+    s = make_scenario(
+        drill_deployment(model="llama-3.1-8b", gpu="h100-sxm"), batch_size=128,
+        context_tokens=2048, budget_tokens=4096, prompt_tokens=8192, symptom="speculation",
+        speculation=Speculation(3, 0.3),
+    )  # fmt: skip
+    w = worked_numbers(s)
+    assert w.mixed_tokens == 512 and w.mixed_compute_bound
+    assert w.mixed_step_seconds == pytest.approx(gemm + kv, rel=1e-3)
+    assert w.per_token_seconds == pytest.approx((gemm + kv) / 1.417, rel=1e-3)
+    assert w.plain_step_seconds == pytest.approx(params * 2 / 3.35e12 + kv, rel=1e-3)
+    # the drafts take the budget: 4,096 - 512 leaves chunks of 3,584; at 1,024, of 512
+    assert (s.chunk_tokens, s.smaller_chunk_tokens, w.smaller_prefill_steps) == (3584, 512, 16)
+    text = " ".join(question_text(s))
+    assert "128 sequences x 4 tokens" in text and "each decode takes 4 of it" in text
+    right = Answer(mixed_step_seconds=gemm + kv, ranking=s.expected_ranking, fix="fewer_drafts",
+                   signal="spec_counters")  # fmt: skip
+    result = grade(s, right)
+    assert result.item("mixed_step").verdict == CORRECT
+    assert result.item("fix").verdict == CORRECT and result.item("signal").verdict == CORRECT
+    assert result.item("ranking").verdict == CORRECT
+    assert grade(s, Answer(fix="lower_budget")).item("fix").verdict == WRONG
+    with pytest.raises(ConfigError, match="speculation symptom"):
+        make_scenario(s.deployment, batch_size=128, context_tokens=2048, budget_tokens=4096,
+                      prompt_tokens=8192, symptom="bimodal",
+                      speculation=Speculation(3, 0.3))  # fmt: skip
+    ups = {f.key: f for f in follow_ups(s)}
+    # at batch 1 the step is the weights + 2K of KV (4.87 ms) whatever its 4 tokens: / 1.417
+    alone = (params * 2 + 2048 * 131_072) / 3.35e12
+    assert ms_text(alone / 1.417 * 1e3) in ups["speculation_by_load"].answer

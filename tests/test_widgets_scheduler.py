@@ -398,3 +398,23 @@ def test_the_engine_choice_runs_sglangs_prefill_batches_alone():
     assert "prefill batches alone" in e.figure.layout.title.text
     e.engine.value = "sglang-mixed"  # --enable-mixed-chunk schedules as vLLM does
     assert e.result.summary().itl_p99_seconds == vllm.summary().itl_p99_seconds
+
+
+def test_speculation_controls_simulate_verification_steps():
+    # Light traffic: steps stay memory-bound, so TPOT falls by about the tokens a step emits
+    # (1 + .7 + .49 + .343 = 2.533 with k = 3 at 0.7 a draft), less the EAGLE head's passes.
+    e = SchedulerExplorer(window_seconds=60, rate_per_second=0.5, prompt_tokens=512,
+                          output_tokens=256)  # fmt: skip
+    assert e.spec_acceptance.layout.display == "none" and e.speculation() is None
+    plain = e.result.itl_views().mean("request_tpot")
+    e.spec_method.value = "ngram"
+    e.spec_k.value = 3
+    assert e.spec_acceptance.layout.display is None
+    assert e.result.token_events is not None
+    assert e.speculation().tokens_per_step == pytest.approx(2.533)
+    assert plain / e.result.itl_views().mean("request_tpot") == pytest.approx(2.533, rel=0.1)
+    assert "tokens a step (speculation)" in e.status.value and "2.53" in e.status.value
+    # the frontier is the speculative deployment's too: its budgets were simulated again
+    assert e._view.frontier and e._frontier_key[-1] == e.speculation()
+    e.spec_method.value = "eagle"  # the head's measured passes cost ~1 ms each
+    assert e.result.itl_views().mean("request_tpot") > plain / 2.533 * 1.1

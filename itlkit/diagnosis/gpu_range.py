@@ -40,5 +40,5 @@ def _alternative(name: str, deployment, d: Diagnosis) -> Alternative:
     scores = {f.cause: f.score for f in d.findings}
     fits = capacity(deployment, context_tokens=d.context_tokens).weights_fit
     return Alternative(name, d.verdict_key, d.top.score, d.floor_seconds, d.step_seconds, fits,
-                       tuple((cause, scores[cause]) for cause in CAUSES),
+                       tuple((cause, scores[cause]) for cause in CAUSES if cause in scores),
                        d.impossible)  # fmt: skip

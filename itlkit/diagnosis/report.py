@@ -75,7 +75,9 @@ def gpu_range_lines(d: Diagnosis) -> tuple[str, ...]:
     ]
     titles = {f.cause: f.title for f in d.findings}  # in the engine's terms
     for cause in TITLES:
-        title = titles.get(cause, TITLES[cause])
+        if cause not in titles:  # the page cannot judge it (`scoring.cause_applies`)
+            continue
+        title = titles[cause]
         scores = {a.gpu: dict(a.scores)[cause] for a in plausible}
         if not scores:
             break

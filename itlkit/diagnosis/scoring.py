@@ -166,6 +166,17 @@ RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 
+# A cause the input must show before it is judged at all (else it is left out of the report):
+# only a page with speculative decoding's counters can judge what speculation costs.
+REQUIRES = {"speculation_cost": "spec_tokens_per_step"}
+
+
+def cause_applies(cause: str, fp: Fingerprint) -> bool:
+    """Whether the input can judge `cause` at all (`REQUIRES`)."""
+    feature = REQUIRES.get(cause)
+    return feature is None or math.isfinite(float(getattr(fp, feature)))
+
+
 def cause_score(cause: str, fp: Fingerprint, rules: tuple[Rule, ...] = RULES) -> float:
     """Product of the cause's gates times the sum of its weighted credits, in [0, 1]."""
     gate, total = 1.0, 0.0
@@ -459,7 +470,7 @@ def diagnose(
     prompt_tokens: float | None = None,
     calibration: Calibration | None = None,
 ) -> Diagnosis:
-    """Score the four causes from a timeline for a deployment; batch/context from the metrics
+    """Score every cause (`CAUSES`) from a timeline for a deployment; batch/context from the metrics
     (running gauge; prompt and generation counters) unless given; a healthy host's cost from
     `calibration` (default: the bundled one)."""
     host = calibration if calibration is not None else healthy_host_calibration()
@@ -485,6 +496,7 @@ def diagnose(
     findings = [
         explain(cause, round(cause_score(cause, fp) * thin, 3), fp, timeline, deployment)
         for cause in CAUSES
+        if cause_applies(cause, fp)
     ]
     findings.sort(key=lambda f: -f.score)
     impossible = floor_contradiction(fp, timeline.itl_total, deployment)

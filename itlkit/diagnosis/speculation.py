@@ -120,7 +120,9 @@ def cost_fixes(reading, fp: Fingerprint, dep: Deployment) -> tuple[tuple[str, st
         f"a token at the plain step, {format_seconds(plain)} "
         f"({float(s.per_token_seconds) / plain:.2f}x faster than now)",
         f"at batch 1 speculation makes a token {float(alone.speedup):.2f}x faster: light-load "
-        "streams lose that; vLLM switches it per deployment, so a second pool or a restart",
+        "streams lose that; vLLM 0.34 sets k per batch size (speculative config "
+        "num_speculative_tokens_per_batch_size, vllm/config/speculative.py @ 62d4bc3c7), "
+        "older releases per deployment: a second pool or a restart",
     ))  # fmt: skip
     fixes.append(
         (

@@ -46,6 +46,22 @@ SYMPTOMS: dict[str, Symptom] = {
         "bursts, when KV-cache usage reaches 100%.",
         ("preemption", "batch_or_context_growth", "prefill_interference", "host_overhead"),
     ),
+    # a speculative deployment's symptom: posed only with speculation on (`Scenario.speculation`)
+    # and not drawn by weight
+    "speculation": Symptom(
+        "speculation",
+        "TTFT is fine. Since speculative decoding was switched on for every request, tokens "
+        "reach users more slowly at the daily peak than before (TPOT up), though at night, with "
+        "few requests, streams are faster than ever. The ITL histogram has one hump at p50 "
+        "{p50}; vllm:num_preemptions_total is flat.",
+        (
+            "speculation_cost",
+            "batch_or_context_growth",
+            "host_overhead",
+            "prefill_interference",
+            "preemption",
+        ),
+    ),
 }
 SYMPTOM_WEIGHTS = {"bimodal": 0.55, "shift": 0.15, "host": 0.15, "gaps": 0.15}
 
@@ -76,6 +92,10 @@ SIGNALS = {
     "p50_vs_running": "how ITL p50 moves with the running requests and their context",
     "nsight_gaps": "an Nsight Systems trace: idle gaps between kernels",
     "preemptions": "the rate of vllm:num_preemptions_total and the KV-cache usage",
+    "spec_counters": (
+        "accepted drafts per draft (vllm:spec_decode_num_accepted_tokens_total over "
+        "vllm:spec_decode_num_drafts_total) against the running requests"
+    ),
     "gpu_utilisation": "the GPU utilisation (nvidia-smi / DCGM)",
     "mean_itl": "the mean ITL over the last hour",
 }
@@ -84,6 +104,7 @@ SIGNAL_FOR_CAUSE = {
     "batch_or_context_growth": "p50_vs_running",
     "host_overhead": "nsight_gaps",
     "preemption": "preemptions",
+    "speculation_cost": "spec_counters",
 }
 
 FIXES = {
@@ -96,12 +117,14 @@ FIXES = {
     ),
     "chunked_off": "turn chunked prefill off",
     "mixed_chunk": "turn on SGLang's --enable-mixed-chunk (the decodes ride in each prefill batch)",
+    "fewer_drafts": "use fewer speculative tokens, or none above the batch where they stop paying",
 }
 FIXES_FOR_CAUSE = {
     "prefill_interference": ("lower_budget", "disaggregate"),
     "batch_or_context_growth": ("cap_or_fp8_kv", "add_replicas"),
     "host_overhead": ("cuda_graphs",),
     "preemption": ("cap_or_fp8_kv", "add_replicas"),
+    "speculation_cost": ("fewer_drafts",),
 }
 # Where an engine's schedule adds a fix: SGLang's prefill batches run alone unless mixed.
 ENGINE_FIXES_FOR_CAUSE = {

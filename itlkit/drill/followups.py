@@ -17,6 +17,7 @@ from itlkit.physics.roofline import (
     decode_step,
     mixed_step,
 )
+from itlkit.physics.speculative import speculative_step
 from itlkit.units import (
     format_bytes,
     format_seconds,
@@ -41,6 +42,9 @@ class FollowUp:
 def follow_ups(scenario: Scenario) -> tuple[FollowUp, ...]:
     """The three classic follow-ups, answered for this scenario."""
     s, w = scenario, worked_numbers(scenario)
+    if s.speculation is not None:
+        return (_follow_up_speculation(s, w), _follow_up_scale(scenario, w),
+                _follow_up_chunked_off(scenario, w))  # fmt: skip
     return (
         FollowUp(
             "ttft_first",
@@ -55,6 +59,26 @@ def follow_ups(scenario: Scenario) -> tuple[FollowUp, ...]:
         ),
         _follow_up_scale(scenario, w),
         _follow_up_chunked_off(scenario, w),
+    )
+
+
+def _follow_up_speculation(s: Scenario, w) -> FollowUp:
+    """Keep speculation for the quiet hours: below the batch where it stops paying."""
+    alone = speculative_step(s.deployment, batch_size=1, context_tokens=s.context_tokens,
+                             spec=s.speculation)  # fmt: skip
+    where = (f"below batch {w.crossover_batch:,}" if w.crossover_batch is not None
+             else "at every batch")  # fmt: skip
+    return FollowUp(
+        "speculation_by_load",
+        "Product likes how fast streams were at night with speculation. Can you keep that?",
+        f"Yes, by load: at batch 1 a verification step is still memory-bound, so a token takes "
+        f"{format_seconds(float(alone.per_token_seconds))} instead of "
+        f"{format_seconds(float(alone.plain_step_seconds))} ({float(alone.speedup):.2f}x faster); "
+        f"it pays {where} at this context, and at the peak's {s.batch_size} it costs "
+        f"{format_seconds(w.per_token_seconds)} a token against "
+        f"{format_seconds(w.plain_step_seconds)}. vLLM 0.34 takes k per batch size "
+        "(num_speculative_tokens_per_batch_size, 0 above the crossover); older releases need a "
+        "second pool the router fills at low load.",
     )
 
 

@@ -173,6 +173,20 @@ def _grade_mixed(scenario: Scenario, w: Worked, answer: Answer) -> ItemGrade:
             f"{format_seconds(w.mixed_step_seconds)}, {w.over_floor:.1f}x the floor"
         )
         return _number_item("mixed_step", answer.mixed_step_seconds, w.mixed_step_seconds, how)
+    if scenario.speculation is not None:
+        spec = scenario.speculation
+        how = (
+            f"each of the {scenario.batch_size} sequences verifies its {spec.k} drafts and its "
+            f"own token: {w.mixed_tokens:,} tokens go through the GEMMs {gemms}, plus the "
+            f"{format_seconds(w.kv_read_seconds)} KV read (once a sequence): "
+            f"{format_seconds(w.mixed_step_seconds)}, {w.over_floor:.1f}x the floor. It emits "
+            f"{w.tokens_per_step:.2f} tokens a sequence, so a token costs "
+            f"{format_seconds(w.per_token_seconds)} against the plain step's "
+            f"{format_seconds(w.plain_step_seconds)}: "
+            + (f"speculation stops paying at batch {w.crossover_batch:,}"
+               if w.crossover_batch is not None else "it pays at every batch")
+        )  # fmt: skip
+        return _number_item("mixed_step", answer.mixed_step_seconds, w.mixed_step_seconds, how)
     how = (
         f"the budget of {scenario.budget_tokens:,} tokens counts the {scenario.batch_size} "
         f"decodes, so the chunk is {scenario.chunk_tokens:,} tokens and {w.mixed_tokens:,} "
@@ -196,6 +210,9 @@ def _grade_prefill_steps(scenario: Scenario, w: Worked, answer: Answer) -> ItemG
         f"SGLang's prefill batch does not share its {s.smaller_budget_tokens:,} tokens with the "
         "decodes, so the chunks are "
         if s.engine == "sglang"
+        else f"the {s.batch_size} decodes take their {s.decode_tokens:,} tokens (drafts "
+        f"included) first, so a budget of {s.smaller_budget_tokens:,} leaves chunks of "
+        if s.speculation is not None
         else f"the {s.batch_size} decodes take their tokens first, so a budget of "
         f"{s.smaller_budget_tokens:,} leaves chunks of "
     )
@@ -385,6 +402,8 @@ def fix_effect(scenario: Scenario, w: Worked, fix: str) -> str:
             "back-to-back prefill batches no longer add up; the chunk gives the decodes their "
             "tokens, so first tokens come a little later."
         )
+    if fix == "fewer_drafts":
+        return _fewer_drafts_effect(s, w)
     if fix == "chunked_off":
         whole = mixed_step(
             dep,
@@ -398,6 +417,20 @@ def fix_effect(scenario: Scenario, w: Worked, fix: str) -> str:
             "gets worse."
         )
     raise ConfigError(f"unknown fix {fix!r}; valid fixes: {', '.join(FIXES)}")
+
+
+def _fewer_drafts_effect(s: Scenario, w: Worked) -> str:
+    """Speculation off at this batch (or fewer drafts): a token at the plain step."""
+    if s.speculation is None:
+        return "There is no speculative decoding here: nothing to take away."
+    where = (f"above batch {w.crossover_batch:,}" if w.crossover_batch is not None
+             else "at this load")  # fmt: skip
+    return (
+        f"With speculation off {where} a token takes the plain step, "
+        f"{format_seconds(w.plain_step_seconds)}, instead of {format_seconds(w.per_token_seconds)}"
+        f" ({w.per_token_seconds / w.plain_step_seconds:.2f}x faster); light-load streams lose "
+        "the drafts' gain (vLLM 0.34 sets k per batch size; older releases need a second pool)."
+    )
 
 
 def find_mistakes(scenario: Scenario, w: Worked, answer: Answer) -> tuple[Mistake, ...]:

@@ -17,6 +17,12 @@ before the running batch decodes (`Scheduler.get_next_batch_to_run`, sgl-project
 batch alone. So a running stream waits out the whole batch and then its own decode step: the
 number the drill asks for in place of vLLM's mixed step.
 
+A vLLM scenario may run speculative decoding (`Scenario.speculation`: n-gram drafts, so the
+draft itself is free): each running request then verifies k drafts a step and takes k + 1 of
+the budget (`Scheduler.schedule` counts `num_tokens_with_spec`; docs/research/speculative-
+decoding.md), and the step asked about is the verification step of batch x (k + 1) tokens,
+posed only where the step model prices it past the batch where speculation stops paying.
+
 For Llama 3.1 8B / H100 SXM / batch 64 / 4K / a 2,048-token chunk (a budget of 2,112) they are
 the reference answer's 15.05 ms floor, 10.26 ms KV term and 79 ms mixed step
 (`shared/spec/worked-example.txt`). Scenarios are drawn with an explicit
@@ -42,7 +48,9 @@ from itlkit.physics.roofline import (
     ridge_tokens_per_step,
     step_coefficients,
     step_seconds,
+    step_time,
 )
+from itlkit.physics.speculative import Speculation, crossover_batch, speculative_step
 from itlkit.units import (
     MILLISECOND,
     format_bandwidth,
@@ -79,6 +87,13 @@ HOST_P50_FACTOR = 2.5  # the host-overhead symptom's p50 sits this far above a n
 MAX_DRAWS = 10_000
 SGLANG_SHARE = 0.25  # of drawn scenarios, those served by SGLang (drawn last: a seed's first
 # scenario is what it was before SGLang was asked about)
+# Of the rest, those that run speculative decoding, read off the same draw (u in [0.25, 0.5):
+# k = 2, 3, 4 by thirds) so that every other scenario of a seed stays what it was; posed only
+# where speculation does not pay at the drawn batch, else the scenario stays plain vLLM.
+SPECULATIVE_SHARE = 0.25
+SPECULATIVE_ACCEPTANCE = (
+    0.3  # per draft, geometric (n-gram drafts on chat): 1.39 to 1.43 tokens a step
+)
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
@@ -98,13 +113,20 @@ class Scenario:
     symptom: str
     observed_p50_seconds: float
     engine: str = "vllm"  # "sglang": prefill batches of budget_tokens run alone
+    speculation: Speculation | None = None  # vLLM with n-gram drafts: k + 1 tokens a decode
+
+    @property
+    def decode_tokens(self) -> int:
+        """Budget tokens the running requests take: one each, k + 1 with speculation."""
+        width = 1 if self.speculation is None else self.speculation.k + 1
+        return self.batch_size * width
 
     @property
     def chunk_tokens(self) -> int:
         """Prompt tokens a step carries beside the decodes at the budget (SGLang: alone)."""
         if self.engine == "sglang":
             return self.budget_tokens
-        return chunk_beside_decodes(budget_tokens=self.budget_tokens, decodes=self.batch_size)
+        return chunk_beside_decodes(budget_tokens=self.budget_tokens, decodes=self.decode_tokens)
 
     @property
     def smaller_chunk_tokens(self) -> int:
@@ -112,7 +134,7 @@ class Scenario:
         if self.engine == "sglang":
             return self.smaller_budget_tokens
         return chunk_beside_decodes(
-            budget_tokens=self.smaller_budget_tokens, decodes=self.batch_size
+            budget_tokens=self.smaller_budget_tokens, decodes=self.decode_tokens
         )
 
     @property
@@ -146,6 +168,12 @@ class Worked:
     prefill_steps: int
     smaller_prefill_steps: int
     observed_mbu: float
+    # speculative scenarios: tokens a verification step emits, a token's time, the plain step
+    # at this batch and the batch where speculation stops paying (None: it pays up to 4,096)
+    tokens_per_step: float = 1.0
+    per_token_seconds: float = float("nan")
+    plain_step_seconds: float = float("nan")
+    crossover_batch: int | None = None
 
 
 def chunk_beside_decodes(*, budget_tokens: int, decodes: int) -> int:
@@ -186,9 +214,15 @@ def make_scenario(
     symptom: str = "bimodal",
     observed_mbu: float = 0.63,
     engine: str = "vllm",
+    speculation: Speculation | None = None,
 ) -> Scenario:
     """A scenario from explicit settings (the smaller budget defaults to a quarter of the
     budget); raises ConfigError if it does not fit in memory or the decodes fill a budget."""
+    if (speculation is not None) != (symptom == "speculation") or (
+        speculation is not None and engine != "vllm"
+    ):
+        raise ConfigError("the speculation symptom goes with a vLLM scenario that speculates")
+    width = 1 if speculation is None else speculation.k + 1
     smaller = (
         max(int(budget_tokens) // SMALLER_BUDGET_DIVISOR, 1)
         if smaller_budget_tokens is None
@@ -197,7 +231,7 @@ def make_scenario(
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"unknown engine {engine!r}; valid engines: {', '.join(ENGINE_NAMES)}")
     for budget in (budget_tokens, smaller) if engine == "vllm" else ():
-        chunk_beside_decodes(budget_tokens=budget, decodes=batch_size)
+        chunk_beside_decodes(budget_tokens=budget, decodes=batch_size * width)
     if symptom not in SYMPTOMS:
         raise ConfigError(f"unknown symptom {symptom!r}; valid symptoms: {', '.join(SYMPTOMS)}")
     cap = capacity(deployment, context_tokens=context_tokens)
@@ -207,6 +241,10 @@ def make_scenario(
         decode_step(deployment, batch_size=batch_size, context_tokens=context_tokens).floor_seconds
     )
     p50 = floor / observed_mbu * (HOST_P50_FACTOR if symptom == "host" else 1.0)
+    if speculation is not None:  # the verification step, as slow against its model
+        p50 = float(speculative_step(deployment, batch_size=batch_size,
+                                     context_tokens=context_tokens, spec=speculation)
+                    .verify_seconds) / observed_mbu  # fmt: skip
     return Scenario(
         deployment=deployment,
         batch_size=int(batch_size),
@@ -217,6 +255,7 @@ def make_scenario(
         symptom=symptom,
         observed_p50_seconds=round(p50 / MILLISECOND, 1) * MILLISECOND,
         engine=engine,
+        speculation=speculation,
     )
 
 
@@ -275,9 +314,57 @@ def draw_scenario(rng: np.random.Generator) -> Scenario:
                 )
             except ConfigError:
                 continue
-            engine = "sglang" if rng.random() < SGLANG_SHARE else "vllm"
-            return replace(scenario, engine=engine)
+            u = rng.random()
+            if u < SGLANG_SHARE:
+                return replace(scenario, engine="sglang")
+            return _speculative(scenario, u, observed) or scenario
     raise RuntimeError(f"no valid scenario in {MAX_DRAWS} draws")  # pragma: no cover
+
+
+def _speculative(s: Scenario, u: float, observed_mbu: float) -> Scenario | None:
+    """The scenario with n-gram speculation, where the draw `u` asks for it, the budgets hold
+    its drafts, and it does not pay at the scenario's batch; else None."""
+    share = (u - SGLANG_SHARE) / SPECULATIVE_SHARE
+    if not 0 <= share < 1:
+        return None
+    spec = Speculation(2 + int(share * 3), SPECULATIVE_ACCEPTANCE)
+    step = speculative_step(s.deployment, batch_size=s.batch_size,
+                            context_tokens=s.context_tokens, spec=spec)  # fmt: skip
+    if float(step.speedup) >= 1:
+        return None
+    try:
+        return make_scenario(
+            s.deployment, batch_size=s.batch_size, context_tokens=s.context_tokens,
+            budget_tokens=s.budget_tokens, prompt_tokens=s.prompt_tokens,
+            smaller_budget_tokens=s.smaller_budget_tokens, symptom="speculation",
+            observed_mbu=observed_mbu,
+            speculation=spec,
+        )  # fmt: skip
+    except ConfigError:
+        return None
+
+
+def _verification(s: Scenario, w: dict) -> dict:
+    """The worked numbers of a speculative scenario's verification step (n-gram: no draft)."""
+    dep, spec = s.deployment, s.speculation
+    load = dict(batch_size=s.batch_size, context_tokens=s.context_tokens)
+    verify = step_time(dep, chunk_tokens=s.batch_size * spec.k, **load)
+    priced = speculative_step(dep, spec=spec, **load)
+    smaller = step_time(dep, chunk_tokens=s.batch_size * spec.k + s.smaller_chunk_tokens, **load)
+    return dict(
+        w,
+        mixed_tokens=int(verify.tokens),
+        mixed_matmul_flops=float(verify.matmul_flops),
+        mixed_matmul_seconds=float(verify.matmul_seconds),
+        mixed_step_seconds=float(verify.step_seconds),
+        mixed_compute_bound=bool(verify.compute_bound),
+        over_floor=float(verify.step_seconds) / w["floor_seconds"],
+        smaller_mixed_step_seconds=float(smaller.step_seconds),
+        tokens_per_step=spec.tokens_per_step,
+        per_token_seconds=float(priced.per_token_seconds),
+        plain_step_seconds=float(priced.plain_step_seconds),
+        crossover_batch=crossover_batch(dep, context_tokens=s.context_tokens, spec=spec),
+    )
 
 
 def _prefill_alone(dep: Deployment, chunk: int) -> dict:
@@ -316,7 +403,7 @@ def worked_numbers(scenario: Scenario) -> Worked:
                      compute_bound=bool(step.compute_bound),
                      seconds=float(step.step_seconds))  # fmt: skip
         smaller = float(mixed_step(dep, chunk_tokens=s.smaller_chunk_tokens, **load).step_seconds)
-    return Worked(
+    fields = dict(
         weight_bytes=float(decode.weight_bytes),
         kv_bytes_per_token=float(dep.kv_bytes_per_token_per_gpu),
         kv_bytes=float(decode.kv_bytes),
@@ -336,6 +423,7 @@ def worked_numbers(scenario: Scenario) -> Worked:
         smaller_prefill_steps=at_smaller.steps,
         observed_mbu=float(mbu(floor_seconds=floor, measured_seconds=s.observed_p50_seconds)),
     )
+    return Worked(**(fields if s.speculation is None else _verification(s, fields)))
 
 
 def question_text(scenario: Scenario) -> tuple[str, ...]:
@@ -364,9 +452,12 @@ def question_text(scenario: Scenario) -> tuple[str, ...]:
             "how long a running stream waits across one full prefill batch (the batch, then its "
             "own decode step)"
             if s.engine == "sglang"
+            else f"the time of one verification step at this load ({s.batch_size} sequences x "
+            f"{s.speculation.k + 1} tokens; no prompt in it)"
+            if s.speculation is not None
             else "the time of a step that fills the token budget with a prefill chunk"
         )
-        + " (ms); the four causes ranked; what ITL p99 describes; the signal you would read; the "
+        + " (ms); the causes ranked; what ITL p99 describes; the signal you would read; the "
         f"fix; and how many chunked steps a prompt of {s.prompt_tokens:,} tokens needs at a "
         f"budget of {s.smaller_budget_tokens:,} tokens per step.",
     )
@@ -383,6 +474,16 @@ def _load_text(s: Scenario) -> str:
             f"The server is SGLang with its defaults: a prefill batch of up to "
             f"{s.budget_tokens:,} prompt tokens (--chunked-prefill-size) runs alone, before the "
             "running requests take their next decode step (--enable-mixed-chunk is off)."
+        )
+    if s.speculation is not None:
+        spec = s.speculation
+        return running + (
+            f"The server is vLLM with n-gram speculative decoding: {spec.k} draft tokens a step "
+            f"(num_speculative_tokens), each accepted with probability {spec.acceptance:g} if "
+            f"the one before it was, so a step emits {spec.tokens_per_step:.2f} tokens on "
+            f"average; drafting costs nothing on the GPU. Chunked prefill with a token budget "
+            f"(max_num_batched_tokens) of {s.budget_tokens:,} tokens per step: each decode takes "
+            f"{spec.k + 1} of it, the chunk the rest."
         )
     return running + (
         f"The server is vLLM: chunked prefill with a token budget (max_num_batched_tokens) of "

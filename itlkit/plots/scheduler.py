@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from itlkit.errors import UnknownNameError
 from itlkit.physics.roofline import Deployment, decode_step
+from itlkit.physics.speculative import Speculation
 from itlkit.plots._style import FOOT_LEGEND, responsive, title_margin_px, top_title, wrap
 from itlkit.sim.lengths import (
     Fixed,
@@ -31,9 +32,7 @@ from itlkit.sim.scheduler import (
     SimulationResult,
     fine_buckets_seconds,
     kv_capacity_tokens,
-    roofline_step_function,
-    simulate,
-    transfer_bytes_per_token,
+    simulate_deployment,
 )
 from itlkit.sim.workload import Workload, bench_workload, synthetic_workload
 from itlkit.units import MILLISECOND
@@ -149,6 +148,7 @@ class SchedulerView:
     spread: Spread = Spread()
     repeat_share: float = 0.0
     workload: Workload | None = None  # what the client wanted to send (None: the result's)
+    speculation: Speculation | None = None  # speculative decoding (None: off)
 
 
 def scheduler_workload(
@@ -193,6 +193,16 @@ def scheduler_workload(
                           seed=np.random.default_rng((seed, 1)))  # fmt: skip
 
 
+def run_window(workload: Workload, *, deployment: Deployment, config: SchedulerConfig,
+               window_seconds: float, efficiency: float = 1.0,
+               speculation: Speculation | None = None) -> SimulationResult:  # fmt: skip
+    """One simulated window of the notebook's traffic, with speculative decoding or without."""
+    return simulate_deployment(
+        workload, deployment=deployment, config=config, efficiency=efficiency,
+        until_seconds=window_seconds, speculation=speculation, kv_tokens=None,
+    )  # fmt: skip
+
+
 def frontier_points(
     workload: Workload,
     *,
@@ -202,13 +212,12 @@ def frontier_points(
     budgets=FRONTIER_BUDGETS,
     known: dict[int, FrontierPoint] | None = None,
     efficiency: float = 1.0,
+    speculation: Speculation | None = None,
 ) -> tuple[FrontierPoint, ...]:
     """Simulate the same traffic at each token budget: the TTFT p99 / ITL p99 trade.
 
     Points in `known` (by budget; e.g. the run already done for the current setting) are reused.
     """
-    step = roofline_step_function(deployment, efficiency=efficiency)
-    capacity = kv_capacity_tokens(deployment)
     points = []
     for budget in budgets:
         if budget < config.max_num_seqs:
@@ -216,14 +225,10 @@ def frontier_points(
         if known and budget in known:
             points.append(known[budget])
             continue
-        run = simulate(
-            workload,
-            step_function=step,
-            kv_capacity_tokens=capacity,
-            config=replace(config, max_num_batched_tokens=int(budget)),
-            kv_bytes_per_token=transfer_bytes_per_token(deployment),
-            until_seconds=window_seconds,
-        )
+        run = run_window(workload, deployment=deployment,
+                         config=replace(config, max_num_batched_tokens=int(budget)),
+                         window_seconds=window_seconds, efficiency=efficiency,
+                         speculation=speculation)  # fmt: skip
         summary = run.summary()
         points.append(FrontierPoint(int(budget), summary.ttft_p99_seconds, summary.itl_p99_seconds))
     return tuple(points)
@@ -245,9 +250,10 @@ def scheduler_view(
     client: Client = Client(),
     spread: Spread = Spread(),
     repeat_share: float = 0.0,
+    speculation: Speculation | None = None,
 ) -> SchedulerView:
     """Simulate one setting over a window of traffic (`scheduler_workload`), and its frontier
-    unless given.
+    unless given; with `speculation`, decoding in verification steps.
 
     `frontier=()` leaves the frontier empty, to be added later with `with_frontier`. A
     calibration's host and all-reduce terms travel in `deployment`, its efficiency here.
@@ -264,14 +270,9 @@ def scheduler_view(
         repeat_share=repeat_share,
         prefix_cache_blocks=capacity // BLOCK_SIZE_TOKENS,
     )
-    result = simulate(
-        workload,
-        step_function=roofline_step_function(deployment, efficiency=efficiency),
-        kv_capacity_tokens=capacity,
-        config=config,
-        kv_bytes_per_token=transfer_bytes_per_token(deployment),
-        until_seconds=window_seconds,
-    )
+    result = run_window(workload, deployment=deployment, config=config,
+                        window_seconds=window_seconds, efficiency=efficiency,
+                        speculation=speculation)  # fmt: skip
     durations = result.step_duration_seconds
     decoding = result.step_itl_observations
     busy = durations.sum()
@@ -301,6 +302,7 @@ def scheduler_view(
         spread=spread,
         repeat_share=float(repeat_share),
         workload=workload,
+        speculation=speculation,
     )
     return with_frontier(view) if frontier is None else view
 
@@ -328,6 +330,7 @@ def with_frontier(view: SchedulerView) -> SchedulerView:
         window_seconds=view.window_seconds,
         known={current.max_num_batched_tokens: current},
         efficiency=view.efficiency,
+        speculation=view.speculation,
     )
     return replace(view, frontier=frontier)
 

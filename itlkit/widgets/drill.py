@@ -199,6 +199,10 @@ class InterviewDrill:
 
     def _show_scenario(self) -> None:
         self.question.value = question_html(self.scenario, number=self.number, seed=self.seed)
+        self.mixed_step.description = (
+            "verification step (ms)" if self.scenario.speculation is not None
+            else "step with a chunk (ms)"
+        )  # fmt: skip
         for index, follow_up in enumerate(follow_ups(self.scenario)):
             self.follow_up_questions[index].value = f"<i>{html.escape(follow_up.question)}</i>"
             self.follow_up_answers[index].value = ""

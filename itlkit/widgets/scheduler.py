@@ -13,6 +13,7 @@ import ipywidgets as widgets
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment
+from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
 from itlkit.plots._style import title_margin_px
 from itlkit.plots.scheduler import (
     CLIENTS,
@@ -56,6 +57,10 @@ ENGINES = {
     "sglang": "SGLang: prefill alone",
     "sglang-mixed": "SGLang: mixed chunk",
 }
+# Speculative decoding's drafts: free (n-gram lookup on the host), or a model pass each whose
+# time beyond the roofline was measured (`physics.speculative.MEASURED_OVERHEADS`).
+SPEC_METHODS = (("n-gram (free drafts)", "ngram"), ("EAGLE head (measured)", "eagle"),
+                ("MTP layer (measured)", "mtp"))  # fmt: skip
 STEP_MODELS = (("roofline (uncalibrated)", "none"),
                ("calibrated on real vLLM 0.15.1 runs", "bundled"))  # fmt: skip
 
@@ -115,7 +120,8 @@ class SchedulerExplorer:
         # spread lengths, so that each column holds five or six rows and the figure stays in
         # view below them
         client = [self.client, self.rate, self.burst_requests, self.max_concurrency,
-                  self.prompt, self.output, self.repeat_share]  # fmt: skip
+                  self.prompt, self.output, self.repeat_share, self.spec_k,
+                  self.spec_acceptance, self.spec_method]  # fmt: skip
         engine = [self.spread, self.spread_percent, self.engine, self.budget, self.max_num_seqs,
                   self.step_model, self.chunked, self.disaggregated]  # fmt: skip
         self.controls = client + engine
@@ -217,6 +223,19 @@ class SchedulerExplorer:
             widgets.FloatSlider, "repeated prompts (share)", simulated=True,
             value=repeat_share, min=0.0, max=1.0, step=0.05,
         )  # fmt: skip
+        self.spec_k = slider(
+            widgets.IntSlider, "speculative drafts k (0: off)", simulated=True,
+            value=0, min=0, max=7,
+        )  # fmt: skip
+        self.spec_acceptance = slider(
+            widgets.FloatSlider, "acceptance per draft", simulated=True,
+            value=0.7, min=0.0, max=1.0, step=0.05,
+        )  # fmt: skip
+        self.spec_method = widgets.Dropdown(
+            options=SPEC_METHODS, value="eagle", description="drafts", style=_WIDE,
+            layout=widgets.Layout(width=CONTROL_WIDTH),
+        )  # fmt: skip
+        self.spec_k.add_class("itlkit-spec-k")
         self.client.add_class("itlkit-client")  # handles for browser tests
         self.max_concurrency.add_class("itlkit-concurrency")
         self.spread.add_class("itlkit-spread")
@@ -229,6 +248,8 @@ class SchedulerExplorer:
             self.max_concurrency: kind == "closed",
             self.burst_requests: kind == "burst",
             self.spread_percent: self.spread.value != "fixed",
+            self.spec_acceptance: self.spec_k.value > 0,
+            self.spec_method: self.spec_k.value > 0,
         }
         for control, show in shown.items():
             control.layout.display = None if show else "none"
@@ -247,6 +268,17 @@ class SchedulerExplorer:
             spread=Spread(kind=self.spread.value, share=self.spread_percent.value / 100),
             repeat_share=float(self.repeat_share.value),
         )
+
+    def speculation(self) -> Speculation | None:
+        """The speculative decoding the controls describe (None at k = 0): geometric acceptance
+        per draft, the method's measured overheads (`MEASURED_OVERHEADS`)."""
+        k = int(self.spec_k.value)
+        if k == 0:
+            return None
+        method = self.spec_method.value
+        extra, per_pass, _ = MEASURED_OVERHEADS.get(method, (0.0, 0.0, ""))
+        return Speculation(k, float(self.spec_acceptance.value), method=method,
+                           draft_pass_seconds=per_pass, verify_extra_seconds=extra)  # fmt: skip
 
     @property
     def result(self) -> SimulationResult:
@@ -286,8 +318,10 @@ class SchedulerExplorer:
         traffic = self.traffic()
         # The frontier sweeps the budget, so moving only the budget slider reuses it; every
         # other control (the client, the lengths, the repeats too) makes it stale.
+        speculation = self.speculation()
         key = (tuple(traffic.values()), config.max_num_seqs, config.enable_chunked_prefill,
-               config.disaggregated, config.prefill_only_steps, self.step_model.value)  # fmt: skip
+               config.disaggregated, config.prefill_only_steps, self.step_model.value,
+               speculation)  # fmt: skip
         stale = key != self._frontier_key
         view = scheduler_view(
             self.deployment,
@@ -298,6 +332,7 @@ class SchedulerExplorer:
             frontier=() if stale else self._frontier,
             efficiency=self.efficiency,
             calibration=calibration,
+            speculation=speculation,
         )
         return view, key, stale
 
@@ -349,6 +384,12 @@ def status_html(view: SchedulerView) -> str:
         ("preemptions", f"{s.preemptions}"),
         ("engine steps simulated", f"{s.steps} in {view.window_seconds:.0f} s"),
     ]
+    if view.speculation is not None:
+        tpot = view.result.itl_views().mean("request_tpot")
+        rows += [
+            ("tokens a step (speculation)", f"{view.speculation.tokens_per_step:.2f}"),
+            ("TPOT mean (per token; ITL above is per step)", f"{tpot * 1e3:.1f} ms"),
+        ]
     # two name-value pairs a row: a short table keeps the figure below it in view; the client
     # (which ran, what it sent) in one line above it, which leaves the columns as narrow
     cell = '<td style="padding:2px 24px 2px 0">{}</td>'
