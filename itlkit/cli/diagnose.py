@@ -169,6 +169,8 @@ def _run_bench_summary(args, result) -> int:
         print(f"  on {r.gpu}: floor {r.floor_seconds * 1e3:.2f} ms, host excess "
               f"{r.host_excess_ratio:.1f}x a healthy host, host overhead {r.host_score:.2f}",
               )  # fmt: skip
+    for line in summary.speculation:
+        print(f"  {line}")
     print(f"verdict        {summary.verdict()}")
     return 0
 

@@ -274,7 +274,7 @@ def run(args) -> int:
     )
     workload = _workload(args, dep)
     _check_workload(args, workload, config, settings)
-    speculation = speculation_from_args(args)
+    speculation = speculation_from_args(args) or _bench_speculation(args)
     drained = args.drain or args.num_prompts is not None
     result = simulate_deployment(
         workload,
@@ -445,11 +445,44 @@ def _check_outputs(args, seconds: float) -> None:
         )
 
 
+def _bench_speculation(args):
+    """A replayed bench file's own speculation (its server's counters), when no --spec-k is
+    given: its drafts a step and per-position acceptance, priced as --spec-method says."""
+    if not (args.workload and args.workload.endswith(".json")):
+        return None
+    from itlkit.metrics.bench import read_bench_result
+    from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
+
+    reading = read_bench_result(args.workload).speculation
+    if reading is None:
+        return None
+    if reading.per_position is None:
+        raise ConfigError(
+            f"{args.workload}: its server speculated ({reading.tokens_per_step:.2f} tokens a "
+            "step) but the file gives no per-position acceptance: pass --spec-k K and "
+            f"--spec-mean-length {reading.tokens_per_step:.2f}"
+        )
+    extra, per_pass, _ = MEASURED_OVERHEADS.get(args.spec_method, (0.0, 0.0, ""))
+    args.spec_from_bench = (
+        f"speculation from {args.workload}: k {reading.positions}, acceptance per position "
+        + ", ".join(f"{r:.2f}" for r in reading.per_position)
+        + f" ({reading.tokens_per_step:.2f} tokens a step); drafts priced as --spec-method "
+        f"{args.spec_method}"
+        + (f" ({extra * 1e3:.2f} ms a verification step + {per_pass * 1e3:.2f} ms a draft pass,"
+           " measured elsewhere)" if extra or per_pass else "")
+    )  # fmt: skip
+    return Speculation(reading.positions, reading.per_position, method=args.spec_method,
+                       draft_params=args.spec_draft_params, draft_pass_seconds=per_pass,
+                       verify_extra_seconds=extra)  # fmt: skip
+
+
 def _assumptions(args, settings, workload, speculation=None) -> list[str]:
     """Every default taken, and what the settings do not say: the 'assumed:' lines."""
     lines = list(settings.assumptions)
     if speculation is not None:
         lines += speculation_assumptions(args)
+        if getattr(args, "spec_from_bench", None):
+            lines.append(args.spec_from_bench)
         lines.append(
             "speculation: accepted drafts drawn per request per step from the acceptance given "
             "(seed --seed); each decode takes k + 1 tokens of the budget; the KV a step reads "

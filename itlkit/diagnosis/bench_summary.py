@@ -26,6 +26,7 @@ from itlkit.errors import ConfigError
 from itlkit.metrics.bench import BenchResult
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment, capacity, decode_step
+from itlkit.physics.speculative import Speculation, speculative_step
 
 NOT_SCORED = "a bench summary holds no histogram over time: this cause cannot be seen in it"
 
@@ -38,6 +39,8 @@ class SummaryFeatures:
     batch_size: float
     main_cluster_share: float = math.nan
     engine: str = "vllm"  # `vllm bench serve` measured it (the rules of any engine's server)
+    spec_tokens_per_step: float = math.nan  # the server speculated: its counters over the run
+    spec_speedup: float = math.nan
 
     def __getattr__(self, name: str) -> float:
         return math.nan  # every feature a summary cannot measure
@@ -61,6 +64,8 @@ class SummaryDiagnosis:
     p99_seconds: float
     healthy_host_seconds: float
     readings: tuple[GpuReading, ...]
+    speculation: tuple[str, ...] = ()  # what the server's speculation does, where it speculated
+    speculation_score: float | None = None  # its cost's score (None: not speculating)
 
     @property
     def host_score(self) -> float:
@@ -68,9 +73,12 @@ class SummaryDiagnosis:
 
     @property
     def healthy(self) -> bool:
-        return self.host_score < HEALTHY_BELOW
+        return self.host_score < HEALTHY_BELOW and (self.speculation_score or 0) < HEALTHY_BELOW
 
     def verdict(self) -> str:
+        if (self.speculation_score or 0) >= HEALTHY_BELOW:
+            return (f"speculative decoding costs more than it saves (score "
+                    f"{self.speculation_score:.2f}): " + self.speculation[-1])  # fmt: skip
         low = min(self.readings, key=lambda r: r.host_score)
         if not self.healthy:
             return (f"host overhead between GPU kernels (score {self.host_score:.2f}, on every "
@@ -84,9 +92,13 @@ class SummaryDiagnosis:
                 "seen in a summary)")  # fmt: skip
 
     def to_json(self) -> dict:
-        causes = [{"cause": "host_overhead", "score": self.host_score}] + [
+        judged = {"host_overhead": self.host_score}
+        if self.speculation_score is not None:
+            judged["speculation_cost"] = self.speculation_score
+        causes = [{"cause": c, "score": v, "evidence": list(self.speculation)
+                   if c == "speculation_cost" else []} for c, v in judged.items()] + [
             {"cause": c, "score": 0.0, "evidence": [NOT_SCORED]}
-            for c in CAUSES if c != "host_overhead"
+            for c in CAUSES if c not in judged and c != "speculation_cost"
         ]  # fmt: skip
         return {
             "source": self.source, "kind": "bench summary", "deployment": self.deployment,
@@ -95,6 +107,7 @@ class SummaryDiagnosis:
             "step_seconds": self.step_seconds, "itl_p99_seconds": self.p99_seconds,
             "healthy_host_seconds": self.healthy_host_seconds,
             "gpu_range": [dataclasses.asdict(r) for r in self.readings],
+            "speculation": list(self.speculation),
         }  # fmt: skip
 
 
@@ -130,13 +143,19 @@ def diagnose_summary(result: BenchResult, deployment: Deployment, *,
     host = healthy_host_calibration()
     healthy = host.host_seconds_per_step + batch * host.host_seconds_per_sequence
     step = itl.median_seconds
+    spec = _priced_speculation(result.speculation)
     readings = []
     for name in (deployment.gpu.slug,) if gpu_stated else gpus:
         dep = dataclasses.replace(deployment, gpu=get_gpu(name))
         if not capacity(dep, context_tokens=context).weights_fit:
             continue
         floor = float(decode_step(dep, batch_size=batch, context_tokens=context).floor_seconds)
-        ratio = (step - floor / PLAUSIBLE_MBU_LOW) / healthy
+        gpu = floor
+        if spec is not None:  # an ITL gap is a verification step: its slowest GPU time
+            gpu = max(floor, float(speculative_step(dep, batch_size=batch,
+                                                    context_tokens=context,
+                                                    spec=spec).verify_seconds))  # fmt: skip
+        ratio = (step - gpu / PLAUSIBLE_MBU_LOW) / healthy
         share = (
             1.0 if itl.percentiles_seconds.get(0.99, math.inf) < SLOW_FACTOR * step else math.nan
         )
@@ -145,6 +164,43 @@ def diagnose_summary(result: BenchResult, deployment: Deployment, *,
     if not readings:
         raise ConfigError(f"{result.source}: the weights of {deployment.model.slug} fit on none "
                           "of the plausible GPUs; pass --gpu")  # fmt: skip
+    lines, score = _speculation(result, deployment, batch=batch, context=context, spec=spec)
     return SummaryDiagnosis(result.source, deployment.label, batch, context, step,
                             itl.percentiles_seconds.get(0.99, math.nan), healthy,
-                            tuple(readings))  # fmt: skip
+                            tuple(readings), lines, score)  # fmt: skip
+
+
+def _priced_speculation(reading) -> Speculation | None:
+    """The file's speculation as the step model takes it (None where it has no per-position
+    acceptance: the drafts a step carries are then unknown)."""
+    if reading is None or reading.per_position is None:
+        return None
+    return Speculation(reading.positions, reading.per_position)
+
+
+def _speculation(result: BenchResult, dep: Deployment, *, batch: int, context: float, spec):
+    """What the server's speculation does here, in lines, and its cost's score (None: no
+    speculation in the file)."""
+    reading = result.speculation
+    if reading is None:
+        return (), None
+    e = reading.tokens_per_step
+    lines = [f"the server speculated: {e:.2f} tokens a step ({reading.source}); the ITL above is "
+             "one gap per streamed chunk, a verification step, and TPOT is per token"]  # fmt: skip
+    tpot = result.summaries.get("tpot")
+    itl = result.summaries.get("itl")
+    if tpot is not None and itl is not None and math.isfinite(tpot.mean_seconds):
+        lines.append(f"mean ITL {itl.mean_seconds * 1e3:.2f} ms against mean TPOT "
+                     f"{tpot.mean_seconds * 1e3:.2f} ms: {itl.mean_seconds / tpot.mean_seconds:.2f}"
+                     " tokens a chunk on average")  # fmt: skip
+    if spec is None:
+        return tuple(lines), 0.0
+    s = speculative_step(dep, batch_size=batch, context_tokens=context, spec=spec)
+    features = SummaryFeatures(math.nan, batch, spec_tokens_per_step=e,
+                               spec_speedup=float(s.speedup))  # fmt: skip
+    lines.append(
+        f"at concurrency {batch} and {context:,.0f} tokens of context the step model prices a "
+        f"token at {float(s.per_token_seconds) * 1e3:.2f} ms with speculation against "
+        f"{float(s.plain_step_seconds) * 1e3:.2f} ms without ({float(s.speedup):.2f}x)"
+    )
+    return tuple(lines), cause_score("speculation_cost", features)

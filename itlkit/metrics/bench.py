@@ -7,6 +7,13 @@ asked for; metrics `ttft`, `tpot`, `itl`, and `e2el` when selected; vllm
 `itls` (one list of gaps per request), `input_lens`, `output_lens`, `errors`. Sweeps usually
 store summaries only, so both kinds are read, and every subcommand reads a file through
 `read_bench_result` to reach the same verdict about it.
+
+A server that speculated adds what the client read off its spec-decode counters over the run
+(`benchmark` in vllm/benchmarks/serve.py @ 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1):
+`spec_decode_num_drafts`, `_draft_tokens`, `_accepted_tokens` (their increases),
+`spec_decode_acceptance_rate` (accepted / draft tokens x 100), `spec_decode_acceptance_length`
+(1 + accepted / drafts) and `spec_decode_per_position_acceptance_rates` (accepted at position i
+/ drafts, fractions). They are read into a `SpeculationReading`, each checked against the others.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import numpy as np
 
 from itlkit.errors import SourceError
 from itlkit.input_files import parse_json_text, read_input_text
+from itlkit.metrics.speculative_metrics import SpeculationReading
 
 SUMMARY_METRICS = ("ttft", "tpot", "itl", "e2el")
 _PERCENTILE_KEY = re.compile(r"p(\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
@@ -77,6 +85,7 @@ class BenchResult:
     summaries: dict[str, MetricSummary]
     samples: BenchSamples | None
     requests: BenchRequests | None = None
+    speculation: SpeculationReading | None = None  # the server speculated (its counters)
 
 
 # Bounds beyond any real benchmark: a larger number is a corrupted or hand-edited file, and
@@ -316,7 +325,65 @@ def parse_bench_result(text: str, *, source: str = "<string>") -> BenchResult:
         summaries=summaries,
         samples=samples,
         requests=_requests(doc, source),
+        speculation=_speculation(doc, source),
     )
+
+
+SPEC_FIELDS = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+               "spec_decode_acceptance_length", "spec_decode_acceptance_rate",
+               "spec_decode_per_position_acceptance_rates")  # fmt: skip
+_SPEC_ROUNDING = 0.01  # the file keeps floats; a rate printed and re-read drifts less than this
+
+
+def _speculation(doc: dict, source: str) -> SpeculationReading | None:
+    """The speculation the client read off the server, each field checked; None without."""
+    if not any(key in doc for key in SPEC_FIELDS):
+        return None
+    drafts = _whole(doc, "spec_decode_num_drafts", source, most=MOST_TOTAL_TOKENS)
+    tokens = _whole(doc, "spec_decode_draft_tokens", source, most=MOST_TOTAL_TOKENS)
+    accepted = _whole(doc, "spec_decode_accepted_tokens", source, most=MOST_TOTAL_TOKENS)
+    length = _number(doc, "spec_decode_acceptance_length", source, most=1e4)
+    if drafts is None or accepted is None:
+        if not math.isfinite(length) or length < 1:
+            raise SourceError(f"{source}: speculative decoding fields without "
+                              "spec_decode_num_drafts and spec_decode_accepted_tokens, or an "
+                              "spec_decode_acceptance_length of at least 1")  # fmt: skip
+        return SpeculationReading(length, None, None, f"{source}: spec_decode_acceptance_length")
+    if drafts == 0:
+        raise SourceError(f"{source}: spec_decode_num_drafts is 0 with speculative fields: no "
+                          "step was verified, so no acceptance can be read")  # fmt: skip
+    if tokens is not None and accepted > tokens:
+        raise SourceError(
+            f"{source}: spec_decode_accepted_tokens ({accepted:,}) exceeds "
+            f"spec_decode_draft_tokens ({tokens:,}): no draft is accepted twice"
+        )
+    e = 1 + accepted / drafts
+    if math.isfinite(length) and abs(length - e) > _SPEC_ROUNDING * e:
+        raise SourceError(f"{source}: spec_decode_acceptance_length {length:g} is not 1 + "
+                          f"accepted / drafts = {e:.4g}")  # fmt: skip
+    rates = _per_position(doc, source, drafts=drafts, accepted=accepted)
+    k = len(rates) if rates else (round(tokens / drafts) if tokens else None)
+    if k is not None and e > k + 1 + 1e-9:
+        raise SourceError(f"{source}: {e:.3g} tokens a step (1 + accepted / drafts) is more "
+                          f"than the {k + 1} that {k} drafts a step can give")  # fmt: skip
+    return SpeculationReading(e, k, rates, f"{source}: 1 + spec_decode_accepted_tokens / "
+                              "spec_decode_num_drafts")  # fmt: skip
+
+
+def _per_position(doc: dict, source: str, *, drafts: int, accepted: int) -> tuple | None:
+    """Each position's acceptance (fractions, non-increasing, summing to accepted / drafts)."""
+    key = "spec_decode_per_position_acceptance_rates"
+    raw = doc.get(key)
+    if not raw:
+        return None
+    rates = _floats(_list_of(doc, key, source), key, source, most=1.0)
+    if np.any(np.diff(rates) > _SPEC_ROUNDING):
+        raise SourceError(f"{source}: {key} rises ({_shown(raw)}): a draft is accepted only if "
+                          "the one before it was")  # fmt: skip
+    if abs(rates.sum() - accepted / drafts) > _SPEC_ROUNDING * max(accepted / drafts, 1):
+        raise SourceError(f"{source}: {key} sum to {rates.sum():.4g}, not accepted / drafts = "
+                          f"{accepted / drafts:.4g}")  # fmt: skip
+    return tuple(float(r) for r in rates)
 
 
 def sample_quantiles(values_seconds, quantiles) -> dict[float, float]:
