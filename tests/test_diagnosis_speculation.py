@@ -12,6 +12,7 @@ import json
 import pytest
 
 from itlkit.cli import main
+from itlkit.diagnosis.speculation import acceptance_thirds
 from itlkit.drill.scenarios import drill_deployment
 from itlkit.metrics.readers import read_scrape_folder
 from itlkit.metrics.speculative_metrics import speculation_reading
@@ -82,3 +83,27 @@ def test_speculation_that_pays_is_no_cause(tmp_path, capsys):
     causes = _diagnosis(capsys, tmp_path)
     assert causes["speculation_cost"]["score"] == 0.0
     assert causes["host_overhead"]["score"] < 0.5
+
+
+def test_acceptance_thirds_by_hand():
+    # windows drafting 100 each: 150, 150 accepted, then 50, 50 (the third keeps 1 window each)
+    assert acceptance_thirds([100, 100, 100, 100], [150, 150, 90, 50]) == (2.5, 1.5)
+    assert acceptance_thirds([0, 100, 100], [0, 150, 50]) is None  # two drafting windows
+    assert acceptance_thirds(None, None) is None
+
+
+def test_a_deploy_that_lowers_acceptance_is_said(tmp_path, capsys):
+    # the same traffic before and after a restart with a worse draft: 0.8 a draft (3.36 tokens
+    # a step at k = 4) for 60 s, then 0.3 (1.43): the counters restart with the server
+    w = synthetic_workload(duration_seconds=60, rate_per_second=3, prompt_tokens=500,
+                           output_tokens=300, seed=2)  # fmt: skip
+    start = 1.7648e9
+    for offset, rate in ((0.0, 0.8), (75.0, 0.3)):
+        r = simulate_deployment(w, deployment=DEP, speculation=Speculation(4, rate), seed=2,
+                                kv_tokens=2_000_000, until_seconds=75.0)  # fmt: skip
+        export_prometheus_scrapes(r, tmp_path, interval_seconds=5.0, cover_end=False,
+                                  start_unix_seconds=start + offset)  # fmt: skip
+    assert main(["diagnose", str(tmp_path), *MODEL, "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    drop = next(n for n in notes if n.startswith("speculative acceptance fell"))
+    assert "from 3.3" in drop and "to 1.4" in drop

@@ -66,6 +66,8 @@ class Timeline:
     # timer (`sglang_metrics.FORWARD_CATEGORIES`); None where not exported
     forward_seconds: dict[str, np.ndarray] | None = None
     speculation: object | None = None  # `speculative_metrics.SpeculationReading`, where on
+    spec_drafts: np.ndarray | None = None  # vLLM's spec_decode counters per window (None: off)
+    spec_accepted: np.ndarray | None = None
 
     def prefix_cache_hit_rate(self) -> float:
         """Share of looked-up prompt tokens the prefix cache served (0 when not exported)."""
@@ -375,6 +377,8 @@ def timeline_from_frame(
         engine=_engine_of_frame(frame),
         forward_seconds=at.forward_seconds(),
         speculation=speculation_reading(frame),
+        spec_drafts=at.optional_counter("spec_drafts"),
+        spec_accepted=at.optional_counter("spec_accepted"),
     )
 
 

@@ -34,7 +34,7 @@ from itlkit.diagnosis.fingerprint import (
     Fingerprint,
     fingerprint,
 )
-from itlkit.diagnosis.speculation import speculation_notes
+from itlkit.diagnosis.speculation import acceptance_drop_note, speculation_notes
 from itlkit.metrics.histogram import Histogram, locate_quantile
 from itlkit.physics.calibration import Calibration, read_calibration
 from itlkit.physics.roofline import Deployment
@@ -487,6 +487,8 @@ def diagnose(
     )
     notes = [*timeline.notes, *measurement_notes(fp, deployment),
              *speculation_notes(timeline.speculation, fp, deployment)]  # fmt: skip
+    if drop := acceptance_drop_note(timeline):
+        notes.append(drop)
     thin = min(1.0, fp.observations / MIN_OBSERVATIONS)
     if thin < 1:
         notes.append(

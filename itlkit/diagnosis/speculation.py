@@ -12,12 +12,48 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from itlkit.diagnosis.fingerprint import Fingerprint
 from itlkit.physics.roofline import Deployment
 from itlkit.physics.speculative import Speculation, crossover_batch, speculative_step
 from itlkit.units import format_seconds
 
 LOW_TOKENS_PER_STEP = 1.5  # below this a step's drafts add half a token or less
+# Tokens a step falling by this share from the first third of the period to the last is a
+# change in the traffic or the draft (a deploy), not noise: over a window's thousands of drafts
+# the mean moves by well under 1%.
+ACCEPTANCE_DROP = 0.15
+
+
+def acceptance_thirds(drafts, accepted) -> tuple[float, float] | None:
+    """Tokens a step (1 + accepted / drafts) over the first and the last third of the windows
+    that drafted; None with fewer than three such windows."""
+    if drafts is None or accepted is None:
+        return None
+    d, a = np.nan_to_num(np.asarray(drafts, float)), np.nan_to_num(np.asarray(accepted, float))
+    used = np.flatnonzero(d > 0)
+    if used.size < 3:
+        return None
+    third = max(used.size // 3, 1)
+    first, last = used[:third], used[-third:]
+    return 1 + a[first].sum() / d[first].sum(), 1 + a[last].sum() / d[last].sum()
+
+
+def acceptance_drop_note(t) -> str | None:
+    """A line when the tokens a step fell over the period: the same steps now carry fewer
+    tokens, so TPOT rises while vLLM's ITL (one gap per step) does not move."""
+    thirds = acceptance_thirds(t.spec_drafts, t.spec_accepted)
+    if thirds is None or not thirds[1] < (1 - ACCEPTANCE_DROP) * thirds[0]:
+        return None
+    before, after = thirds
+    return (
+        f"speculative acceptance fell from {before:.2f} to {after:.2f} tokens a step between the "
+        f"first and the last third of the period: at the same step time a token now takes "
+        f"{before / after:.2f}x as long (TPOT up, while vLLM's ITL, one gap a step, need not "
+        "move): a change in the traffic or the draft (a deploy, a new prompt mix, a higher "
+        "temperature), not the scheduler"
+    )
 
 
 def speculation_notes(reading, fp: Fingerprint, dep: Deployment) -> list[str]:
