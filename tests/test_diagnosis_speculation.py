@@ -86,8 +86,10 @@ def test_speculation_that_pays_is_no_cause(tmp_path, capsys):
 
 
 def test_acceptance_thirds_by_hand():
-    # windows drafting 100 each: 150, 150 accepted, then 50, 50 (the third keeps 1 window each)
-    assert acceptance_thirds([100, 100, 100, 100], [150, 150, 90, 50]) == (2.5, 1.5)
+    # six windows drafting 100 each: a third is two windows; 150 + 150 accepted first (2.5
+    # tokens a step), 90 + 50 last (1 + 140 / 200 = 1.7)
+    thirds = acceptance_thirds([100] * 6, [150, 150, 150, 150, 90, 50])
+    assert thirds == pytest.approx((2.5, 1.7))
     assert acceptance_thirds([0, 100, 100], [0, 150, 50]) is None  # two drafting windows
     assert acceptance_thirds(None, None) is None
 
