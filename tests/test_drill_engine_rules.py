@@ -37,6 +37,7 @@ from itlkit.drill.scenarios import (
     worked_numbers,
 )
 from itlkit.physics.explain import explain
+from itlkit.physics.speculative import Speculation
 from itlkit.plots.drill import answer_figure
 
 MS = 1e-3
@@ -110,9 +111,14 @@ def test_the_step_that_fills_the_budget_holds_the_decodes(issue_scenario):
 @pytest.mark.parametrize("scenario", [*_drawn(60, seed=7), worked_example()])
 def test_no_worked_step_exceeds_its_budget(scenario):
     s, w = scenario, worked_numbers(scenario)
-    assert w.mixed_tokens == s.budget_tokens
-    # vLLM's budget holds the decodes; SGLang's prefill batch runs alone with all of it
-    decodes = s.batch_size if s.engine == "vllm" else 0
+    # vLLM's budget holds the decodes (with speculation each takes k + 1: the step asked about
+    # is then the verification step, every sequence's drafts and own token); SGLang's prefill
+    # batch runs alone with all of it
+    if s.speculation is None:
+        assert w.mixed_tokens == s.budget_tokens
+    else:
+        assert w.mixed_tokens == s.decode_tokens <= s.smaller_budget_tokens
+    decodes = s.decode_tokens if s.engine == "vllm" else 0
     assert w.prefill_steps == math.ceil(s.prompt_tokens / (s.budget_tokens - decodes))
     assert w.smaller_prefill_steps == math.ceil(
         s.prompt_tokens / (s.smaller_budget_tokens - decodes)
@@ -267,6 +273,7 @@ def test_feedback_never_puts_a_clause_where_a_noun_belongs():
             budget_tokens=2112,
             prompt_tokens=4096,
             symptom=symptom,
+            speculation=Speculation(3, 0.3) if symptom == "speculation" else None,
         )
         ranking = SYMPTOMS[symptom].ranking
         swapped = (ranking[0], ranking[2], ranking[1], ranking[3])
@@ -305,6 +312,13 @@ def test_the_answer_chart_shows_a_small_floor_beside_a_large_step(issue_scenario
 
 @pytest.mark.parametrize("scenario", [*_drawn(60, seed=3), worked_example()])
 def test_worked_numbers_agree_with_explain(scenario):
+    if scenario.speculation is not None:  # explain prices the verification step its own way
+        values = explain(scenario.deployment, batch_size=scenario.batch_size,
+                         context_tokens=scenario.context_tokens,
+                         speculation=scenario.speculation).values  # fmt: skip
+        w = worked_numbers(scenario)
+        assert values["spec_per_token_seconds"] == pytest.approx(w.per_token_seconds, rel=1e-12)
+        return
     s = replace(scenario, engine="vllm")  # explain prices vLLM's mixed step
     w = worked_numbers(s)
     for budget, mixed_seconds, steps in (

@@ -40,7 +40,8 @@ def _diagnose(timeline, name):
 
 
 def _scores(result) -> dict[str, float]:
-    return {f.cause: f.score for f in result.findings}
+    """Every cause's score; one the input cannot judge (`scoring.REQUIRES`) is not named: 0."""
+    return {cause: 0.0 for cause in CAUSES} | {f.cause: f.score for f in result.findings}
 
 
 # ---- the bundled scenarios: the injected cause high, every other low --------------------------

@@ -93,7 +93,7 @@ SIGNALS = {
     "nsight_gaps": "an Nsight Systems trace: idle gaps between kernels",
     "preemptions": "the rate of vllm:num_preemptions_total and the KV-cache usage",
     "spec_counters": (
-        "accepted drafts per draft (vllm:spec_decode_num_accepted_tokens_total over "
+        "the accepted drafts per draft (vllm:spec_decode_num_accepted_tokens_total over "
         "vllm:spec_decode_num_drafts_total) against the running requests"
     ),
     "gpu_utilisation": "the GPU utilisation (nvidia-smi / DCGM)",
@@ -117,7 +117,10 @@ FIXES = {
     ),
     "chunked_off": "turn chunked prefill off",
     "mixed_chunk": "turn on SGLang's --enable-mixed-chunk (the decodes ride in each prefill batch)",
-    "fewer_drafts": "use fewer speculative tokens, or none above the batch where they stop paying",
+    "fewer_drafts": (
+        "shrink num_speculative_tokens, or turn speculation off above the batch where it stops "
+        "paying"
+    ),
 }
 FIXES_FOR_CAUSE = {
     "prefill_interference": ("lower_budget", "disaggregate"),

@@ -228,7 +228,7 @@ class SchedulerExplorer:
             value=0, min=0, max=7,
         )  # fmt: skip
         self.spec_acceptance = slider(
-            widgets.FloatSlider, "acceptance per draft", simulated=True,
+            widgets.FloatSlider, "acceptance per draft (0-1)", simulated=True,
             value=0.7, min=0.0, max=1.0, step=0.05,
         )  # fmt: skip
         self.spec_method = widgets.Dropdown(
