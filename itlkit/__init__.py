@@ -3,7 +3,8 @@
 The subpackages are layers, each importing only those before it:
 `physics` (GPUs, models, the roofline step time) → `metrics` (vLLM's metrics, histograms, readers)
 → `sim` (the scheduler simulator) → `diagnosis` (causes from metrics) → `drill` (the interview
-drill) → `plots` → `widgets` (notebooks) and `cli` (the `itlkit` command).
+drill) → `plan` (the cheapest deployment that meets the SLOs) → `plots` → `widgets` (notebooks)
+and `cli` (the `itlkit` command).
 
 Importing a package imports none of its modules: `import itlkit.physics.roofline` loads numpy,
 not pandas or plotly.
@@ -19,6 +20,7 @@ __all__ = [
     "errors",
     "metrics",
     "physics",
+    "plan",
     "sim",
     "units",
 ]

@@ -26,6 +26,7 @@ from itlkit.cli._engine_args import (
     engine_settings,
     max_model_len,
 )
+from itlkit.cli._lengths_args import LENGTHS_HELP, lengths
 from itlkit.cli._spec_args import (
     add_speculation_arguments,
     speculation_assumptions,
@@ -35,9 +36,6 @@ from itlkit.cli._spec_args import (
 from itlkit.errors import ConfigError
 from itlkit.sim.lengths import (
     Fixed,
-    LogNormal,
-    Uniform,
-    read_quantiles_csv,
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
@@ -64,38 +62,12 @@ concurrency = whole_number(1, MOST_CONCURRENCY, "a number of requests in flight"
 burstiness = number_between(1e-3, 1e3, "a burstiness factor")
 range_ratio = number_between(0.0, 1.0, "a range ratio")
 share = number_between(0.0, 1.0, "a share")
-_LENGTHS_HELP = (
-    "N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA; also lognormal-mean:MEAN:SIGMA, "
-    "lognormal-mean-sd:MEAN:SD or quantiles:FILE (a CSV of level,tokens); in tokens"
-)
 # `vllm bench serve --dataset-name random`'s defaults (RandomDataset in
 # vllm/benchmarks/datasets.py, vllm-project/vllm @ 0056b87fc1fda2642f39dda4392824c425dd1638).
 RANDOM_DEFAULTS = {"random_input_len": 1024, "random_output_len": 128, "random_range_ratio": 0.0,
                    "random_prefix_len": 0}  # fmt: skip
 DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 4096, 256
 DEFAULT_RATE = 5.0  # requests/s
-
-
-def _lengths(text: str):
-    """`4096`, `fixed:N`, `uniform:LOW:HIGH`, `lognormal:MEDIAN:SIGMA`,
-    `lognormal-mean:MEAN:SIGMA`, `lognormal-mean-sd:MEAN:SD` or `quantiles:FILE` (tokens)."""
-    kind, *values = text.split(":")
-    try:
-        if not values:
-            return Fixed(tokens(kind))
-        if kind == "quantiles":
-            return read_quantiles_csv(text.split(":", 1)[1])
-        if kind == "fixed" and len(values) == 1:
-            return Fixed(tokens(values[0]))
-        if kind == "uniform" and len(values) == 2:
-            return Uniform(*(tokens(v) for v in values))
-        lognormals = {"lognormal": LogNormal, "lognormal-mean": LogNormal.from_mean,
-                      "lognormal-mean-sd": LogNormal.from_mean_sd}  # fmt: skip
-        if kind in lognormals and len(values) == 2:
-            return lognormals[kind](*(_number(v, text) for v in values))
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc}") from None
-    raise argparse.ArgumentTypeError(f"{shown(text)} is not {_LENGTHS_HELP}")
 
 
 def _request_rate(text: str) -> float:
@@ -106,14 +78,6 @@ def _request_rate(text: str) -> float:
         return rate(text)
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"{exc}, or inf (all at t = 0)") from None
-
-
-def _number(text: str, whole: str) -> float:
-    try:
-        return float(text) if len(text) <= 40 else math.nan
-    except ValueError:
-        message = f"{shown(text)} in {shown(whole)} is not a number"
-        raise argparse.ArgumentTypeError(message) from None
 
 
 def _profile(text: str) -> RateProfile:
@@ -170,10 +134,10 @@ def _add_workload_arguments(p) -> None:
     work.add_argument("--rate", type=rate, help=f"arrivals per second (default {DEFAULT_RATE:g})")
     work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
                       help="arrivals/s by time instead of --rate, e.g. 0:2,60:8,90:2")  # fmt: skip
-    work.add_argument("--prompt-tokens", type=_lengths,
-                      help=f"{_LENGTHS_HELP}; default {DEFAULT_PROMPT_TOKENS}")  # fmt: skip
-    work.add_argument("--output-tokens", type=_lengths,
-                      help=f"{_LENGTHS_HELP}; default {DEFAULT_OUTPUT_TOKENS}")  # fmt: skip
+    work.add_argument("--prompt-tokens", type=lengths,
+                      help=f"{LENGTHS_HELP}; default {DEFAULT_PROMPT_TOKENS}")  # fmt: skip
+    work.add_argument("--output-tokens", type=lengths,
+                      help=f"{LENGTHS_HELP}; default {DEFAULT_OUTPUT_TOKENS}")  # fmt: skip
     work.add_argument("--shared-prefix-tokens", type=shared_prefix_tokens, default=0,
                       help="system-prompt tokens every request shares (served from the prefix "
                            "cache, their KV held once)")  # fmt: skip

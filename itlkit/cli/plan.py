@@ -1,0 +1,207 @@
+"""`itlkit plan`: the cheapest deployment that meets an ITL p99 and a TTFT p99 target."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from itlkit.cli._args import number_between, seed, shown
+from itlkit.cli._lengths_args import LENGTHS_HELP, lengths
+from itlkit.units import format_seconds
+
+DEFAULT_CACHE = Path(".itlkit-plan-cache")
+
+
+def _list(kind):
+    """An argparse type: comma-separated values, each parsed by `kind`."""
+
+    def parse(text: str) -> tuple:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            raise ValueError(f"{shown(text)}: give at least one value")
+        return tuple(kind(item) for item in items)
+
+    return parse
+
+
+def add_parser(subparsers) -> None:
+    """Register `itlkit plan`."""
+    p = subparsers.add_parser(
+        "plan",
+        help="the cheapest deployment that meets both latency SLOs, over a space of candidates",
+        description="Prune by the roofline, simulate the rest (a process pool), rank by cost.",
+    )
+    p.add_argument("--model", default="llama-3.1-8b", help="catalog model")
+    traffic = p.add_argument_group("traffic (Poisson arrivals, split evenly over replicas)")
+    traffic.add_argument("--rate", type=number_between(1e-6, 1e6, "requests/s"), required=True,
+                         help="requests per second at the peak")  # fmt: skip
+    traffic.add_argument("--prompt-tokens", type=lengths, default=lengths("1024"),
+                         help=LENGTHS_HELP)  # fmt: skip
+    traffic.add_argument("--output-tokens", type=lengths, default=lengths("256"),
+                         help=LENGTHS_HELP)  # fmt: skip
+    traffic.add_argument("--duration", type=number_between(1.0, 86400.0, "seconds"),
+                         default=120.0,
+                         help="seconds of traffic simulated per candidate")  # fmt: skip
+    traffic.add_argument("--seed", type=seed, default=0)
+    slo = p.add_argument_group("SLOs (seconds)")
+    slo.add_argument("--itl-p99", type=number_between(1e-6, 3600.0, "seconds"))
+    slo.add_argument("--ttft-p99", type=number_between(1e-6, 3600.0, "seconds"))
+    space = p.add_argument_group("candidate space (comma-separated choices)")
+    space.add_argument("--gpus", type=_list(str), default=("h100-sxm",))
+    space.add_argument("--tp", type=_list(int), default=(1,))
+    space.add_argument("--replicas", type=_list(int), default=(1,))
+    space.add_argument("--weights-precision", type=_list(str), default=("bf16",))
+    space.add_argument("--kv-precision", type=_list(str), default=("bf16",))
+    space.add_argument("--max-num-batched-tokens", type=_list(int), default=(8192,))
+    space.add_argument("--max-num-seqs", type=_list(int), default=(256,))
+    p.add_argument("--objective", default="cost_per_hour",
+                   choices=("cost_per_hour", "cost_per_million_tokens", "gpus"))  # fmt: skip
+    p.add_argument("--prices", metavar="FILE", help="GPU-hour prices (default: bundled)")
+    p.add_argument("--calibration", default="bundled",
+                   help="the step model: 'bundled' (fitted on real vLLM runs), 'none' or "
+                        "a file")  # fmt: skip
+    p.add_argument("--workers", type=int, help="processes (default: one per core)")
+    p.add_argument("--cache", default=str(DEFAULT_CACHE),
+                   help="folder of cached simulations ('none': no cache)")  # fmt: skip
+    p.add_argument("--top", type=int, default=5, help="configurations to print")
+    p.add_argument("--json", action="store_true", help="one JSON object in SI units")
+    p.set_defaults(func=run)
+
+
+def _inputs(args):
+    from itlkit.cli._runs import load_calibration
+    from itlkit.plan.prices import read_prices
+    from itlkit.plan.space import Slo, Space, Traffic
+
+    space = Space(gpus=args.gpus, tps=args.tp, replicas=args.replicas,
+                  weight_precisions=args.weights_precision, kv_precisions=args.kv_precision,
+                  max_num_batched_tokens=args.max_num_batched_tokens,
+                  max_num_seqs=args.max_num_seqs)  # fmt: skip
+    traffic = Traffic(args.rate, args.prompt_tokens, args.output_tokens, args.duration, args.seed)
+    return (
+        space,
+        traffic,
+        Slo(args.itl_p99, args.ttft_p99),
+        read_prices(args.prices),
+        load_calibration(args.calibration),
+    )
+
+
+def _cache_path(args) -> Path | None:
+    if args.cache == "none":
+        return None
+    folder = Path(args.cache)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "simulations.jsonl"
+
+
+def run(args) -> int:
+    """Sweep, print the best configurations (or JSON); exit 0, or 1 when none meets the SLO."""
+    from itlkit.plan.frontier import nothing_meets, ranked
+    from itlkit.plan.sweep import run_sweep
+
+    space, traffic, slo, prices, calibration = _inputs(args)
+    candidates = space.candidates()
+    for gpu in args.gpus:
+        prices.price(gpu)
+    with _progress(len(candidates), quiet=args.json) as tick:
+        sweep = run_sweep(space, model=args.model, traffic=traffic, slo=slo, prices=prices,
+                          calibration=calibration, calibration_name=calibration.name,
+                          workers=args.workers, cache=_cache_path(args), progress=tick)  # fmt: skip
+    best = ranked(sweep.results, slo, args.objective)
+    if args.json:
+        print(json.dumps(_clean(_json(sweep, best, slo, args, prices)), indent=2))
+    else:
+        _print(sweep, best, slo, args, prices)
+    if not best:
+        print(f"itlkit plan: {nothing_meets(sweep.results, slo)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _progress(total: int, *, quiet: bool):
+    """A tqdm bar on stderr: candidates done, pruned, simulated; a no-op when quiet."""
+    from contextlib import contextmanager
+
+    from tqdm import tqdm
+
+    @contextmanager
+    def bar():
+        with tqdm(total=total, unit="candidate", file=sys.stderr, leave=False,
+                  disable=quiet or not sys.stderr.isatty()) as t:  # fmt: skip
+            counts = {"pruned": 0, "simulated": 0}
+
+            def tick(result):
+                counts["pruned" if result.pruned else "simulated"] += 1
+                t.set_postfix(counts, refresh=False)
+                t.update()
+
+            yield tick
+
+    return bar()
+
+
+def _row(r, slo) -> dict:
+    o = r.outcome
+    return {"candidate": r.candidate.as_dict(), "label": r.candidate.label(),
+            "cost_per_hour": r.cost_per_hour, "gpus": r.candidate.gpus,
+            "pruned": r.pruned, "meets": r.meets(slo),
+            "itl_p99_seconds": o.itl_p99_seconds if o else None,
+            "ttft_p99_seconds": o.ttft_p99_seconds if o else None,
+            "output_tokens_per_second": o.output_tokens_per_second if o else None,
+            "problem": o.problem if o else None}  # fmt: skip
+
+
+def _json(sweep, best, slo, args, prices) -> dict:
+    from itlkit.plan.frontier import pareto
+
+    return {
+        "objective": args.objective, "slo": {"itl_p99_seconds": slo.itl_p99_seconds,
+                                             "ttft_p99_seconds": slo.ttft_p99_seconds},
+        "prices": {"date": prices.date, "origin": prices.origin},
+        "candidates": len(sweep.results), "pruned": sweep.pruned, "simulated": sweep.simulated,
+        "cached": sweep.cached, "best": [_row(r, slo) for r in best[: args.top]],
+        "frontier_itl": [_row(r, slo) for r in pareto(sweep.results, "itl_p99")],
+        "frontier_ttft": [_row(r, slo) for r in pareto(sweep.results, "ttft_p99")],
+        "results": [_row(r, slo) for r in sweep.results],
+    }  # fmt: skip
+
+
+def _print(sweep, best, slo, args, prices) -> None:
+    from itlkit.plan.frontier import knob_effects, objective_value
+
+    print(f"{len(sweep.results)} candidates: {sweep.pruned} pruned by the roofline, "
+          f"{sweep.simulated} simulated, {sweep.cached} from the cache; prices "
+          f"{prices.origin} ({prices.date})")  # fmt: skip
+    for i, r in enumerate(best[: args.top], 1):
+        o = r.outcome
+        print(f"{i}. {r.candidate.label()}: ${r.cost_per_hour:,.2f}/h "
+              f"({args.objective} {objective_value(r, args.objective):,.3g}); ITL p99 "
+              f"{format_seconds(o.itl_p99_seconds)}, TTFT p99 "
+              f"{format_seconds(o.ttft_p99_seconds)}")  # fmt: skip
+    if best:
+        print("what the best one's knobs buy (each moved alone):")
+        for e in knob_effects(best[0], sweep.results):
+            print(f"  {e.knob} {e.value}: " + _effect_text(e.result, slo))
+
+
+def _effect_text(r, slo) -> str:
+    if r.pruned:
+        return f"pruned ({r.pruned})"
+    o = r.outcome
+    verdict = "meets the SLO" if r.meets(slo) else "misses it"
+    return (f"${r.cost_per_hour:,.2f}/h, ITL p99 {format_seconds(o.itl_p99_seconds)}, TTFT p99 "
+            f"{format_seconds(o.ttft_p99_seconds)}: {verdict}")  # fmt: skip
+
+
+def _clean(value):
+    """The JSON document with every non-finite number as null (JSON has no infinity)."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,76 @@
+"""One candidate simulated over its share of the traffic: its ITL and TTFT p99s and its cost.
+
+Each replica serves 1 / replicas of the requests (an even router): one replica is simulated
+over Poisson arrivals at that rate, drained, with vLLM's sizing of its KV cache and the
+calibration's step model. A request that never got its first token before the run ended counts
+as an infinite TTFT, so an overloaded candidate fails its TTFT target instead of hiding its queue.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from itlkit.errors import ConfigError
+from itlkit.physics.calibration import Calibration
+from itlkit.plan.prune import deployment_of
+from itlkit.plan.space import Candidate, Traffic
+from itlkit.sim.config import SchedulerConfig
+from itlkit.sim.scheduler import simulate_deployment
+from itlkit.sim.workload import synthetic_workload
+
+DRAIN_FACTOR = 4.0  # a replica still busy this many windows after the last arrival is overloaded
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a simulation of one replica measured (seconds; inf: some request never got a
+    token); `problem` says why it could not run."""
+
+    itl_p99_seconds: float
+    ttft_p99_seconds: float
+    output_tokens_per_second: float  # all replicas together
+    problem: str = ""
+
+
+def replica_workload(traffic: Traffic, replicas: int):
+    """One replica's share: Poisson arrivals at rate / replicas (its own seed, the traffic's)."""
+    return synthetic_workload(duration_seconds=traffic.duration_seconds,
+                              rate_per_second=traffic.rate_per_second / replicas,
+                              prompt_tokens=traffic.prompt_tokens,
+                              output_tokens=traffic.output_tokens, seed=traffic.seed)  # fmt: skip
+
+
+def evaluate(candidate: Candidate, model: str, traffic: Traffic,
+             calibration: Calibration) -> Outcome:  # fmt: skip
+    """Simulate one replica of `candidate`; a deployment or run that cannot be is its problem."""
+    workload = replica_workload(traffic, candidate.replicas)
+    try:
+        dep = deployment_of(candidate, model)
+        c = calibration.for_gpu(candidate.gpu)
+        config = SchedulerConfig(max_num_batched_tokens=candidate.max_num_batched_tokens,
+                                 max_num_seqs=candidate.max_num_seqs)  # fmt: skip
+        result = simulate_deployment(
+            workload, deployment=c.apply(dep), config=config, efficiency=c.efficiency,
+            until_seconds=traffic.duration_seconds * DRAIN_FACTOR,
+        )  # fmt: skip
+    except ConfigError as exc:
+        return Outcome(math.inf, math.inf, 0.0, problem=str(exc))
+    return _measured(result, candidate.replicas)
+
+
+def _measured(result, replicas: int) -> Outcome:
+    arrived = result.arrived
+    ttft = result.first_token_seconds[arrived] - result.workload.arrival_seconds[arrived]
+    ttft = np.where(np.isnan(ttft), math.inf, ttft)
+    itl = float(result.itl_quantile(0.99)) if result.step_itl_observations.sum() else 0.0
+    tokens = float(result.generated_tokens.sum()) * replicas
+    return Outcome(
+        itl_p99_seconds=itl,
+        ttft_p99_seconds=float(np.quantile(ttft, 0.99, method="inverted_cdf"))
+        if ttft.size
+        else 0.0,
+        output_tokens_per_second=tokens / max(result.end_seconds, 1e-9),
+    )

@@ -1,0 +1,113 @@
+"""What a plan chooses from (`Space` of `Candidate`s) and what it must serve (`Traffic`, `Slo`).
+
+A candidate is one deployment replicated: `replicas` copies of `tp` GPUs, each copy serving an
+equal share of the traffic (a router spreading requests evenly), with vLLM's token budget and
+`max_num_seqs`. Its cost is its GPUs x the price of one GPU-hour (`prices`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass
+
+from itlkit.errors import ConfigError
+
+OBJECTIVES = ("cost_per_hour", "cost_per_million_tokens", "gpus")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One deployment: GPU, TP, replicas, precisions and vLLM's scheduling knobs."""
+
+    gpu: str
+    tp: int
+    replicas: int
+    weight_precision: str
+    kv_precision: str
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.replicas
+
+    def label(self) -> str:
+        return (f"{self.replicas} x {self.tp} {self.gpu} ({self.weight_precision} weights, "
+                f"{self.kv_precision} KV), budget {self.max_num_batched_tokens:,}, "
+                f"max_num_seqs {self.max_num_seqs:,}")  # fmt: skip
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Space:
+    """Every combination of the options given (each a tuple of choices)."""
+
+    gpus: tuple[str, ...]
+    tps: tuple[int, ...] = (1,)
+    replicas: tuple[int, ...] = (1,)
+    weight_precisions: tuple[str, ...] = ("bf16",)
+    kv_precisions: tuple[str, ...] = ("bf16",)
+    max_num_batched_tokens: tuple[int, ...] = (8192,)
+    max_num_seqs: tuple[int, ...] = (256,)
+
+    def candidates(self) -> list[Candidate]:
+        """Every combination, in a stable order; ConfigError for an empty space."""
+        options = (self.gpus, self.tps, self.replicas, self.weight_precisions,
+                   self.kv_precisions, self.max_num_batched_tokens, self.max_num_seqs)  # fmt: skip
+        names = ("gpus", "tps", "replicas", "weight_precisions", "kv_precisions",
+                 "max_num_batched_tokens", "max_num_seqs")  # fmt: skip
+        for name, values in zip(names, options, strict=True):
+            if not values:
+                raise ConfigError(f"the candidate space is empty: no {name.replace('_', ' ')}")
+        _check_whole("TP", self.tps)
+        _check_whole("replicas", self.replicas)
+        return [Candidate(*combo) for combo in itertools.product(*options)]
+
+
+def _check_whole(name: str, values) -> None:
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if bad:
+        raise ConfigError(f"{name} must be whole numbers >= 1, got {bad[0]!r}")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Poisson arrivals at `rate_per_second` over `duration_seconds`, each request with
+    `prompt_tokens` and `output_tokens` (fixed, or a `sim.lengths` distribution)."""
+
+    rate_per_second: float
+    prompt_tokens: object
+    output_tokens: object
+    duration_seconds: float = 120.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if not (self.rate_per_second > 0 and math.isfinite(self.rate_per_second)):
+            raise ConfigError(f"traffic rate must be > 0 requests/s, got {self.rate_per_second}")
+        if not (self.duration_seconds > 0 and math.isfinite(self.duration_seconds)):
+            raise ConfigError(f"traffic duration must be > 0 s, got {self.duration_seconds}")
+
+    def key(self) -> str:
+        return (f"rate={self.rate_per_second!r};prompt={self.prompt_tokens!r};"
+                f"output={self.output_tokens!r};duration={self.duration_seconds!r};"
+                f"seed={self.seed!r}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The targets a candidate must meet (seconds; None: no target): the p99 of vLLM's ITL
+    (one gap per step a request took part in) and of TTFT over every request that arrived."""
+
+    itl_p99_seconds: float | None = None
+    ttft_p99_seconds: float | None = None
+
+    def __post_init__(self):
+        if self.itl_p99_seconds is None and self.ttft_p99_seconds is None:
+            raise ConfigError("give at least one SLO: an ITL p99 or a TTFT p99 target")
+        for name in ("itl_p99_seconds", "ttft_p99_seconds"):
+            value = getattr(self, name)
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ConfigError(f"SLO {name} must be > 0 seconds, got {value}")

@@ -1,0 +1,136 @@
+"""Every candidate of a space: pruned by the roofline, else simulated (over a process pool),
+each simulation cached on disk so that an interrupted sweep resumes where it stopped.
+
+The cache is a JSON-lines file: one line per simulated candidate, keyed by a hash of the
+candidate, the model, the traffic, the calibration and itlkit's version, so a changed input
+never reads a stale line. Results do not depend on the number of workers: every simulation is
+deterministic (its seed is the traffic's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+from itlkit import __version__
+from itlkit.physics.calibration import Calibration
+from itlkit.plan.evaluate import Outcome, evaluate, replica_workload
+from itlkit.plan.prices import PriceTable
+from itlkit.plan.prune import prune_reason
+from itlkit.plan.space import Candidate, Slo, Space, Traffic
+
+
+@dataclass(frozen=True)
+class Result:
+    """A candidate's verdict: pruned (why), or simulated (its outcome), and what it costs."""
+
+    candidate: Candidate
+    cost_per_hour: float
+    pruned: str | None = None
+    outcome: Outcome | None = None
+
+    def misses(self, slo: Slo) -> dict[str, float]:
+        """Each target missed and by how much (measured / target; inf when pruned or broken)."""
+        if self.outcome is None or self.outcome.problem:
+            return {"pruned": math.inf}
+        o, missed = self.outcome, {}
+        if slo.itl_p99_seconds is not None and o.itl_p99_seconds > slo.itl_p99_seconds:
+            missed["itl_p99"] = o.itl_p99_seconds / slo.itl_p99_seconds
+        if slo.ttft_p99_seconds is not None and o.ttft_p99_seconds > slo.ttft_p99_seconds:
+            missed["ttft_p99"] = o.ttft_p99_seconds / slo.ttft_p99_seconds
+        return missed
+
+    def meets(self, slo: Slo) -> bool:
+        return not self.misses(slo)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Every candidate's result, and how many were pruned, simulated and read from cache."""
+
+    results: tuple[Result, ...]
+    pruned: int
+    simulated: int
+    cached: int
+
+
+def cache_key(candidate: Candidate, model: str, traffic: Traffic, calibration: str) -> str:
+    text = json.dumps([candidate.as_dict(), model, traffic.key(), calibration, __version__],
+                      sort_keys=True)  # fmt: skip
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _read_cache(path: Path | None) -> dict[str, Outcome]:
+    if path is None or not path.exists():
+        return {}
+    found = {}
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+            found[row["key"]] = Outcome(**row["outcome"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by an interruption: simulated again
+    return found
+
+
+def _append(path: Path | None, key: str, outcome: Outcome) -> None:
+    if path is None:
+        return
+    cut = False
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as tail:
+            tail.seek(-1, 2)
+            cut = tail.read(1) != b"\n"
+    with path.open("a") as out:  # after a line an interruption cut short, on a line of its own
+        out.write(("\n" if cut else "") + json.dumps({"key": key, "outcome": asdict(outcome)})
+                  + "\n")  # fmt: skip
+
+
+def run_sweep(space: Space, *, model: str, traffic: Traffic, slo: Slo, prices: PriceTable,
+              calibration: Calibration, calibration_name: str, workers: int | None = None,
+              cache: Path | None = None,
+              progress: Callable[[Result], None] | None = None) -> Sweep:  # fmt: skip
+    """Prune, then simulate what is left (`workers` processes; None: one per core, 1: here)."""
+    candidates = space.candidates()
+    costs = {c: prices.price(c.gpu) * c.gpus for c in candidates}  # every GPU priced first
+    known = _read_cache(cache)
+    results, todo = {}, []
+    workloads = {}
+    for c in candidates:
+        workload = workloads.setdefault(c.replicas, replica_workload(traffic, c.replicas))
+        reason = prune_reason(c, model, slo, workload)
+        key = cache_key(c, model, traffic, calibration_name)
+        if reason is not None:
+            results[c] = Result(c, costs[c], pruned=reason)
+        elif key in known:
+            results[c] = Result(c, costs[c], outcome=known[key])
+        else:
+            todo.append((c, key))
+        if c in results and progress:
+            progress(results[c])
+    cached = sum(1 for r in results.values() if r.outcome is not None)
+    run = partial(evaluate, model=model, traffic=traffic, calibration=calibration)
+    for (c, key), outcome in zip(todo, _map(run, [c for c, _ in todo], workers), strict=True):
+        _append(cache, key, outcome)
+        results[c] = Result(c, costs[c], outcome=outcome)
+        if progress:
+            progress(results[c])
+    pruned = sum(1 for r in results.values() if r.pruned)
+    return Sweep(tuple(results[c] for c in candidates), pruned, len(todo), cached)
+
+
+def _map(function, items: list, workers: int | None):
+    """`function` over `items` in order, lazily: here, or over a process pool."""
+    count = min(os.cpu_count() or 1 if workers is None else workers, len(items))
+    if count <= 1:
+        yield from map(function, items)
+        return
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        yield from pool.map(function, items)

@@ -1,0 +1,212 @@
+"""`itlkit plan`: pruning that never drops a feasible candidate, the ranking and frontier
+derived by hand, the same answer from one process or several, a cache that resumes.
+
+Hand numbers from shared/spec/worked-example.txt: Llama 3.1 8B streams 8,030,261,248 params x
+2 B per step (4.79 ms on an H100 SXM at 3.35 TB/s; 7.88 ms on an A100 80GB at 2.039 TB/s, its
+datasheet) and multiplies 2 x 8.03e9 FLOP per token (989.4 TFLOP/s dense BF16 on the H100).
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from itlkit.cli import main
+from itlkit.errors import ConfigError
+from itlkit.physics.calibration import UNCALIBRATED
+from itlkit.physics.roofline import step_coefficients
+from itlkit.plan.evaluate import Outcome, evaluate, replica_workload
+from itlkit.plan.frontier import knob_effects, nothing_meets, pareto, ranked
+from itlkit.plan.prices import PriceTable
+from itlkit.plan.prune import deployment_of, prune_reason, ttft_floor_seconds
+from itlkit.plan.space import Candidate, Slo, Space, Traffic
+from itlkit.plan.sweep import Result, run_sweep
+from itlkit.sim.lengths import Uniform
+
+PARAMS = 8_030_261_248
+PRICES = PriceTable({"h100-sxm": 4.0, "a100-80gb-sxm": 2.0, "l40s": 1.0}, {}, "test", "test")
+MODEL = "llama-3.1-8b"
+
+
+def _candidate(gpu="h100-sxm", tp=1, replicas=1, budget=8192, seqs=256):
+    return Candidate(gpu, tp, replicas, "bf16", "bf16", budget, seqs)
+
+
+def test_the_weight_read_prunes_a_gpu_too_slow_for_the_itl_target():
+    traffic = Traffic(1.0, 500, 100, duration_seconds=10)
+    workload = replica_workload(traffic, 1)
+    slo = Slo(itl_p99_seconds=0.007)
+    # A100: 2 x 8.03e9 B / 2.039e12 B/s = 7.88 ms > 7 ms; H100: 4.79 ms
+    reason = prune_reason(_candidate("a100-80gb-sxm"), MODEL, slo, workload)
+    assert reason and "7.88 ms" in reason and "7.00 ms" in reason
+    assert prune_reason(_candidate("h100-sxm"), MODEL, slo, workload) is None
+
+
+def test_the_prompts_gemms_prune_a_ttft_target_no_gpu_could_meet():
+    # 8,000-token prompts: 8,000 x 2 x 8.03e9 FLOP / 989.4 TFLOP/s = 0.130 s at the H100's peak
+    floor = 8000 * 2 * PARAMS / 989.4e12
+    workload = replica_workload(Traffic(1.0, 8000, 10, duration_seconds=10), 1)
+    dep = deployment_of(_candidate(), MODEL)
+    assert ttft_floor_seconds(dep, [8000])[0] == pytest.approx(floor, rel=1e-9)
+    assert prune_reason(_candidate(), MODEL, Slo(ttft_p99_seconds=0.12), workload)
+    assert prune_reason(_candidate(), MODEL, Slo(ttft_p99_seconds=0.14), workload) is None
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gpu=st.sampled_from(["h100-sxm", "a100-80gb-sxm", "l40s"]),
+    tp=st.sampled_from([1, 2]),
+    rate=st.floats(0.5, 6.0),
+    prompt=st.integers(200, 6000),
+    itl_scale=st.floats(0.5, 1.5),
+    ttft_scale=st.floats(0.5, 1.5),
+    seed=st.integers(0, 1000),
+)
+def test_pruning_never_drops_a_candidate_the_simulation_would_accept(
+    gpu, tp, rate, prompt, itl_scale, ttft_scale, seed
+):
+    # targets drawn around each bound, so that both sides of it are tried; the simulation
+    # (uncalibrated roofline, and the bundled calibration's slower steps alike) must then miss
+    traffic = Traffic(rate, Uniform(prompt // 2, prompt), 64, duration_seconds=15, seed=seed)
+    c = _candidate(gpu, tp)
+    workload = replica_workload(traffic, 1)
+    try:
+        dep = deployment_of(c, MODEL)
+    except ConfigError:
+        return
+    read = step_coefficients(dep).weight_read_seconds
+    uncached = workload.prompt_tokens - workload.cached_prompt_tokens
+    ttft = float(np.quantile(ttft_floor_seconds(dep, uncached), 0.99, method="inverted_cdf"))
+    slo = Slo(itl_p99_seconds=read * itl_scale, ttft_p99_seconds=ttft * ttft_scale)
+    if prune_reason(c, MODEL, slo, workload) is None:
+        return
+    outcome = evaluate(c, MODEL, traffic, UNCALIBRATED)
+    assert not Result(c, 1.0, outcome=outcome).meets(slo)
+
+
+def test_an_overloaded_candidate_fails_its_ttft_by_the_requests_it_never_served():
+    # 50 prompts/s of 4,000 tokens on one L40S: each prompt's GEMMs alone take 4,000 x 2 x
+    # 8.03e9 FLOP / 362 TFLOP/s = 0.18 s, so at most ~6 prompts/s are served: most of the
+    # 1,000 requests get no token within the 4 windows the run is given
+    traffic = Traffic(50.0, 4000, 50, duration_seconds=20)
+    outcome = evaluate(_candidate("l40s"), MODEL, traffic, UNCALIBRATED)
+    assert outcome.ttft_p99_seconds == math.inf
+
+
+def _result(gpu, replicas, cost, itl, ttft, tokens=1000.0):
+    return Result(_candidate(gpu, replicas=replicas), cost, outcome=Outcome(itl, ttft, tokens))
+
+
+def test_the_best_and_the_frontier_by_hand():
+    slo = Slo(itl_p99_seconds=0.05, ttft_p99_seconds=1.0)
+    results = [
+        _result("l40s", 1, 1.0, 0.20, 5.0),  # cheapest, misses both
+        _result("a100-80gb-sxm", 1, 2.0, 0.045, 0.9),  # meets: the best per hour
+        _result("h100-sxm", 1, 4.0, 0.030, 0.3, tokens=3000.0),  # meets: best per token
+        _result("h100-sxm", 2, 8.0, 0.035, 0.2),  # meets, dearest, slower ITL than 4.0's
+    ]
+    assert [r.cost_per_hour for r in ranked(results, slo, "cost_per_hour")] == [2.0, 4.0, 8.0]
+    # $/Mtok: 2 / (1,000 x 3,600 / 1e6) = 0.556; 4 / (3,000 x 3,600 / 1e6) = 0.370; 8 -> 2.22
+    per_token = ranked(results, slo, "cost_per_million_tokens")
+    assert [r.cost_per_hour for r in per_token] == [4.0, 2.0, 8.0]
+    # cost against ITL p99: each cheaper point must be slower; 8.0's 35 ms beats no cheaper one,
+    # nor does a 16.0 that only ties 4.0's 30 ms
+    tie = _result("h100-sxm", 4, 16.0, 0.030, 0.1)
+    assert [r.cost_per_hour for r in pareto([*results, tie], "itl_p99")] == [1.0, 2.0, 4.0]
+    assert [r.cost_per_hour for r in pareto(results, "ttft_p99")] == [1.0, 2.0, 4.0, 8.0]
+    effects = knob_effects(results[2], results)
+    assert {(e.knob, e.value) for e in effects} == {("gpu", "l40s"), ("gpu", "a100-80gb-sxm"),
+                                                    ("replicas", 2)}  # fmt: skip
+
+
+def test_no_candidate_meeting_names_the_binding_constraint():
+    slo = Slo(itl_p99_seconds=0.01, ttft_p99_seconds=1.0)
+    results = [_result("h100-sxm", 1, 4.0, 0.015, 0.3), _result("l40s", 1, 1.0, 0.20, 0.5)]
+    text = nothing_meets(results, slo)
+    assert "ITL P99 binds" in text and "15.00 ms against 10.00 ms (1.50x" in text
+
+
+SPACE = Space(gpus=("h100-sxm", "a100-80gb-sxm"), tps=(1, 2), replicas=(1, 2),
+              max_num_batched_tokens=(2048, 8192))  # fmt: skip
+TRAFFIC = Traffic(6.0, 1000, 200, duration_seconds=30)
+SLO = Slo(itl_p99_seconds=0.04, ttft_p99_seconds=1.0)
+
+
+def _sweep(**kw):
+    return run_sweep(SPACE, model=MODEL, traffic=TRAFFIC, slo=SLO, prices=PRICES,
+                     calibration=UNCALIBRATED, calibration_name="none", **kw)  # fmt: skip
+
+
+def test_one_process_and_a_pool_give_the_same_answer():
+    alone, pool = _sweep(workers=1), _sweep(workers=2)
+    assert [r.outcome for r in alone.results] == [r.outcome for r in pool.results]
+    assert alone.simulated == pool.simulated > 0
+
+
+def test_an_interrupted_sweep_resumes_from_its_cache(tmp_path):
+    cache = tmp_path / "simulations.jsonl"
+    first = _sweep(workers=1, cache=cache)
+    lines = cache.read_text().splitlines()
+    assert len(lines) == first.simulated
+    # an interruption: half the lines kept, the next cut mid-write
+    cache.write_text("\n".join(lines[: len(lines) // 2]) + "\n" + lines[-1][:20])
+    again = _sweep(workers=1, cache=cache)
+    assert again.cached == len(lines) // 2
+    assert again.simulated == first.simulated - len(lines) // 2
+    assert [r.outcome for r in again.results] == [r.outcome for r in first.results]
+    assert _sweep(workers=1, cache=cache).simulated == 0
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--gpus", "b300"], "no price for GPU 'b300'"),
+        (["--itl-p99", "0.0001"], "no candidate meets the SLO"),
+        (["--tp", "0"], "TP must be whole numbers >= 1"),
+    ],
+)
+def test_bad_plans_are_one_line(tmp_path, capsys, flags, says):
+    prices = tmp_path / "prices.json"
+    prices.write_text(
+        json.dumps(
+            {
+                "date": "test",
+                "prices": {
+                    g: {"per_gpu_hour": p, "source": "test"} for g, p in PRICES.per_gpu_hour.items()
+                },
+            }
+        )
+    )
+    code = main(["plan", "--rate", "1", "--duration", "10", "--prices", str(prices),
+                 "--cache", "none", "--ttft-p99", "5", *flags])  # fmt: skip
+    assert code in (1, 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_the_cli_prints_the_best_and_writes_json(tmp_path, capsys):
+    prices = tmp_path / "prices.json"
+    prices.write_text(
+        json.dumps(
+            {
+                "date": "test",
+                "prices": {
+                    g: {"per_gpu_hour": p, "source": "test"} for g, p in PRICES.per_gpu_hour.items()
+                },
+            }
+        )
+    )
+    args = ["plan", "--rate", "4", "--duration", "20", "--prices", str(prices), "--cache",
+            str(tmp_path / "cache"), "--itl-p99", "0.05", "--ttft-p99", "1",
+            "--gpus", "h100-sxm,a100-80gb-sxm", "--tp", "1,2", "--calibration", "none"]  # fmt: skip
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["candidates"] == 4 and out["best"][0]["meets"]
+    costs = [row["cost_per_hour"] for row in out["best"]]
+    assert costs == sorted(costs)
+    assert not math.isnan(out["best"][0]["itl_p99_seconds"])
+    assert main(args) == 0
+    assert "from the cache" in capsys.readouterr().out
