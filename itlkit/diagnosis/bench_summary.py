@@ -95,8 +95,8 @@ class SummaryDiagnosis:
         judged = {"host_overhead": self.host_score}
         if self.speculation_score is not None:
             judged["speculation_cost"] = self.speculation_score
-        causes = [{"cause": c, "score": v, "evidence": list(self.speculation)
-                   if c == "speculation_cost" else []} for c, v in judged.items()] + [
+        causes = [{"cause": c, "score": v} | ({"evidence": list(self.speculation)}
+                   if c == "speculation_cost" else {}) for c, v in judged.items()] + [
             {"cause": c, "score": 0.0, "evidence": [NOT_SCORED]}
             for c in CAUSES if c not in judged and c != "speculation_cost"
         ]  # fmt: skip
