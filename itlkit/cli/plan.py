@@ -63,6 +63,8 @@ def add_parser(subparsers) -> None:
                    help="the step model: 'bundled' (fitted on real vLLM runs), 'none' or "
                         "a file")  # fmt: skip
     p.add_argument("--workers", type=int, help="processes (default: one per core)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the simulations on a Ray cluster (HOST:PORT, or auto)")  # fmt: skip
     p.add_argument("--cache", default=str(DEFAULT_CACHE),
                    help="folder of cached simulations ('none': no cache)")  # fmt: skip
     p.add_argument("--top", type=int, default=5, help="configurations to print")
@@ -109,7 +111,8 @@ def run(args) -> int:
     with _progress(len(candidates), quiet=args.json) as tick:
         sweep = run_sweep(space, model=args.model, traffic=traffic, slo=slo, prices=prices,
                           calibration=calibration, calibration_name=calibration.name,
-                          workers=args.workers, cache=_cache_path(args), progress=tick)  # fmt: skip
+                          workers=args.workers, cache=_cache_path(args),
+                          ray_address=args.ray, progress=tick)  # fmt: skip
     best = ranked(sweep.results, slo, args.objective)
     if args.json:
         print(json.dumps(_clean(_json(sweep, best, slo, args, prices)), indent=2))

@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 from itlkit import __version__
 from itlkit.physics.calibration import Calibration
 from itlkit.plan.evaluate import Outcome, evaluate, replica_workload
+from itlkit.plan.executors import local_map, ray_map
 from itlkit.plan.prices import PriceTable
 from itlkit.plan.prune import prune_reason
 from itlkit.plan.space import Candidate, Slo, Space, Traffic
@@ -95,9 +94,10 @@ def _append(path: Path | None, key: str, outcome: Outcome) -> None:
 
 def run_sweep(space: Space, *, model: str, traffic: Traffic, slo: Slo, prices: PriceTable,
               calibration: Calibration, calibration_name: str, workers: int | None = None,
-              cache: Path | None = None,
+              cache: Path | None = None, ray_address: str | None = None,
               progress: Callable[[Result], None] | None = None) -> Sweep:  # fmt: skip
-    """Prune, then simulate what is left (`workers` processes; None: one per core, 1: here)."""
+    """Prune, then simulate what is left: `workers` processes (None: one per core, 1: here),
+    or the Ray cluster at `ray_address`."""
     candidates = space.candidates()
     costs = {c: prices.price(c.gpu) * c.gpus for c in candidates}  # every GPU priced first
     known = _read_cache(cache)
@@ -117,20 +117,13 @@ def run_sweep(space: Space, *, model: str, traffic: Traffic, slo: Slo, prices: P
             progress(results[c])
     cached = sum(1 for r in results.values() if r.outcome is not None)
     run = partial(evaluate, model=model, traffic=traffic, calibration=calibration)
-    for (c, key), outcome in zip(todo, _map(run, [c for c, _ in todo], workers), strict=True):
+    items = [c for c, _ in todo]
+    outcomes = (ray_map(run, items, ray_address) if ray_address and items
+                else local_map(run, items, workers))  # fmt: skip
+    for (c, key), outcome in zip(todo, outcomes, strict=True):
         _append(cache, key, outcome)
         results[c] = Result(c, costs[c], outcome=outcome)
         if progress:
             progress(results[c])
     pruned = sum(1 for r in results.values() if r.pruned)
     return Sweep(tuple(results[c] for c in candidates), pruned, len(todo), cached)
-
-
-def _map(function, items: list, workers: int | None):
-    """`function` over `items` in order, lazily: here, or over a process pool."""
-    count = min(os.cpu_count() or 1 if workers is None else workers, len(items))
-    if count <= 1:
-        yield from map(function, items)
-        return
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        yield from pool.map(function, items)
