@@ -68,6 +68,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cache", default=str(DEFAULT_CACHE),
                    help="folder of cached simulations ('none': no cache)")  # fmt: skip
     p.add_argument("--top", type=int, default=5, help="configurations to print")
+    p.add_argument("--report", metavar="FILE.md", help="also write the one-page plan (Markdown)")
     p.add_argument("--json", action="store_true", help="one JSON object in SI units")
     p.set_defaults(func=run)
 
@@ -114,6 +115,12 @@ def run(args) -> int:
                           workers=args.workers, cache=_cache_path(args),
                           ray_address=args.ray, progress=tick)  # fmt: skip
     best = ranked(sweep.results, slo, args.objective)
+    if args.report:
+        from itlkit.plan.report import plan_markdown
+
+        Path(args.report).write_text(plan_markdown(
+            sweep.results, model=args.model, traffic=traffic, slo=slo, objective=args.objective,
+            prices_note=f"{prices.origin} ({prices.date})", top=args.top))  # fmt: skip
     if args.json:
         print(json.dumps(_clean(_json(sweep, best, slo, args, prices)), indent=2))
     else:
