@@ -1,4 +1,4 @@
-"""Notebooks 01 to 05 in a real JupyterLab at 1,280 and 1,920 px, JupyterLab's default
+"""Notebooks 01 to 06 in a real JupyterLab at 1,280 and 1,920 px, JupyterLab's default
 layout (file browser open): no error from a cell or a widget callback, no toast over the page,
 every figure inside its output area, no clipped title or legend, no cut label, no legend over an
 axis title or tick label, no marker text cut by its plot, every heatmap row labelled, round
@@ -36,6 +36,7 @@ NOTEBOOKS = {
     "03_reading_the_histogram.ipynb": (1, ".itlkit-hist-batch .noUi-handle", "ArrowRight", 0),
     "04_postmortem.ipynb": (2, ".itlkit-whatif-budget .noUi-handle", "ArrowRight", 1),
     "05_interview_drill.ipynb": (1, None, None, 0),
+    "06_capacity_plan.ipynb": (2, ".itlkit-itl-target .noUi-handle", "ArrowLeft", 0),
 }
 # The explorers whose figure shows below its controls: with the cell at the top of the notebook,
 # at least FIGURE_IN_VIEW of the figure is in the window (a reader who scrolled to the controls

@@ -210,3 +210,15 @@ def test_the_cli_prints_the_best_and_writes_json(tmp_path, capsys):
     assert not math.isnan(out["best"][0]["itl_p99_seconds"])
     assert main(args) == 0
     assert "from the cache" in capsys.readouterr().out
+
+
+def test_the_bundled_prices_carry_their_sources_and_read_as_derived():
+    from itlkit.plan.prices import read_prices
+
+    prices = read_prices()
+    # AWS p4de.24xlarge, 8 x A100 80GB, $27.44705 per instance-hour (its source's row) / 8
+    assert prices.price("a100-80gb-sxm") == pytest.approx(27.44705 / 8, rel=1e-4)
+    assert prices.price("h100-sxm") == pytest.approx(55.04 / 8)
+    assert all("@" in s or "docs." in s or "pricing" in s for s in prices.sources.values())
+    with pytest.raises(ConfigError, match="no price for GPU 'mi355x'"):
+        prices.price("mi355x")

@@ -55,6 +55,7 @@ class CapacityPlanner:
                           min=5.0, max=300.0, step=5.0)  # fmt: skip
         self.ttft = slider(widgets.FloatSlider, "TTFT p99 target (s)", value=ttft_p99_seconds,
                            min=0.1, max=10.0, step=0.1)  # fmt: skip
+        self.itl.add_class("itlkit-itl-target")  # a handle for browser tests
         self.chosen = widgets.Dropdown(description="open", options=[],
                                        layout=widgets.Layout(width="760px"))  # fmt: skip
         self.export_button = widgets.Button(description="export the plan", icon="download")
