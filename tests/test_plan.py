@@ -222,3 +222,11 @@ def test_the_bundled_prices_carry_their_sources_and_read_as_derived():
     assert all("@" in s or "docs." in s or "pricing" in s for s in prices.sources.values())
     with pytest.raises(ConfigError, match="no price for GPU 'mi355x'"):
         prices.price("mi355x")
+
+
+def test_headroom_is_what_is_left_under_each_target():
+    slo = Slo(itl_p99_seconds=0.05, ttft_p99_seconds=1.0)
+    # 45 ms of a 50 ms target leaves 10%; 0.3 s of 1 s, 70%
+    assert _result("h100-sxm", 1, 4.0, 0.045, 0.3).margins(slo) == pytest.approx(
+        {"itl_p99": 0.1, "ttft_p99": 0.7}
+    )

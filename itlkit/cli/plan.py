@@ -161,7 +161,7 @@ def _row(r, slo) -> dict:
             "itl_p99_seconds": o.itl_p99_seconds if o else None,
             "ttft_p99_seconds": o.ttft_p99_seconds if o else None,
             "output_tokens_per_second": o.output_tokens_per_second if o else None,
-            "problem": o.problem if o else None}  # fmt: skip
+            "problem": o.problem if o else None, "margins": r.margins(slo)}  # fmt: skip
 
 
 def _json(sweep, best, slo, args, prices) -> dict:
@@ -190,7 +190,9 @@ def _print(sweep, best, slo, args, prices) -> None:
         print(f"{i}. {r.candidate.label()}: ${r.cost_per_hour:,.2f}/h "
               f"({args.objective} {objective_value(r, args.objective):,.3g}); ITL p99 "
               f"{format_seconds(o.itl_p99_seconds)}, TTFT p99 "
-              f"{format_seconds(o.ttft_p99_seconds)}")  # fmt: skip
+              f"{format_seconds(o.ttft_p99_seconds)}; headroom "
+              + ", ".join(f"{k.replace('_', ' ').upper()} {m:.0%}"
+                          for k, m in r.margins(slo).items()))  # fmt: skip
     if best:
         print("what the best one's knobs buy (each moved alone):")
         for e in knob_effects(best[0], sweep.results):

@@ -49,6 +49,17 @@ class Result:
     def meets(self, slo: Slo) -> bool:
         return not self.misses(slo)
 
+    def margins(self, slo: Slo) -> dict[str, float]:
+        """Each target's headroom: 1 - measured / target (0.2: 20% under it; negative: over)."""
+        if self.outcome is None or self.outcome.problem:
+            return {}
+        o, found = self.outcome, {}
+        for key in ("itl_p99", "ttft_p99"):
+            target = getattr(slo, f"{key}_seconds")
+            if target is not None:
+                found[key] = 1 - getattr(o, f"{key}_seconds") / target
+        return found
+
 
 @dataclass(frozen=True)
 class Sweep:
