@@ -230,3 +230,40 @@ def test_headroom_is_what_is_left_under_each_target():
     assert _result("h100-sxm", 1, 4.0, 0.045, 0.3).margins(slo) == pytest.approx(
         {"itl_p99": 0.1, "ttft_p99": 0.7}
     )
+
+
+def test_disaggregated_pairs_cost_twice_the_gpus_and_keep_chunks_off_the_decodes():
+    c = Candidate("h100-sxm", 2, 3, "bf16", "bf16", 8192, 256, disaggregated=True)
+    assert c.gpus == 2 * 3 * 2  # a prefill and a decode instance of TP 2, three times
+    traffic = Traffic(4.0, 3000, 200, duration_seconds=30)
+    plain = evaluate(_candidate(), MODEL, traffic, UNCALIBRATED)
+    apart = evaluate(Candidate("h100-sxm", 1, 1, "bf16", "bf16", 8192, 256, True), MODEL,
+                     traffic, UNCALIBRATED)  # fmt: skip
+    # 3,000-token prompts in the decode steps make its ITL p99 a chunked step (~100 ms); apart,
+    # the decode instance's steps read only weights and KV (the floor, a few ms)
+    assert apart.itl_p99_seconds < plain.itl_p99_seconds / 3
+
+
+def test_a_replayed_workload_is_dealt_round_robin_to_the_replicas():
+    from itlkit.sim.workload import make_workload
+
+    w = make_workload(arrival_seconds=np.arange(10) * 0.5, prompt_tokens=np.arange(10) + 100,
+                      output_tokens=20)  # fmt: skip
+    traffic = Traffic(0.0, None, None, duration_seconds=5.0, replay=w, replay_name="w.csv")
+    share = replica_workload(traffic, 3)
+    assert share.prompt_tokens.tolist() == [100, 103, 106, 109]
+    assert share.arrival_seconds.tolist() == [0.0, 1.5, 3.0, 4.5]
+    assert "w.csv" in traffic.key()
+
+
+def test_the_cli_plans_a_replayed_trace_and_refuses_two_traffics(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_seconds,prompt_tokens,output_tokens\n"
+                     + "".join(f"{i * 0.25},{500 + i},{100}\n" for i in range(60)))  # fmt: skip
+    common = ["plan", "--itl-p99", "0.05", "--ttft-p99", "1", "--cache", "none",
+              "--calibration", "none", "--json"]  # fmt: skip
+    assert main([*common, "--workload", str(trace)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["best"] and out["best"][0]["meets"]
+    assert main([*common, "--workload", str(trace), "--rate", "2"]) == 2
+    assert "one of them" in capsys.readouterr().err

@@ -26,6 +26,12 @@ def _list(kind):
     return parse
 
 
+def _on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ValueError(f"{shown(text)}: give on or off")
+    return text == "on"
+
+
 def add_parser(subparsers) -> None:
     """Register `itlkit plan`."""
     p = subparsers.add_parser(
@@ -35,8 +41,11 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--model", default="llama-3.1-8b", help="catalog model")
     traffic = p.add_argument_group("traffic (Poisson arrivals, split evenly over replicas)")
-    traffic.add_argument("--rate", type=number_between(1e-6, 1e6, "requests/s"), required=True,
+    traffic.add_argument("--rate", type=number_between(1e-6, 1e6, "requests/s"),
                          help="requests per second at the peak")  # fmt: skip
+    traffic.add_argument("--workload", metavar="FILE",
+                         help="replay a CSV or a vllm bench serve result instead (its arrivals "
+                              "and lengths, dealt round-robin to the replicas)")  # fmt: skip
     traffic.add_argument("--prompt-tokens", type=lengths, default=lengths("1024"),
                          help=LENGTHS_HELP)  # fmt: skip
     traffic.add_argument("--output-tokens", type=lengths, default=lengths("256"),
@@ -56,6 +65,8 @@ def add_parser(subparsers) -> None:
     space.add_argument("--kv-precision", type=_list(str), default=("bf16",))
     space.add_argument("--max-num-batched-tokens", type=_list(int), default=(8192,))
     space.add_argument("--max-num-seqs", type=_list(int), default=(256,))
+    space.add_argument("--disaggregated", type=_list(_on_off), default=(False,),
+                       help="off, on or off,on: prefill and decode apart")  # fmt: skip
     p.add_argument("--objective", default="cost_per_hour",
                    choices=("cost_per_hour", "cost_per_million_tokens", "gpus"))  # fmt: skip
     p.add_argument("--prices", metavar="FILE", help="GPU-hour prices (default: bundled)")
@@ -76,13 +87,13 @@ def add_parser(subparsers) -> None:
 def _inputs(args):
     from itlkit.cli._runs import load_calibration
     from itlkit.plan.prices import read_prices
-    from itlkit.plan.space import Slo, Space, Traffic
+    from itlkit.plan.space import Slo, Space
 
     space = Space(gpus=args.gpus, tps=args.tp, replicas=args.replicas,
                   weight_precisions=args.weights_precision, kv_precisions=args.kv_precision,
                   max_num_batched_tokens=args.max_num_batched_tokens,
-                  max_num_seqs=args.max_num_seqs)  # fmt: skip
-    traffic = Traffic(args.rate, args.prompt_tokens, args.output_tokens, args.duration, args.seed)
+                  max_num_seqs=args.max_num_seqs, disaggregated=args.disaggregated)  # fmt: skip
+    traffic = _traffic(args)
     return (
         space,
         traffic,
@@ -90,6 +101,23 @@ def _inputs(args):
         read_prices(args.prices),
         load_calibration(args.calibration),
     )
+
+
+def _traffic(args):
+    """Poisson at --rate, or a replayed --workload file (one of the two)."""
+    from itlkit.plan.space import Traffic
+
+    if (args.rate is None) == (args.workload is None):
+        raise ValueError("give the traffic as --rate R (Poisson) or --workload FILE, one of them")
+    if args.workload is None:
+        return Traffic(args.rate, args.prompt_tokens, args.output_tokens, args.duration,
+                       args.seed)  # fmt: skip
+    from itlkit.sim.workload import read_workload
+
+    replay = read_workload(args.workload, seed=args.seed)
+    rate = replay.num_requests / max(replay.last_arrival_seconds, 1.0)
+    return Traffic(rate, None, None, max(replay.last_arrival_seconds, 1.0), args.seed,
+                   replay=replay, replay_name=str(args.workload))  # fmt: skip
 
 
 def _cache_path(args) -> Path | None:

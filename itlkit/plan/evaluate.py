@@ -9,7 +9,7 @@ as an infinite TTFT, so an overloaded candidate fails its TTFT target instead of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,7 +36,15 @@ class Outcome:
 
 
 def replica_workload(traffic: Traffic, replicas: int):
-    """One replica's share: Poisson arrivals at rate / replicas (its own seed, the traffic's)."""
+    """One replica's share: Poisson arrivals at rate / replicas (its own seed, the traffic's),
+    or of a replayed workload every replicas-th request (a round-robin router's first)."""
+    if traffic.replay is not None:
+        w, take = traffic.replay, slice(0, None, replicas)
+        columns = ("arrival_seconds", "prompt_tokens", "output_tokens", "cached_prompt_tokens",
+                   "shared_prompt_tokens", "prefix_group")  # fmt: skip
+        dealt = {name: getattr(w, name)[take].copy() for name in columns}
+        origin = None if w.origin is None else w.origin[take].copy()
+        return replace(w, origin=origin, **dealt)
     return synthetic_workload(duration_seconds=traffic.duration_seconds,
                               rate_per_second=traffic.rate_per_second / replicas,
                               prompt_tokens=traffic.prompt_tokens,
@@ -51,10 +59,12 @@ def evaluate(candidate: Candidate, model: str, traffic: Traffic,
         dep = deployment_of(candidate, model)
         c = calibration.for_gpu(candidate.gpu)
         config = SchedulerConfig(max_num_batched_tokens=candidate.max_num_batched_tokens,
-                                 max_num_seqs=candidate.max_num_seqs)  # fmt: skip
+                                 max_num_seqs=candidate.max_num_seqs,
+                                 disaggregated=candidate.disaggregated)  # fmt: skip
+        window = max(traffic.duration_seconds, workload.last_arrival_seconds)
         result = simulate_deployment(
             workload, deployment=c.apply(dep), config=config, efficiency=c.efficiency,
-            until_seconds=traffic.duration_seconds * DRAIN_FACTOR,
+            until_seconds=window * DRAIN_FACTOR,
         )  # fmt: skip
     except ConfigError as exc:
         return Outcome(math.inf, math.inf, 0.0, problem=str(exc))

@@ -2,11 +2,15 @@
 
 A candidate is one deployment replicated: `replicas` copies of `tp` GPUs, each copy serving an
 equal share of the traffic (a router spreading requests evenly), with vLLM's token budget and
-`max_num_seqs`. Its cost is its GPUs x the price of one GPU-hour (`prices`).
+`max_num_seqs`; disaggregated, each copy is a prefill instance and a decode instance of `tp`
+GPUs each (the simulator's one-to-one pairing: `sim.scheduler`), twice the GPUs. Its cost is its
+GPUs x the price of one GPU-hour (`prices`). Traffic is Poisson at a rate, or a replayed
+workload (a CSV or a `vllm bench serve` file) dealt round-robin to the replicas.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from dataclasses import asdict, dataclass
@@ -27,14 +31,16 @@ class Candidate:
     kv_precision: str
     max_num_batched_tokens: int
     max_num_seqs: int
+    disaggregated: bool = False
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.replicas
+        return self.tp * self.replicas * (2 if self.disaggregated else 1)
 
     def label(self) -> str:
-        return (f"{self.replicas} x {self.tp} {self.gpu} ({self.weight_precision} weights, "
-                f"{self.kv_precision} KV), budget {self.max_num_batched_tokens:,}, "
+        pairs = " (prefill + decode pairs)" if self.disaggregated else ""
+        return (f"{self.replicas} x {self.tp} {self.gpu}{pairs} ({self.weight_precision} "
+                f"weights, {self.kv_precision} KV), budget {self.max_num_batched_tokens:,}, "
                 f"max_num_seqs {self.max_num_seqs:,}")  # fmt: skip
 
     def as_dict(self) -> dict:
@@ -52,13 +58,15 @@ class Space:
     kv_precisions: tuple[str, ...] = ("bf16",)
     max_num_batched_tokens: tuple[int, ...] = (8192,)
     max_num_seqs: tuple[int, ...] = (256,)
+    disaggregated: tuple[bool, ...] = (False,)
 
     def candidates(self) -> list[Candidate]:
         """Every combination, in a stable order; ConfigError for an empty space."""
         options = (self.gpus, self.tps, self.replicas, self.weight_precisions,
-                   self.kv_precisions, self.max_num_batched_tokens, self.max_num_seqs)  # fmt: skip
+                   self.kv_precisions, self.max_num_batched_tokens, self.max_num_seqs,
+                   self.disaggregated)  # fmt: skip
         names = ("gpus", "tps", "replicas", "weight_precisions", "kv_precisions",
-                 "max_num_batched_tokens", "max_num_seqs")  # fmt: skip
+                 "max_num_batched_tokens", "max_num_seqs", "disaggregated")  # fmt: skip
         for name, values in zip(names, options, strict=True):
             if not values:
                 raise ConfigError(f"the candidate space is empty: no {name.replace('_', ' ')}")
@@ -83,14 +91,25 @@ class Traffic:
     output_tokens: object
     duration_seconds: float = 120.0
     seed: int = 0
+    replay: object = None  # a `sim.workload.Workload` to replay instead (rate and lengths: its)
+    replay_name: str = ""  # where the replay came from (its file), for the cache key
 
     def __post_init__(self):
+        if self.replay is not None:
+            return
         if not (self.rate_per_second > 0 and math.isfinite(self.rate_per_second)):
             raise ConfigError(f"traffic rate must be > 0 requests/s, got {self.rate_per_second}")
         if not (self.duration_seconds > 0 and math.isfinite(self.duration_seconds)):
             raise ConfigError(f"traffic duration must be > 0 s, got {self.duration_seconds}")
 
     def key(self) -> str:
+        if self.replay is not None:
+            w = self.replay
+            digest = hashlib.sha256()
+            for column in (w.arrival_seconds, w.prompt_tokens, w.output_tokens,
+                           w.cached_prompt_tokens):  # fmt: skip
+                digest.update(column.tobytes())
+            return f"replay={self.replay_name};digest={digest.hexdigest()[:24]}"
         return (f"rate={self.rate_per_second!r};prompt={self.prompt_tokens!r};"
                 f"output={self.output_tokens!r};duration={self.duration_seconds!r};"
                 f"seed={self.seed!r}")  # fmt: skip
