@@ -267,3 +267,15 @@ def test_the_cli_plans_a_replayed_trace_and_refuses_two_traffics(tmp_path, capsy
     assert out["best"] and out["best"][0]["meets"]
     assert main([*common, "--workload", str(trace), "--rate", "2"]) == 2
     assert "one of them" in capsys.readouterr().err
+
+
+def test_the_uncertainty_is_the_calibrations_held_out_error():
+    from itlkit.bundled import bundled_path
+    from itlkit.physics.calibration import read_calibration
+    from itlkit.plan.evaluate import p99_uncertainty
+
+    doc = json.loads(bundled_path("calibration.json").read_text())
+    bundled = p99_uncertainty(read_calibration(bundled_path("calibration.json")))
+    assert bundled == {"itl_p99": doc["leave_one_out"]["itl_token_p0.99"],
+                       "ttft_p99": doc["leave_one_out"]["ttft_p99_seconds"]}  # fmt: skip
+    assert p99_uncertainty(UNCALIBRATED) == {}

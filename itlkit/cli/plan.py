@@ -130,6 +130,7 @@ def _cache_path(args) -> Path | None:
 
 def run(args) -> int:
     """Sweep, print the best configurations (or JSON); exit 0, or 1 when none meets the SLO."""
+    from itlkit.plan.evaluate import p99_uncertainty
     from itlkit.plan.frontier import nothing_meets, ranked
     from itlkit.plan.sweep import run_sweep
 
@@ -150,9 +151,12 @@ def run(args) -> int:
             sweep.results, model=args.model, traffic=traffic, slo=slo, objective=args.objective,
             prices_note=f"{prices.origin} ({prices.date})", top=args.top))  # fmt: skip
     if args.json:
-        print(json.dumps(_clean(_json(sweep, best, slo, args, prices)), indent=2))
+        doc = _json(sweep, best, slo, args, prices)
+        doc["p99_uncertainty"] = p99_uncertainty(calibration)
+        print(json.dumps(_clean(doc), indent=2))
     else:
         _print(sweep, best, slo, args, prices)
+        print(_uncertainty_text(best, slo, p99_uncertainty(calibration)))
     if not best:
         print(f"itlkit plan: {nothing_meets(sweep.results, slo)}", file=sys.stderr)
         return 1
@@ -225,6 +229,20 @@ def _print(sweep, best, slo, args, prices) -> None:
         print("what the best one's knobs buy (each moved alone):")
         for e in knob_effects(best[0], sweep.results):
             print(f"  {e.knob} {e.value}: " + _effect_text(e.result, slo))
+
+
+def _uncertainty_text(best, slo, uncertainty: dict) -> str:
+    """How far the predicted p99s may be off, and which of the best lack that headroom."""
+    if not uncertainty:
+        return ("uncertainty: not stated (the uncalibrated roofline has no measured error; "
+                "--calibration bundled states one)")  # fmt: skip
+    spread = ", ".join(f"{k.replace('_', ' ').upper()} +-{v:.0%}" for k, v in uncertainty.items())
+    risky = [i + 1 for i, r in enumerate(best[:5])
+             if any(r.margins(slo).get(k, 1.0) < v for k, v in uncertainty.items())]  # fmt: skip
+    line = f"uncertainty (the calibration's leave-one-out median error on real runs): {spread}"
+    if risky:
+        line += f"; less headroom than that: {', '.join(map(str, risky))}"
+    return line
 
 
 def _effect_text(r, slo) -> str:

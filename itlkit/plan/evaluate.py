@@ -35,6 +35,17 @@ class Outcome:
     problem: str = ""
 
 
+# The calibration's leave-one-out median error of each p99, by the planner's name for it
+UNCERTAINTY_KEYS = {"itl_p99": "itl_token_p0.99", "ttft_p99": "ttft_p99_seconds"}
+
+
+def p99_uncertainty(calibration: Calibration) -> dict[str, float]:
+    """How far off each predicted p99 tends to be: the calibration's leave-one-out median
+    relative error on real runs (empty for the uncalibrated roofline: unknown)."""
+    held = calibration.leave_one_out
+    return {key: float(held[name]) for key, name in UNCERTAINTY_KEYS.items() if name in held}
+
+
 def replica_workload(traffic: Traffic, replicas: int):
     """One replica's share: Poisson arrivals at rate / replicas (its own seed, the traffic's),
     or of a replayed workload every replicas-th request (a round-robin router's first)."""
