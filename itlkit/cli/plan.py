@@ -65,6 +65,14 @@ def add_parser(subparsers) -> None:
     space.add_argument("--kv-precision", type=_list(str), default=("bf16",))
     space.add_argument("--max-num-batched-tokens", type=_list(int), default=(8192,))
     space.add_argument("--max-num-seqs", type=_list(int), default=(256,))
+    space.add_argument("--engines", type=_list(str), default=("vllm",),
+                       help="vllm, sglang or both (SGLang: prefill batches alone)")  # fmt: skip
+    space.add_argument("--spec-k", type=_list(int), default=(0,),
+                       help="speculative drafts a step to try, e.g. 0,2,4 (0: off)")  # fmt: skip
+    space.add_argument("--spec-acceptance", type=number_between(0.0, 1.0, "a rate"),
+                       default=0.7, help="acceptance per draft of your traffic")  # fmt: skip
+    space.add_argument("--spec-method", default="eagle", choices=("ngram", "eagle", "mtp"),
+                       help="the drafts' measured overheads (n-gram: free)")  # fmt: skip
     space.add_argument("--disaggregated", type=_list(_on_off), default=(False,),
                        help="off, on or off,on: prefill and decode apart")  # fmt: skip
     p.add_argument("--objective", default="cost_per_hour",
@@ -92,7 +100,8 @@ def _inputs(args):
     space = Space(gpus=args.gpus, tps=args.tp, replicas=args.replicas,
                   weight_precisions=args.weights_precision, kv_precisions=args.kv_precision,
                   max_num_batched_tokens=args.max_num_batched_tokens,
-                  max_num_seqs=args.max_num_seqs, disaggregated=args.disaggregated)  # fmt: skip
+                  max_num_seqs=args.max_num_seqs, disaggregated=args.disaggregated,
+                  engines=args.engines, spec_ks=args.spec_k)  # fmt: skip
     traffic = _traffic(args)
     return (
         space,
@@ -111,13 +120,15 @@ def _traffic(args):
         raise ValueError("give the traffic as --rate R (Poisson) or --workload FILE, one of them")
     if args.workload is None:
         return Traffic(args.rate, args.prompt_tokens, args.output_tokens, args.duration,
-                       args.seed)  # fmt: skip
+                       args.seed, spec_acceptance=args.spec_acceptance,
+                       spec_method=args.spec_method)  # fmt: skip
     from itlkit.sim.workload import read_workload
 
     replay = read_workload(args.workload, seed=args.seed)
     rate = replay.num_requests / max(replay.last_arrival_seconds, 1.0)
     return Traffic(rate, None, None, max(replay.last_arrival_seconds, 1.0), args.seed,
-                   replay=replay, replay_name=str(args.workload))  # fmt: skip
+                   replay=replay, replay_name=str(args.workload),
+                   spec_acceptance=args.spec_acceptance, spec_method=args.spec_method)  # fmt: skip
 
 
 def _cache_path(args) -> Path | None:

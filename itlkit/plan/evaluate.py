@@ -15,10 +15,14 @@ import numpy as np
 
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import Calibration
+from itlkit.physics.engine_memory import cuda_total_bytes, sglang_kv_cache
+from itlkit.physics.hardware import get_gpu
+from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
 from itlkit.plan.prune import deployment_of
 from itlkit.plan.space import Candidate, Traffic
 from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.scheduler import simulate_deployment
+from itlkit.sim.sglang import sglang_settings
 from itlkit.sim.workload import synthetic_workload
 
 DRAIN_FACTOR = 4.0  # a replica still busy this many windows after the last arrival is overloaded
@@ -33,6 +37,7 @@ class Outcome:
     ttft_p99_seconds: float
     output_tokens_per_second: float  # all replicas together
     problem: str = ""
+    tpot_p99_seconds: float = math.nan  # per finished request, per token (speculation: < ITL)
 
 
 # The calibration's leave-one-out median error of each p99, by the planner's name for it
@@ -67,19 +72,47 @@ def evaluate(candidate: Candidate, model: str, traffic: Traffic,
     """Simulate one replica of `candidate`; a deployment or run that cannot be is its problem."""
     workload = replica_workload(traffic, candidate.replicas)
     try:
-        dep = deployment_of(candidate, model)
+        dep, config, kv_tokens = _engine(candidate, model)
         c = calibration.for_gpu(candidate.gpu)
-        config = SchedulerConfig(max_num_batched_tokens=candidate.max_num_batched_tokens,
-                                 max_num_seqs=candidate.max_num_seqs,
-                                 disaggregated=candidate.disaggregated)  # fmt: skip
         window = max(traffic.duration_seconds, workload.last_arrival_seconds)
         result = simulate_deployment(
             workload, deployment=c.apply(dep), config=config, efficiency=c.efficiency,
-            until_seconds=window * DRAIN_FACTOR,
+            until_seconds=window * DRAIN_FACTOR, kv_tokens=kv_tokens,
+            speculation=_speculation(candidate, traffic), seed=traffic.seed,
         )  # fmt: skip
     except ConfigError as exc:
         return Outcome(math.inf, math.inf, 0.0, problem=str(exc))
     return _measured(result, candidate.replicas)
+
+
+def _engine(candidate: Candidate, model: str):
+    """The deployment, scheduler settings and KV pool (None: vLLM's sizing) of the engine."""
+    if candidate.engine == "vllm":
+        config = SchedulerConfig(max_num_batched_tokens=candidate.max_num_batched_tokens,
+                                 max_num_seqs=candidate.max_num_seqs,
+                                 disaggregated=candidate.disaggregated)  # fmt: skip
+        return deployment_of(candidate, model), config, None
+    gpu = get_gpu(candidate.gpu)
+    settings = sglang_settings(gpu_memory_bytes=cuda_total_bytes(gpu)[0], gpu_name=gpu.slug,
+                               gpus=candidate.tp,
+                               given={"chunked_prefill_size": candidate.max_num_batched_tokens,
+                                      "max_running_requests": candidate.max_num_seqs})  # fmt: skip
+    dep = replace(
+        deployment_of(candidate, model), gpu_memory_utilization=settings.mem_fraction_static
+    )
+    kv = sglang_kv_cache(dep).kv_tokens
+    if kv < 1:
+        raise ConfigError(f"{dep.label}: the weights leave SGLang no KV pool")
+    return dep, settings.scheduler_config(), kv
+
+
+def _speculation(candidate: Candidate, traffic: Traffic):
+    """The candidate's speculation: k drafts, the traffic's acceptance, the method's overheads."""
+    if not candidate.spec_k:
+        return None
+    extra, per_pass, _ = MEASURED_OVERHEADS.get(traffic.spec_method, (0.0, 0.0, ""))
+    return Speculation(candidate.spec_k, traffic.spec_acceptance, method=traffic.spec_method,
+                       draft_pass_seconds=per_pass, verify_extra_seconds=extra)  # fmt: skip
 
 
 def _measured(result, replicas: int) -> Outcome:
@@ -88,7 +121,9 @@ def _measured(result, replicas: int) -> Outcome:
     ttft = np.where(np.isnan(ttft), math.inf, ttft)
     itl = float(result.itl_quantile(0.99)) if result.step_itl_observations.sum() else 0.0
     tokens = float(result.generated_tokens.sum()) * replicas
+    tpot = result.itl_views().quantile("request_tpot", 0.99)
     return Outcome(
+        tpot_p99_seconds=float(tpot),
         itl_p99_seconds=itl,
         ttft_p99_seconds=float(np.quantile(ttft, 0.99, method="inverted_cdf"))
         if ttft.size

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from itlkit.errors import ConfigError
 
 OBJECTIVES = ("cost_per_hour", "cost_per_million_tokens", "gpus")
+ENGINES = ("vllm", "sglang")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class Candidate:
     max_num_batched_tokens: int
     max_num_seqs: int
     disaggregated: bool = False
+    engine: str = "vllm"  # "sglang": prefill batches alone, its KV pool and defaults
+    spec_k: int = 0  # speculative drafts a step (0: off), accepted as `Traffic` says
 
     @property
     def gpus(self) -> int:
@@ -39,9 +42,11 @@ class Candidate:
 
     def label(self) -> str:
         pairs = " (prefill + decode pairs)" if self.disaggregated else ""
+        extra = "".join((f", {self.engine}" if self.engine != "vllm" else "",
+                         f", {self.spec_k} speculative drafts" if self.spec_k else ""))  # fmt: skip
         return (f"{self.replicas} x {self.tp} {self.gpu}{pairs} ({self.weight_precision} "
                 f"weights, {self.kv_precision} KV), budget {self.max_num_batched_tokens:,}, "
-                f"max_num_seqs {self.max_num_seqs:,}")  # fmt: skip
+                f"max_num_seqs {self.max_num_seqs:,}{extra}")  # fmt: skip
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -59,20 +64,31 @@ class Space:
     max_num_batched_tokens: tuple[int, ...] = (8192,)
     max_num_seqs: tuple[int, ...] = (256,)
     disaggregated: tuple[bool, ...] = (False,)
+    engines: tuple[str, ...] = ("vllm",)
+    spec_ks: tuple[int, ...] = (0,)
 
     def candidates(self) -> list[Candidate]:
-        """Every combination, in a stable order; ConfigError for an empty space."""
+        """Every combination, in a stable order; ConfigError for an empty space. SGLang runs
+        neither disaggregated nor speculative here (those are vLLM's paths in `sim`)."""
         options = (self.gpus, self.tps, self.replicas, self.weight_precisions,
                    self.kv_precisions, self.max_num_batched_tokens, self.max_num_seqs,
-                   self.disaggregated)  # fmt: skip
+                   self.disaggregated, self.engines, self.spec_ks)  # fmt: skip
         names = ("gpus", "tps", "replicas", "weight_precisions", "kv_precisions",
-                 "max_num_batched_tokens", "max_num_seqs", "disaggregated")  # fmt: skip
+                 "max_num_batched_tokens", "max_num_seqs", "disaggregated", "engines",
+                 "spec_ks")  # fmt: skip
         for name, values in zip(names, options, strict=True):
             if not values:
                 raise ConfigError(f"the candidate space is empty: no {name.replace('_', ' ')}")
         _check_whole("TP", self.tps)
         _check_whole("replicas", self.replicas)
-        return [Candidate(*combo) for combo in itertools.product(*options)]
+        unknown = sorted(set(self.engines) - set(ENGINES))
+        if unknown:
+            raise ConfigError(f"unknown engine {unknown[0]!r}; known: {', '.join(ENGINES)}")
+        if any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in self.spec_ks):
+            raise ConfigError(f"speculative drafts must be whole numbers >= 0, got {self.spec_ks}")
+        combos = (Candidate(*combo) for combo in itertools.product(*options))
+        return [c for c in combos
+                if c.engine == "vllm" or not (c.disaggregated or c.spec_k)]  # fmt: skip
 
 
 def _check_whole(name: str, values) -> None:
@@ -93,6 +109,8 @@ class Traffic:
     seed: int = 0
     replay: object = None  # a `sim.workload.Workload` to replay instead (rate and lengths: its)
     replay_name: str = ""  # where the replay came from (its file), for the cache key
+    spec_acceptance: float = 0.7  # per draft, geometric, for candidates that speculate
+    spec_method: str = "eagle"  # the drafts' overheads (`physics.speculative.MEASURED_OVERHEADS`)
 
     def __post_init__(self):
         if self.replay is not None:
@@ -109,10 +127,11 @@ class Traffic:
             for column in (w.arrival_seconds, w.prompt_tokens, w.output_tokens,
                            w.cached_prompt_tokens):  # fmt: skip
                 digest.update(column.tobytes())
-            return f"replay={self.replay_name};digest={digest.hexdigest()[:24]}"
+            return (f"replay={self.replay_name};digest={digest.hexdigest()[:24]};"
+                    f"spec={self.spec_acceptance!r},{self.spec_method}")  # fmt: skip
         return (f"rate={self.rate_per_second!r};prompt={self.prompt_tokens!r};"
                 f"output={self.output_tokens!r};duration={self.duration_seconds!r};"
-                f"seed={self.seed!r}")  # fmt: skip
+                f"seed={self.seed!r};spec={self.spec_acceptance!r},{self.spec_method}")  # fmt: skip
 
 
 @dataclass(frozen=True)
