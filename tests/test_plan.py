@@ -63,15 +63,19 @@ def test_the_prompts_gemms_prune_a_ttft_target_no_gpu_could_meet():
     prompt=st.integers(200, 6000),
     itl_scale=st.floats(0.5, 1.5),
     ttft_scale=st.floats(0.5, 1.5),
+    tpot_scale=st.floats(0.5, 1.5),
+    spec_k=st.sampled_from([0, 3]),
     seed=st.integers(0, 1000),
 )
 def test_pruning_never_drops_a_candidate_the_simulation_would_accept(
-    gpu, tp, rate, prompt, itl_scale, ttft_scale, seed
+    gpu, tp, rate, prompt, itl_scale, ttft_scale, tpot_scale, spec_k, seed
 ):
     # targets drawn around each bound, so that both sides of it are tried; the simulation
     # (uncalibrated roofline, and the bundled calibration's slower steps alike) must then miss
-    traffic = Traffic(rate, Uniform(prompt // 2, prompt), 64, duration_seconds=15, seed=seed)
-    c = _candidate(gpu, tp)
+    # n-gram drafts all accepted: the most speculation can ever do for the TPOT bound
+    traffic = Traffic(rate, Uniform(prompt // 2, prompt), 64, duration_seconds=15, seed=seed,
+                      spec_acceptance=1.0, spec_method="ngram")  # fmt: skip
+    c = Candidate(gpu, tp, 1, "bf16", "bf16", 8192, 256, spec_k=spec_k)
     workload = replica_workload(traffic, 1)
     try:
         dep = deployment_of(c, MODEL)
@@ -80,7 +84,8 @@ def test_pruning_never_drops_a_candidate_the_simulation_would_accept(
     read = step_coefficients(dep).weight_read_seconds
     uncached = workload.prompt_tokens - workload.cached_prompt_tokens
     ttft = float(np.quantile(ttft_floor_seconds(dep, uncached), 0.99, method="inverted_cdf"))
-    slo = Slo(itl_p99_seconds=read * itl_scale, ttft_p99_seconds=ttft * ttft_scale)
+    slo = Slo(itl_p99_seconds=read * itl_scale, ttft_p99_seconds=ttft * ttft_scale,
+              tpot_p99_seconds=read / (spec_k + 1) * tpot_scale)  # fmt: skip
     if prune_reason(c, MODEL, slo, workload) is None:
         return
     outcome = evaluate(c, MODEL, traffic, UNCALIBRATED)
@@ -307,3 +312,15 @@ def test_an_sglang_candidate_runs_sglangs_schedule_and_a_speculative_one_verifie
     spec = evaluate(Candidate("h100-sxm", 1, 1, "bf16", "bf16", 8192, 256, spec_k=3), MODEL,
                     light, UNCALIBRATED)  # fmt: skip
     assert spec.tpot_p99_seconds < plain.tpot_p99_seconds / 2
+
+
+def test_a_tpot_target_prunes_by_the_tokens_a_step_can_emit():
+    workload = replica_workload(Traffic(1.0, 500, 100, duration_seconds=10), 1)
+    slo = Slo(tpot_p99_seconds=0.003)
+    # H100: 4.79 ms of weights a step; one token a step cannot beat 3 ms, four (k = 3) can
+    # (4.79 / 4 = 1.20 ms), so only the plain candidate is pruned
+    assert "4.79 ms a token" in prune_reason(_candidate(), MODEL, slo, workload)
+    speculative = Candidate("h100-sxm", 1, 1, "bf16", "bf16", 8192, 256, spec_k=3)
+    assert prune_reason(speculative, MODEL, slo, workload) is None
+    result = Result(_candidate(), 1.0, outcome=Outcome(0.01, 0.1, 1.0, tpot_p99_seconds=0.0045))
+    assert result.misses(slo) == pytest.approx({"tpot_p99": 1.5})

@@ -57,6 +57,8 @@ def add_parser(subparsers) -> None:
     slo = p.add_argument_group("SLOs (seconds)")
     slo.add_argument("--itl-p99", type=number_between(1e-6, 3600.0, "seconds"))
     slo.add_argument("--ttft-p99", type=number_between(1e-6, 3600.0, "seconds"))
+    slo.add_argument("--tpot-p99", type=number_between(1e-6, 3600.0, "seconds"),
+                     help="per token, per finished request (what speculation lowers)")  # fmt: skip
     space = p.add_argument_group("candidate space (comma-separated choices)")
     space.add_argument("--gpus", type=_list(str), default=("h100-sxm",))
     space.add_argument("--tp", type=_list(int), default=(1,))
@@ -106,7 +108,7 @@ def _inputs(args):
     return (
         space,
         traffic,
-        Slo(args.itl_p99, args.ttft_p99),
+        Slo(args.itl_p99, args.ttft_p99, args.tpot_p99),
         read_prices(args.prices),
         load_calibration(args.calibration),
     )
@@ -203,6 +205,7 @@ def _row(r, slo) -> dict:
             "pruned": r.pruned, "meets": r.meets(slo),
             "itl_p99_seconds": o.itl_p99_seconds if o else None,
             "ttft_p99_seconds": o.ttft_p99_seconds if o else None,
+            "tpot_p99_seconds": o.tpot_p99_seconds if o else None,
             "output_tokens_per_second": o.output_tokens_per_second if o else None,
             "problem": o.problem if o else None, "margins": r.margins(slo)}  # fmt: skip
 
@@ -212,7 +215,8 @@ def _json(sweep, best, slo, args, prices) -> dict:
 
     return {
         "objective": args.objective, "slo": {"itl_p99_seconds": slo.itl_p99_seconds,
-                                             "ttft_p99_seconds": slo.ttft_p99_seconds},
+                                             "ttft_p99_seconds": slo.ttft_p99_seconds,
+                                             "tpot_p99_seconds": slo.tpot_p99_seconds},
         "prices": {"date": prices.date, "origin": prices.origin},
         "candidates": len(sweep.results), "pruned": sweep.pruned, "simulated": sweep.simulated,
         "cached": sweep.cached, "best": [_row(r, slo) for r in best[: args.top]],

@@ -9,6 +9,8 @@ in a full simulation too (tests/test_plan.py checks it over random spaces):
 - TTFT: a request's first token comes after its prompt's uncached tokens went through the GEMMs,
   at most at the GPU's dense peak (the simulator prices them at MFU <= 1 of it), so each TTFT >=
   uncached tokens x GEMM FLOPs per token / peak, and the p99 of TTFT >= the p99 of those bounds.
+- TPOT: a request's tokens come at most k + 1 a step (speculation; 1 without), so its TPOT >=
+  the weight read / (k + 1), and so is the p99.
 - Memory: the weights must fit with room for KV (`roofline.capacity`), and the KV cache must
   hold the longest request, or the deployment cannot serve the traffic at all.
 """
@@ -52,6 +54,11 @@ def prune_reason(candidate: Candidate, model: str, slo: Slo, workload) -> str | 
         return (f"every step streams the weights: {format_seconds(weight_read)} per step at full "
                 "bandwidth, above the ITL p99 target "
                 f"{format_seconds(slo.itl_p99_seconds)}")  # fmt: skip
+    tokens_per_step = candidate.spec_k + 1  # a verification step emits at most k + 1 tokens
+    if slo.tpot_p99_seconds is not None and weight_read / tokens_per_step > slo.tpot_p99_seconds:
+        return (f"every step streams the weights and emits at most {tokens_per_step} token(s): "
+                f"{format_seconds(weight_read / tokens_per_step)} a token, above the TPOT p99 "
+                f"target {format_seconds(slo.tpot_p99_seconds)}")  # fmt: skip
     if slo.ttft_p99_seconds is not None and workload.num_requests:
         uncached = workload.prompt_tokens - workload.cached_prompt_tokens
         floor = float(np.quantile(ttft_floor_seconds(dep, uncached), 0.99,

@@ -137,15 +137,21 @@ class Traffic:
 @dataclass(frozen=True)
 class Slo:
     """The targets a candidate must meet (seconds; None: no target): the p99 of vLLM's ITL
-    (one gap per step a request took part in) and of TTFT over every request that arrived."""
+    (one gap per step a request took part in), of TTFT over every request that arrived, and of
+    TPOT over finished requests (per token: with speculation, what a reader of a stream sees)."""
 
     itl_p99_seconds: float | None = None
     ttft_p99_seconds: float | None = None
+    tpot_p99_seconds: float | None = None
 
     def __post_init__(self):
-        if self.itl_p99_seconds is None and self.ttft_p99_seconds is None:
-            raise ConfigError("give at least one SLO: an ITL p99 or a TTFT p99 target")
-        for name in ("itl_p99_seconds", "ttft_p99_seconds"):
+        if (
+            self.itl_p99_seconds is None
+            and self.ttft_p99_seconds is None
+            and (self.tpot_p99_seconds is None)
+        ):
+            raise ConfigError("give at least one SLO: an ITL, TTFT or TPOT p99 target")
+        for name in ("itl_p99_seconds", "ttft_p99_seconds", "tpot_p99_seconds"):
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise ConfigError(f"SLO {name} must be > 0 seconds, got {value}")

@@ -44,6 +44,8 @@ class Result:
             missed["itl_p99"] = o.itl_p99_seconds / slo.itl_p99_seconds
         if slo.ttft_p99_seconds is not None and o.ttft_p99_seconds > slo.ttft_p99_seconds:
             missed["ttft_p99"] = o.ttft_p99_seconds / slo.ttft_p99_seconds
+        if slo.tpot_p99_seconds is not None and not o.tpot_p99_seconds <= slo.tpot_p99_seconds:
+            missed["tpot_p99"] = o.tpot_p99_seconds / slo.tpot_p99_seconds
         return missed
 
     def meets(self, slo: Slo) -> bool:
@@ -54,7 +56,7 @@ class Result:
         if self.outcome is None or self.outcome.problem:
             return {}
         o, found = self.outcome, {}
-        for key in ("itl_p99", "ttft_p99"):
+        for key in ("itl_p99", "ttft_p99", "tpot_p99"):
             target = getattr(slo, f"{key}_seconds")
             if target is not None:
                 found[key] = 1 - getattr(o, f"{key}_seconds") / target
