@@ -322,5 +322,8 @@ def test_a_tpot_target_prunes_by_the_tokens_a_step_can_emit():
     assert "4.79 ms a token" in prune_reason(_candidate(), MODEL, slo, workload)
     speculative = Candidate("h100-sxm", 1, 1, "bf16", "bf16", 8192, 256, spec_k=3)
     assert prune_reason(speculative, MODEL, slo, workload) is None
+    # ... but not 1 ms: 4.79 / 4 = 1.20 ms a token at best
+    assert "1.20 ms a token" in prune_reason(speculative, MODEL, Slo(tpot_p99_seconds=0.001),
+                                             workload)  # fmt: skip
     result = Result(_candidate(), 1.0, outcome=Outcome(0.01, 0.1, 1.0, tpot_p99_seconds=0.0045))
     assert result.misses(slo) == pytest.approx({"tpot_p99": 1.5})
