@@ -327,3 +327,48 @@ def test_a_tpot_target_prunes_by_the_tokens_a_step_can_emit():
                                              workload)  # fmt: skip
     result = Result(_candidate(), 1.0, outcome=Outcome(0.01, 0.1, 1.0, tpot_p99_seconds=0.0045))
     assert result.misses(slo) == pytest.approx({"tpot_p99": 1.5})
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rate=st.floats(2.0, 40.0),
+    target=st.floats(0.2, 3.0),
+    gpu=st.sampled_from(["l40s", "a100-80gb-sxm"]),
+)
+def test_stopping_early_never_changes_a_verdict(rate, target, gpu):
+    # A run stops only once 1% of its requests have waited past the target: their TTFTs are
+    # above it whatever comes later, so the full run misses the target too
+    traffic = Traffic(rate, 2000, 64, duration_seconds=20)
+    early = evaluate(_candidate(gpu), MODEL, traffic, UNCALIBRATED, stop_at_ttft_seconds=target)
+    full = evaluate(_candidate(gpu), MODEL, traffic, UNCALIBRATED)
+    if early.stopped_at_ttft_seconds is not None:
+        assert full.ttft_p99_seconds > target
+    else:
+        assert early == full
+
+
+def test_an_overloaded_candidate_stops_early_and_its_cache_answers_tighter_targets_only(tmp_path):
+    traffic = Traffic(50.0, 4000, 50, duration_seconds=20)
+    stopped = evaluate(_candidate("l40s"), MODEL, traffic, UNCALIBRATED, stop_at_ttft_seconds=1.0)
+    assert stopped.stopped_at_ttft_seconds == 1.0 and stopped.ttft_p99_seconds == math.inf
+    space = Space(gpus=("l40s",))
+    kw = dict(model=MODEL, traffic=traffic, prices=PRICES, calibration=UNCALIBRATED,
+              calibration_name="none", workers=1, cache=tmp_path / "c.jsonl")  # fmt: skip
+    assert run_sweep(space, slo=Slo(ttft_p99_seconds=1.0), **kw).simulated == 1
+    assert run_sweep(space, slo=Slo(ttft_p99_seconds=0.5), **kw).cached == 1
+    assert run_sweep(space, slo=Slo(ttft_p99_seconds=5.0), **kw).simulated == 1
+
+
+def test_the_stop_rule_by_hand():
+    from types import SimpleNamespace
+
+    from itlkit.plan.evaluate import ttft_missed
+
+    # 100 requests, one every 0.1 s; at t = 10 s those ready before 9 s (91 of them, 0.0 to 9.0)
+    # have waited past a 1 s target unless served: 89 first tokens leave at least 2 late, over
+    # 1% of 100; 90 leave at least 1, not over it
+    stop = ttft_missed(1.0, 100)
+    arrivals = np.round(np.arange(100) * 0.1, 10)
+    assert stop(SimpleNamespace(t=10.0, ready_array=arrivals, first_tokens=89))
+    assert not stop(SimpleNamespace(t=10.0, ready_array=arrivals, first_tokens=90))
+    assert ttft_missed(None, 100) is None

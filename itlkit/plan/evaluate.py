@@ -26,6 +26,9 @@ from itlkit.sim.sglang import sglang_settings
 from itlkit.sim.workload import synthetic_workload
 
 DRAIN_FACTOR = 4.0  # a replica still busy this many windows after the last arrival is overloaded
+# Over this share of all requests waiting longer than the TTFT target for their first token,
+# the TTFT p99 target is already missed, whatever the rest of the run does (`ttft_missed`)
+LATE_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class Outcome:
     output_tokens_per_second: float  # all replicas together
     problem: str = ""
     tpot_p99_seconds: float = math.nan  # per finished request, per token (speculation: < ITL)
+    # the TTFT target this run stopped at, certainly missed (its p99s are then of a partial
+    # run, and TTFT is inf); None: the run went to the end
+    stopped_at_ttft_seconds: float | None = None
 
 
 # The calibration's leave-one-out median error of each p99, by the planner's name for it
@@ -67,10 +73,29 @@ def replica_workload(traffic: Traffic, replicas: int):
                               output_tokens=traffic.output_tokens, seed=traffic.seed)  # fmt: skip
 
 
-def evaluate(candidate: Candidate, model: str, traffic: Traffic,
-             calibration: Calibration) -> Outcome:  # fmt: skip
-    """Simulate one replica of `candidate`; a deployment or run that cannot be is its problem."""
+def ttft_missed(target_seconds: float | None, requests: int):
+    """A `simulate` stop test: at least LATE_SHARE of the `requests` have waited longer than
+    the target for a first token. The requests ready before now - target number at least
+    (ready ones) - (first tokens given so far), and each of those has a TTFT above the target,
+    so the p99 is above it too: a lower bound, never a guess."""
+    if target_seconds is None:
+        return None
+    limit = LATE_SHARE * requests
+
+    def stop(engine) -> bool:
+        ready = int(np.searchsorted(engine.ready_array, engine.t - target_seconds, side="right"))
+        return ready - engine.first_tokens > limit
+
+    return stop
+
+
+def evaluate(candidate: Candidate, model: str, traffic: Traffic, calibration: Calibration,
+             *, stop_at_ttft_seconds: float | None = None) -> Outcome:  # fmt: skip
+    """Simulate one replica of `candidate`; a deployment or run that cannot be is its problem.
+    With `stop_at_ttft_seconds`, a run that certainly misses that TTFT p99 target stops there
+    (`ttft_missed`): overloaded candidates, the slowest to simulate, cost a fraction."""
     workload = replica_workload(traffic, candidate.replicas)
+    stop = ttft_missed(stop_at_ttft_seconds, workload.num_requests)
     try:
         dep, config, kv_tokens = _engine(candidate, model)
         c = calibration.for_gpu(candidate.gpu)
@@ -78,11 +103,34 @@ def evaluate(candidate: Candidate, model: str, traffic: Traffic,
         result = simulate_deployment(
             workload, deployment=c.apply(dep), config=config, efficiency=c.efficiency,
             until_seconds=window * DRAIN_FACTOR, kv_tokens=kv_tokens,
-            speculation=_speculation(candidate, traffic), seed=traffic.seed,
+            speculation=_speculation(candidate, traffic), seed=traffic.seed, stop_when=stop,
         )  # fmt: skip
     except ConfigError as exc:
         return Outcome(math.inf, math.inf, 0.0, problem=str(exc))
-    return _measured(result, candidate.replicas)
+    outcome = _measured(result, candidate.replicas)
+    if stop is not None and stop(_Final(result)):  # it stopped there: the target is missed
+        return replace(outcome, ttft_p99_seconds=math.inf,
+                       stopped_at_ttft_seconds=stop_at_ttft_seconds)  # fmt: skip
+    return outcome
+
+
+@dataclass(frozen=True)
+class _Final:
+    """What `ttft_missed` reads of an engine, from a finished result (at its end)."""
+
+    result: object
+
+    @property
+    def t(self) -> float:
+        return float(self.result.end_seconds)
+
+    @property
+    def ready_array(self):
+        return np.sort(self.result.workload.arrival_seconds)
+
+    @property
+    def first_tokens(self) -> int:
+        return int((~np.isnan(self.result.first_token_seconds)).sum())
 
 
 def _engine(candidate: Candidate, model: str):

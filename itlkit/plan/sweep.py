@@ -36,7 +36,8 @@ class Result:
     outcome: Outcome | None = None
 
     def misses(self, slo: Slo) -> dict[str, float]:
-        """Each target missed and by how much (measured / target; inf when pruned or broken)."""
+        """Each target missed and by how much (measured / target; inf when pruned or broken,
+        or for TTFT when the run stopped once it certainly missed)."""
         if self.outcome is None or self.outcome.problem:
             return {"pruned": math.inf}
         o, missed = self.outcome, {}
@@ -71,6 +72,13 @@ class Sweep:
     pruned: int
     simulated: int
     cached: int
+
+
+def _still_valid(outcome: Outcome, slo: Slo) -> bool:
+    """A cached run that stopped early at a TTFT target answers only targets as tight."""
+    stopped = outcome.stopped_at_ttft_seconds
+    return stopped is None or (slo.ttft_p99_seconds is not None
+                               and slo.ttft_p99_seconds <= stopped)  # fmt: skip
 
 
 def cache_key(candidate: Candidate, model: str, traffic: Traffic, calibration: str) -> str:
@@ -108,6 +116,7 @@ def _append(path: Path | None, key: str, outcome: Outcome) -> None:
 def run_sweep(space: Space, *, model: str, traffic: Traffic, slo: Slo, prices: PriceTable,
               calibration: Calibration, calibration_name: str, workers: int | None = None,
               cache: Path | None = None, ray_address: str | None = None,
+              early_stop: bool = True,
               progress: Callable[[Result], None] | None = None) -> Sweep:  # fmt: skip
     """Prune, then simulate what is left: `workers` processes (None: one per core, 1: here),
     or the Ray cluster at `ray_address`."""
@@ -122,14 +131,16 @@ def run_sweep(space: Space, *, model: str, traffic: Traffic, slo: Slo, prices: P
         key = cache_key(c, model, traffic, calibration_name)
         if reason is not None:
             results[c] = Result(c, costs[c], pruned=reason)
-        elif key in known:
+        elif key in known and _still_valid(known[key], slo):
             results[c] = Result(c, costs[c], outcome=known[key])
         else:
             todo.append((c, key))
         if c in results and progress:
             progress(results[c])
     cached = sum(1 for r in results.values() if r.outcome is not None)
-    run = partial(evaluate, model=model, traffic=traffic, calibration=calibration)
+    stop = slo.ttft_p99_seconds if early_stop else None
+    run = partial(evaluate, model=model, traffic=traffic, calibration=calibration,
+                  stop_at_ttft_seconds=stop)  # fmt: skip
     items = [c for c, _ in todo]
     outcomes = (ray_map(run, items, ray_address) if ray_address and items
                 else local_map(run, items, workers))  # fmt: skip

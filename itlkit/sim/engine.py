@@ -175,6 +175,7 @@ class Engine:
         self.s = 0
         self.log = StepLog(self.ready_array)
         self.segments = Segments()
+        self.first_tokens = 0  # requests that got their first token so far
 
     # ---- the loop ------------------------------------------------------------------------
     def step(self) -> bool:
@@ -204,6 +205,7 @@ class Engine:
         if self.s in self.finishes:
             self.retire(end)
         first, prompt, generation = self.emit(batch.completions, end, generation)
+        self.first_tokens += first
         self.log.add(start, duration, counts, (self.used, first, prompt, generation))
         self.t = end
         self.s += 1

@@ -242,8 +242,12 @@ def simulate(
     kv_bytes_per_token: float = 0.0,
     until_seconds: float | None = None,
     jitter: np.ndarray | None = None,
+    stop_when: Callable[[Engine], bool] | None = None,
+    check_every_seconds: float = 5.0,
 ) -> SimulationResult:
-    """Run the engine over a workload; stop at `until_seconds` (None: when every request is done).
+    """Run the engine over a workload; stop at `until_seconds` (None: when every request is done),
+    or earlier when `stop_when(engine)`, asked every `check_every_seconds` of simulated time,
+    says the outcome is already known (the result then ends there).
 
     `kv_bytes_per_token` only matters in disaggregated mode (the KV transfer time). `jitter`:
     factors that multiply step s's time by `jitter[s % len(jitter)]` (`step_jitter_factors`).
@@ -271,8 +275,12 @@ def simulate(
         end_seconds=end_limit,
         jitter=jitter,
     )
+    next_check = check_every_seconds
     while engine.step():
-        pass
+        if stop_when is not None and engine.t >= next_check:
+            next_check = engine.t + check_every_seconds
+            if stop_when(engine):
+                break
     engine.close()
     end = max(engine.t, end_limit) if until_seconds is not None else engine.t
     if workload.max_concurrency is not None:
@@ -387,10 +395,12 @@ def simulate_deployment(
     kv_tokens: int | None = None,
     speculation: Speculation | None = None,
     seed=0,
+    stop_when: Callable[[Engine], bool] | None = None,
 ) -> SimulationResult:
     """Simulate a deployment: roofline step times and the KV capacity its GPU memory allows
     (vLLM's sizing, `kv_capacity_tokens`, unless `kv_tokens` gives another engine's); with
-    `speculation`, decoding in verification steps whose accepted drafts `seed` draws."""
+    `speculation`, decoding in verification steps whose accepted drafts `seed` draws;
+    `stop_when` as in `simulate`."""
     step_function = roofline_step_function(
         deployment, efficiency=efficiency, host_overhead_seconds=host_overhead_seconds
     )
@@ -400,6 +410,7 @@ def simulate_deployment(
         kv_bytes_per_token=transfer_bytes_per_token(deployment),
         until_seconds=until_seconds,
         jitter=jitter,
+        stop_when=stop_when,
     )
     if speculation is None:
         return simulate(workload, step_function=step_function, **kw)

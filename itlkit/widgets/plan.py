@@ -85,7 +85,7 @@ class CapacityPlanner:
         return run_sweep(self.space, model=self.model, traffic=self.traffic(), slo=self.slo(),
                          prices=self.prices, calibration=self.calibration,
                          calibration_name=self.calibration.name, workers=1,
-                         cache=self.cache).results  # fmt: skip
+                         cache=self.cache, early_stop=False).results  # fmt: skip
 
     def best(self):
         return ranked(self.results, self.slo(), "cost_per_hour")
