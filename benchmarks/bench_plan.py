@@ -61,9 +61,11 @@ def main() -> None:
     p.add_argument("--ray-workers", default="1,2,4")
     args = p.parse_args()
     sweep, seconds = _sweep(workers=args.workers)
+    outcomes = [r.outcome for r in sweep.results if r.outcome is not None]
+    stopped = sum(1 for o in outcomes if o.stopped_at_ttft_seconds is not None)
     print(f"{len(sweep.results):,} candidates, {TRAFFIC.duration_seconds:.0f} s of traffic, "
           f"{args.workers} workers: {seconds:.1f} s ({sweep.pruned} pruned, {sweep.simulated} "
-          "simulated; goal <= 60 s on 2 cores)")  # fmt: skip
+          f"simulated, {stopped} of them stopped early; goal <= 60 s on 2 cores)")  # fmt: skip
     base = None
     for n in (int(x) for x in args.ray_workers.split(",")):
         seconds = _ray(n)
