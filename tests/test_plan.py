@@ -101,6 +101,14 @@ def test_an_overloaded_candidate_fails_its_ttft_by_the_requests_it_never_served(
     assert outcome.ttft_p99_seconds == math.inf
 
 
+def _price_file(folder):
+    """PRICES as a price table file (the format `--prices` reads)."""
+    rows = {g: {"per_gpu_hour": p, "source": "test"} for g, p in PRICES.per_gpu_hour.items()}
+    path = folder / "prices.json"
+    path.write_text(json.dumps({"date": "test", "prices": rows}))
+    return path
+
+
 def _result(gpu, replicas, cost, itl, ttft, tokens=1000.0):
     return Result(_candidate(gpu, replicas=replicas), cost, outcome=Outcome(itl, ttft, tokens))
 
@@ -174,17 +182,7 @@ def test_an_interrupted_sweep_resumes_from_its_cache(tmp_path):
     ],
 )
 def test_bad_plans_are_one_line(tmp_path, capsys, flags, says):
-    prices = tmp_path / "prices.json"
-    prices.write_text(
-        json.dumps(
-            {
-                "date": "test",
-                "prices": {
-                    g: {"per_gpu_hour": p, "source": "test"} for g, p in PRICES.per_gpu_hour.items()
-                },
-            }
-        )
-    )
+    prices = _price_file(tmp_path)
     code = main(["plan", "--rate", "1", "--duration", "10", "--prices", str(prices),
                  "--cache", "none", "--ttft-p99", "5", *flags])  # fmt: skip
     assert code in (1, 2)
@@ -193,17 +191,7 @@ def test_bad_plans_are_one_line(tmp_path, capsys, flags, says):
 
 
 def test_the_cli_prints_the_best_and_writes_json(tmp_path, capsys):
-    prices = tmp_path / "prices.json"
-    prices.write_text(
-        json.dumps(
-            {
-                "date": "test",
-                "prices": {
-                    g: {"per_gpu_hour": p, "source": "test"} for g, p in PRICES.per_gpu_hour.items()
-                },
-            }
-        )
-    )
+    prices = _price_file(tmp_path)
     args = ["plan", "--rate", "4", "--duration", "20", "--prices", str(prices), "--cache",
             str(tmp_path / "cache"), "--itl-p99", "0.05", "--ttft-p99", "1",
             "--gpus", "h100-sxm,a100-80gb-sxm", "--tp", "1,2", "--calibration", "none"]  # fmt: skip
