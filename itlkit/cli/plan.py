@@ -151,7 +151,7 @@ def run(args) -> int:
     candidates = space.candidates()
     for gpu in args.gpus:
         prices.price(gpu)
-    with _progress(len(candidates), quiet=args.json) as tick:
+    with _progress(len(candidates), slo, quiet=args.json) as tick:
         sweep = run_sweep(space, model=args.model, traffic=traffic, slo=slo, prices=prices,
                           calibration=calibration, calibration_name=calibration.name,
                           workers=args.workers, cache=_cache_path(args),
@@ -176,8 +176,9 @@ def run(args) -> int:
     return 0
 
 
-def _progress(total: int, *, quiet: bool):
-    """A tqdm bar on stderr: candidates done, pruned, simulated; a no-op when quiet."""
+def _progress(total: int, slo, *, quiet: bool):
+    """A tqdm bar on stderr: candidates done, pruned, simulated and the cheapest that meets
+    the SLO so far; a no-op when quiet or not a terminal."""
     from contextlib import contextmanager
 
     from tqdm import tqdm
@@ -186,10 +187,14 @@ def _progress(total: int, *, quiet: bool):
     def bar():
         with tqdm(total=total, unit="candidate", file=sys.stderr, leave=False,
                   disable=quiet or not sys.stderr.isatty()) as t:  # fmt: skip
-            counts = {"pruned": 0, "simulated": 0}
+            counts = {"pruned": 0, "simulated": 0, "best": "none yet"}
+            best = [math.inf]
 
             def tick(result):
                 counts["pruned" if result.pruned else "simulated"] += 1
+                if result.meets(slo) and result.cost_per_hour < best[0]:
+                    best[0] = result.cost_per_hour
+                    counts["best"] = f"${result.cost_per_hour:,.2f}/h"
                 t.set_postfix(counts, refresh=False)
                 t.update()
 
