@@ -360,3 +360,39 @@ def test_the_stop_rule_by_hand():
     assert stop(SimpleNamespace(t=10.0, ready_array=arrivals, first_tokens=89))
     assert not stop(SimpleNamespace(t=10.0, ready_array=arrivals, first_tokens=90))
     assert ttft_missed(None, 100) is None
+
+
+def test_a_rate_profile_is_split_over_the_replicas():
+    from itlkit.sim.arrivals import RateProfile
+
+    # 2/s for 100 s then 20/s for 100 s: ~2,200 requests in all, ~1,100 for each of 2 replicas,
+    # ten times as many in the second half as in the first
+    profile = RateProfile((0.0, 100.0), (2.0, 20.0))
+    traffic = Traffic(20.0, 500, 50, duration_seconds=200, profile=profile, seed=3)
+    share = replica_workload(traffic, 2)
+    first = (share.arrival_seconds < 100).sum()
+    assert share.num_requests == pytest.approx(1100, rel=0.1)
+    assert (share.num_requests - first) / first == pytest.approx(10, rel=0.25)
+    assert "profile=" in traffic.key()
+
+
+def test_an_e2e_target_counts_unfinished_requests_as_missing_it():
+    slo = Slo(e2e_p99_seconds=2.0)
+    # 200 output tokens at ~5 ms a step: ~1 s arrival to last token at light load
+    light = evaluate(_candidate(), MODEL, Traffic(1.0, 500, 200, duration_seconds=20),
+                     UNCALIBRATED)  # fmt: skip
+    assert 0.9 < light.e2e_p99_seconds < 2.0 and Result(_candidate(), 1.0, outcome=light).meets(slo)
+    overloaded = evaluate(_candidate("l40s"), MODEL, Traffic(50.0, 4000, 50, duration_seconds=20),
+                          UNCALIBRATED)  # fmt: skip
+    assert overloaded.e2e_p99_seconds == math.inf
+
+
+def test_the_cli_takes_one_traffic_and_a_rate_profile(capsys, tmp_path):
+    prices = _price_file(tmp_path)
+    common = ["plan", "--ttft-p99", "2", "--e2e-p99", "10", "--cache", "none", "--calibration",
+              "none", "--prices", str(prices), "--duration", "30", "--json"]  # fmt: skip
+    assert main([*common, "--rate-profile", "0:1,15:4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["slo"]["e2e_p99_seconds"] == 10 and out["best"]
+    assert main([*common, "--rate-profile", "0:1,15:4", "--rate", "3"]) == 2
+    assert "one of them" in capsys.readouterr().err

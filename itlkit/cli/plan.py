@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from itlkit.cli._args import number_between, seed, shown
-from itlkit.cli._lengths_args import LENGTHS_HELP, lengths
+from itlkit.cli._traffic_args import LENGTHS_HELP, lengths, rate_profile
 from itlkit.units import format_seconds
 
 DEFAULT_CACHE = Path(".itlkit-plan-cache")
@@ -43,6 +43,8 @@ def add_parser(subparsers) -> None:
     traffic = p.add_argument_group("traffic (Poisson arrivals, split evenly over replicas)")
     traffic.add_argument("--rate", type=number_between(1e-6, 1e6, "requests/s"),
                          help="requests per second at the peak")  # fmt: skip
+    traffic.add_argument("--rate-profile", type=rate_profile, metavar="START:RATE,...",
+                         help="rates by time instead of --rate, e.g. 0:4,60:12")  # fmt: skip
     traffic.add_argument("--workload", metavar="FILE",
                          help="replay a CSV or a vllm bench serve result instead (its arrivals "
                               "and lengths, dealt round-robin to the replicas)")  # fmt: skip
@@ -57,6 +59,8 @@ def add_parser(subparsers) -> None:
     slo = p.add_argument_group("SLOs (seconds)")
     slo.add_argument("--itl-p99", type=number_between(1e-6, 3600.0, "seconds"))
     slo.add_argument("--ttft-p99", type=number_between(1e-6, 3600.0, "seconds"))
+    slo.add_argument("--e2e-p99", type=number_between(1e-6, 86400.0, "seconds"),
+                     help="arrival to last token")  # fmt: skip
     slo.add_argument("--tpot-p99", type=number_between(1e-6, 3600.0, "seconds"),
                      help="per token, per finished request (what speculation lowers)")  # fmt: skip
     space = p.add_argument_group("candidate space (comma-separated choices)")
@@ -108,7 +112,7 @@ def _inputs(args):
     return (
         space,
         traffic,
-        Slo(args.itl_p99, args.ttft_p99, args.tpot_p99),
+        Slo(args.itl_p99, args.ttft_p99, args.tpot_p99, args.e2e_p99),
         read_prices(args.prices),
         load_calibration(args.calibration),
     )
@@ -118,19 +122,24 @@ def _traffic(args):
     """Poisson at --rate, or a replayed --workload file (one of the two)."""
     from itlkit.plan.space import Traffic
 
-    if (args.rate is None) == (args.workload is None):
-        raise ValueError("give the traffic as --rate R (Poisson) or --workload FILE, one of them")
+    given = [args.rate is not None, args.rate_profile is not None, args.workload is not None]
+    if sum(given) != 1:
+        raise ValueError("give the traffic as --rate R (Poisson), --rate-profile or "
+                         "--workload FILE, one of them")  # fmt: skip
+    spec = dict(spec_acceptance=args.spec_acceptance, spec_method=args.spec_method)
+    if args.rate_profile is not None:
+        peak = max(args.rate_profile.rates_per_second)
+        return Traffic(peak, args.prompt_tokens, args.output_tokens, args.duration, args.seed,
+                       profile=args.rate_profile, **spec)  # fmt: skip
     if args.workload is None:
         return Traffic(args.rate, args.prompt_tokens, args.output_tokens, args.duration,
-                       args.seed, spec_acceptance=args.spec_acceptance,
-                       spec_method=args.spec_method)  # fmt: skip
+                       args.seed, **spec)  # fmt: skip
     from itlkit.sim.workload import read_workload
 
     replay = read_workload(args.workload, seed=args.seed)
     rate = replay.num_requests / max(replay.last_arrival_seconds, 1.0)
     return Traffic(rate, None, None, max(replay.last_arrival_seconds, 1.0), args.seed,
-                   replay=replay, replay_name=str(args.workload),
-                   spec_acceptance=args.spec_acceptance, spec_method=args.spec_method)  # fmt: skip
+                   replay=replay, replay_name=str(args.workload), **spec)  # fmt: skip
 
 
 def _cache_path(args) -> Path | None:
@@ -211,6 +220,7 @@ def _row(r, slo) -> dict:
             "itl_p99_seconds": o.itl_p99_seconds if o else None,
             "ttft_p99_seconds": o.ttft_p99_seconds if o else None,
             "tpot_p99_seconds": o.tpot_p99_seconds if o else None,
+            "e2e_p99_seconds": o.e2e_p99_seconds if o else None,
             "output_tokens_per_second": o.output_tokens_per_second if o else None,
             "problem": o.problem if o else None, "margins": r.margins(slo)}  # fmt: skip
 
@@ -221,7 +231,8 @@ def _json(sweep, best, slo, args, prices) -> dict:
     return {
         "objective": args.objective, "slo": {"itl_p99_seconds": slo.itl_p99_seconds,
                                              "ttft_p99_seconds": slo.ttft_p99_seconds,
-                                             "tpot_p99_seconds": slo.tpot_p99_seconds},
+                                             "tpot_p99_seconds": slo.tpot_p99_seconds,
+                                             "e2e_p99_seconds": slo.e2e_p99_seconds},
         "prices": {"date": prices.date, "origin": prices.origin},
         "candidates": len(sweep.results), "pruned": sweep.pruned, "simulated": sweep.simulated,
         "cached": sweep.cached, "best": [_row(r, slo) for r in best[: args.top]],

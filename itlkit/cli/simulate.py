@@ -15,7 +15,6 @@ from itlkit.cli._args import (
     number_between,
     seconds_at_most,
     seed,
-    shown,
     tokens,
     whole_number,
 )
@@ -26,20 +25,20 @@ from itlkit.cli._engine_args import (
     engine_settings,
     max_model_len,
 )
-from itlkit.cli._lengths_args import LENGTHS_HELP, lengths
 from itlkit.cli._spec_args import (
     add_speculation_arguments,
     speculation_assumptions,
     speculation_from_args,
     speculation_text,
 )
+from itlkit.cli._traffic_args import LENGTHS_HELP, lengths, rate_profile
 from itlkit.errors import ConfigError
 from itlkit.sim.lengths import (
     Fixed,
     vllm_random_output_lengths,
     vllm_random_prompt_lengths,
 )
-from itlkit.sim.workload import MOST_CONCURRENCY, RateProfile
+from itlkit.sim.workload import MOST_CONCURRENCY
 from itlkit.units import format_seconds
 
 # The flags' ranges: wider than any real server, narrow enough that the simulation's arithmetic
@@ -48,8 +47,6 @@ rate = number_between(1e-6, 1e6, "an arrival rate in requests/s")  # one a fortn
 duration = number_between(1e-3, 1e7, "a number of seconds")  # 1 ms to four months
 host_overhead = seconds_at_most(1.0)  # real host time per step is 0.1-10 ms
 scrape_interval = number_between(1e-3, 86_400.0, "a number of seconds")
-profile_start = number_between(0.0, 1e7, "a start time in seconds")
-profile_rate = number_between(0.0, 1e6, "an arrival rate in requests/s")
 MOST_SHARED_PREFIX_TOKENS = 10**8
 MOST_SCRAPES = 20_000  # scrape files (or one file's scrapes): a 1-s interval over 5.5 h
 MOST_PROMPTS = 10**7  # --num-prompts: vllm bench serve's runs send thousands
@@ -78,25 +75,6 @@ def _request_rate(text: str) -> float:
         return rate(text)
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"{exc}, or inf (all at t = 0)") from None
-
-
-def _profile(text: str) -> RateProfile:
-    """`START:RATE,START:RATE,...` (seconds, requests/s), starting at 0."""
-    starts, rates = [], []
-    for item in text.split(","):
-        pair = item.split(":")
-        if len(pair) != 2:
-            where = "" if item == text else f" in {shown(text)}"
-            raise argparse.ArgumentTypeError(
-                f"{shown(item)}{where} is not START:RATE (seconds from 0, requests/s), as in "
-                "0:2,60:8,90:2"
-            )
-        starts.append(profile_start(pair[0]))
-        rates.append(profile_rate(pair[1]))
-    try:
-        return RateProfile(tuple(starts), tuple(rates))
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc}") from None
 
 
 def add_parser(subparsers) -> None:
@@ -132,7 +110,7 @@ def _add_workload_arguments(p) -> None:
     """Who arrives when, with how many tokens, for how long (or the runs of a file)."""
     work = p.add_argument_group("workload")
     work.add_argument("--rate", type=rate, help=f"arrivals per second (default {DEFAULT_RATE:g})")
-    work.add_argument("--rate-profile", type=_profile, metavar="START:RATE,...",
+    work.add_argument("--rate-profile", type=rate_profile, metavar="START:RATE,...",
                       help="arrivals/s by time instead of --rate, e.g. 0:2,60:8,90:2")  # fmt: skip
     work.add_argument("--prompt-tokens", type=lengths,
                       help=f"{LENGTHS_HELP}; default {DEFAULT_PROMPT_TOKENS}")  # fmt: skip

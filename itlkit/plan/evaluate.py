@@ -20,6 +20,7 @@ from itlkit.physics.hardware import get_gpu
 from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
 from itlkit.plan.prune import deployment_of
 from itlkit.plan.space import Candidate, Traffic
+from itlkit.sim.arrivals import RateProfile
 from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.scheduler import simulate_deployment
 from itlkit.sim.sglang import sglang_settings
@@ -44,6 +45,9 @@ class Outcome:
     # the TTFT target this run stopped at, certainly missed (its p99s are then of a partial
     # run, and TTFT is inf); None: the run went to the end
     stopped_at_ttft_seconds: float | None = None
+    e2e_p99_seconds: float = (
+        math.nan
+    )  # arrival to last token over arrived requests (inf: unfinished)
 
 
 # The calibration's leave-one-out median error of each p99, by the planner's name for it
@@ -67,6 +71,12 @@ def replica_workload(traffic: Traffic, replicas: int):
         dealt = {name: getattr(w, name)[take].copy() for name in columns}
         origin = None if w.origin is None else w.origin[take].copy()
         return replace(w, origin=origin, **dealt)
+    if traffic.profile is not None:
+        p = traffic.profile
+        share = RateProfile(p.start_seconds, tuple(r / replicas for r in p.rates_per_second))
+        lengths = dict(prompt_tokens=traffic.prompt_tokens, output_tokens=traffic.output_tokens)
+        return synthetic_workload(duration_seconds=traffic.duration_seconds, profile=share,
+                                  seed=traffic.seed, **lengths)  # fmt: skip
     return synthetic_workload(duration_seconds=traffic.duration_seconds,
                               rate_per_second=traffic.rate_per_second / replicas,
                               prompt_tokens=traffic.prompt_tokens,
@@ -170,8 +180,11 @@ def _measured(result, replicas: int) -> Outcome:
     itl = float(result.itl_quantile(0.99)) if result.step_itl_observations.sum() else 0.0
     tokens = float(result.generated_tokens.sum()) * replicas
     tpot = result.itl_views().quantile("request_tpot", 0.99)
+    e2e = result.finish_seconds[arrived] - result.workload.arrival_seconds[arrived]
+    e2e = np.where(np.isnan(e2e), math.inf, e2e)
     return Outcome(
         tpot_p99_seconds=float(tpot),
+        e2e_p99_seconds=float(np.quantile(e2e, 0.99, method="inverted_cdf")) if e2e.size else 0.0,
         itl_p99_seconds=itl,
         ttft_p99_seconds=float(np.quantile(ttft, 0.99, method="inverted_cdf"))
         if ttft.size

@@ -19,6 +19,7 @@ from itlkit.errors import ConfigError
 
 OBJECTIVES = ("cost_per_hour", "cost_per_million_tokens", "gpus")
 ENGINES = ("vllm", "sglang")
+SLO_KEYS = ("itl_p99", "ttft_p99", "tpot_p99", "e2e_p99")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class Traffic:
     replay_name: str = ""  # where the replay came from (its file), for the cache key
     spec_acceptance: float = 0.7  # per draft, geometric, for candidates that speculate
     spec_method: str = "eagle"  # the drafts' overheads (`physics.speculative.MEASURED_OVERHEADS`)
+    profile: object = None  # a `sim.arrivals.RateProfile` (piecewise-constant rates) instead
+    # of the one rate; `rate_per_second` is then its peak
 
     def __post_init__(self):
         if self.replay is not None:
@@ -131,7 +134,8 @@ class Traffic:
                     f"spec={self.spec_acceptance!r},{self.spec_method}")  # fmt: skip
         return (f"rate={self.rate_per_second!r};prompt={self.prompt_tokens!r};"
                 f"output={self.output_tokens!r};duration={self.duration_seconds!r};"
-                f"seed={self.seed!r};spec={self.spec_acceptance!r},{self.spec_method}")  # fmt: skip
+                f"seed={self.seed!r};spec={self.spec_acceptance!r},{self.spec_method};"
+                f"profile={self.profile!r}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -143,15 +147,12 @@ class Slo:
     itl_p99_seconds: float | None = None
     ttft_p99_seconds: float | None = None
     tpot_p99_seconds: float | None = None
+    e2e_p99_seconds: float | None = None  # arrival to last token; unfinished requests: inf
 
     def __post_init__(self):
-        if (
-            self.itl_p99_seconds is None
-            and self.ttft_p99_seconds is None
-            and (self.tpot_p99_seconds is None)
-        ):
-            raise ConfigError("give at least one SLO: an ITL, TTFT or TPOT p99 target")
-        for name in ("itl_p99_seconds", "ttft_p99_seconds", "tpot_p99_seconds"):
+        if all(getattr(self, f"{key}_seconds") is None for key in SLO_KEYS):
+            raise ConfigError("give at least one SLO: an ITL, TTFT, TPOT or E2E p99 target")
+        for name in (f"{key}_seconds" for key in SLO_KEYS):
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise ConfigError(f"SLO {name} must be > 0 seconds, got {value}")

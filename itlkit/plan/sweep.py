@@ -23,7 +23,7 @@ from itlkit.plan.evaluate import Outcome, evaluate, replica_workload
 from itlkit.plan.executors import local_map, ray_map
 from itlkit.plan.prices import PriceTable
 from itlkit.plan.prune import prune_reason
-from itlkit.plan.space import Candidate, Slo, Space, Traffic
+from itlkit.plan.space import SLO_KEYS, Candidate, Slo, Space, Traffic
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,12 @@ class Result:
         or for TTFT when the run stopped once it certainly missed)."""
         if self.outcome is None or self.outcome.problem:
             return {"pruned": math.inf}
-        o, missed = self.outcome, {}
-        if slo.itl_p99_seconds is not None and o.itl_p99_seconds > slo.itl_p99_seconds:
-            missed["itl_p99"] = o.itl_p99_seconds / slo.itl_p99_seconds
-        if slo.ttft_p99_seconds is not None and o.ttft_p99_seconds > slo.ttft_p99_seconds:
-            missed["ttft_p99"] = o.ttft_p99_seconds / slo.ttft_p99_seconds
-        if slo.tpot_p99_seconds is not None and not o.tpot_p99_seconds <= slo.tpot_p99_seconds:
-            missed["tpot_p99"] = o.tpot_p99_seconds / slo.tpot_p99_seconds
+        missed = {}
+        for key in SLO_KEYS:
+            target = getattr(slo, f"{key}_seconds")
+            measured = getattr(self.outcome, f"{key}_seconds")
+            if target is not None and not measured <= target:  # NaN (none finished) misses
+                missed[key] = measured / target
         return missed
 
     def meets(self, slo: Slo) -> bool:
@@ -57,7 +56,7 @@ class Result:
         if self.outcome is None or self.outcome.problem:
             return {}
         o, found = self.outcome, {}
-        for key in ("itl_p99", "ttft_p99", "tpot_p99"):
+        for key in SLO_KEYS:
             target = getattr(slo, f"{key}_seconds")
             if target is not None:
                 found[key] = 1 - getattr(o, f"{key}_seconds") / target

@@ -1,12 +1,14 @@
-"""The length flags `simulate` and `plan` share: a fixed count or a distribution of tokens."""
+"""The traffic flags `simulate` and `plan` share: lengths (a fixed count or a distribution of
+tokens) and rate profiles."""
 
 from __future__ import annotations
 
 import argparse
 import math
 
-from itlkit.cli._args import shown, tokens
+from itlkit.cli._args import number_between, shown, tokens
 from itlkit.errors import ConfigError
+from itlkit.sim.arrivals import RateProfile
 from itlkit.sim.lengths import Fixed, LogNormal, Uniform, read_quantiles_csv
 
 LENGTHS_HELP = (
@@ -43,3 +45,26 @@ def _number(text: str, whole: str) -> float:
     except ValueError:
         message = f"{shown(text)} in {shown(whole)} is not a number"
         raise argparse.ArgumentTypeError(message) from None
+
+
+profile_start = number_between(0.0, 1e7, "a start time in seconds")
+profile_rate = number_between(0.0, 1e6, "an arrival rate in requests/s")
+
+
+def rate_profile(text: str) -> RateProfile:
+    """`START:RATE,START:RATE,...` (seconds, requests/s), starting at 0."""
+    starts, rates = [], []
+    for item in text.split(","):
+        pair = item.split(":")
+        if len(pair) != 2:
+            where = "" if item == text else f" in {shown(text)}"
+            raise argparse.ArgumentTypeError(
+                f"{shown(item)}{where} is not START:RATE (seconds from 0, requests/s), as in "
+                "0:2,60:8,90:2"
+            )
+        starts.append(profile_start(pair[0]))
+        rates.append(profile_rate(pair[1]))
+    try:
+        return RateProfile(tuple(starts), tuple(rates))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {exc}") from None
