@@ -396,3 +396,28 @@ def test_the_cli_takes_one_traffic_and_a_rate_profile(capsys, tmp_path):
     assert out["slo"]["e2e_p99_seconds"] == 10 and out["best"]
     assert main([*common, "--rate-profile", "0:1,15:4", "--rate", "3"]) == 2
     assert "one of them" in capsys.readouterr().err
+
+
+def test_an_incidents_traffic_plans_its_fix(capsys, tmp_path):
+    # The bundled prefill-interference incident (data/scenarios/prefill_interference/
+    # scenario.json): 4,096-token prompts at 2.5/s, 256 tokens out. Its traffic comes back
+    # from the counters: those lengths, and 2.5 arrivals/s on average over the windows
+    from itlkit.bundled import scenario_folder
+    from itlkit.diagnosis.evidence import timeline_from_frame
+    from itlkit.diagnosis.whatif import incident_traffic
+    from itlkit.metrics.readers import read_paths
+
+    folder = scenario_folder("prefill_interference")
+    seen = incident_traffic(timeline_from_frame(read_paths([folder])), context_tokens=1.0)
+    assert (seen.prompt_tokens, seen.output_tokens) == (4096, 256)
+    assert np.mean(seen.profile.rates_per_second) == pytest.approx(2.5, rel=0.15)
+    args = ["plan", "--incident", str(folder), "--itl-p99", "0.05", "--ttft-p99", "2",
+            "--max-num-batched-tokens", "512,2048", "--cache", "none", "--calibration", "none",
+            "--prices", str(_price_file(tmp_path)), "--json"]  # fmt: skip
+    assert main(args) == 0
+    best = json.loads(capsys.readouterr().out)["best"][0]
+    # the diagnosis' fix, found by the planner: the same H100 with a smaller token budget
+    assert (
+        best["candidate"]["gpu"] == "h100-sxm"
+        and best["candidate"]["max_num_batched_tokens"] == 512
+    )

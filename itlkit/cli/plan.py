@@ -45,6 +45,9 @@ def add_parser(subparsers) -> None:
                          help="requests per second at the peak")  # fmt: skip
     traffic.add_argument("--rate-profile", type=rate_profile, metavar="START:RATE,...",
                          help="rates by time instead of --rate, e.g. 0:4,60:12")  # fmt: skip
+    traffic.add_argument("--incident", metavar="SCRAPES",
+                         help="an incident's traffic: a folder of /metrics scrapes (arrivals "
+                              "per window, mean lengths: as the what-if replays it)")  # fmt: skip
     traffic.add_argument("--workload", metavar="FILE",
                          help="replay a CSV or a vllm bench serve result instead (its arrivals "
                               "and lengths, dealt round-robin to the replicas)")  # fmt: skip
@@ -122,11 +125,13 @@ def _traffic(args):
     """Poisson at --rate, or a replayed --workload file (one of the two)."""
     from itlkit.plan.space import Traffic
 
-    given = [args.rate is not None, args.rate_profile is not None, args.workload is not None]
-    if sum(given) != 1:
-        raise ValueError("give the traffic as --rate R (Poisson), --rate-profile or "
-                         "--workload FILE, one of them")  # fmt: skip
+    given = [args.rate, args.rate_profile, args.workload, args.incident]
+    if sum(g is not None for g in given) != 1:
+        raise ValueError("give the traffic as --rate R (Poisson), --rate-profile, --workload "
+                         "FILE or --incident SCRAPES, one of them")  # fmt: skip
     spec = dict(spec_acceptance=args.spec_acceptance, spec_method=args.spec_method)
+    if args.incident is not None:
+        return _incident_traffic(args, spec)
     if args.rate_profile is not None:
         peak = max(args.rate_profile.rates_per_second)
         return Traffic(peak, args.prompt_tokens, args.output_tokens, args.duration, args.seed,
@@ -140,6 +145,21 @@ def _traffic(args):
     rate = replay.num_requests / max(replay.last_arrival_seconds, 1.0)
     return Traffic(rate, None, None, max(replay.last_arrival_seconds, 1.0), args.seed,
                    replay=replay, replay_name=str(args.workload), **spec)  # fmt: skip
+
+
+def _incident_traffic(args, spec: dict):
+    """The traffic of a folder of scrapes, as the what-if replays it."""
+    from itlkit.diagnosis.evidence import timeline_from_frame
+    from itlkit.diagnosis.whatif import incident_traffic
+    from itlkit.metrics.readers import read_paths
+    from itlkit.plan.space import Traffic
+
+    timeline = timeline_from_frame(read_paths([args.incident]))
+    seen = incident_traffic(timeline, context_tokens=1024.0)
+    peak = max(seen.profile.rates_per_second)
+    return Traffic(peak, seen.prompt_tokens, seen.output_tokens, seen.duration_seconds,
+                   args.seed, profile=seen.profile,
+                   shared_prefix_tokens=seen.shared_prefix_tokens, **spec)  # fmt: skip
 
 
 def _cache_path(args) -> Path | None:

@@ -146,10 +146,22 @@ def current_setting(diagnosis: Diagnosis) -> Setting:
     )
 
 
-def replay_workload(diagnosis: Diagnosis, *, seed: int = 0) -> Workload:
-    """The incident's traffic: observed arrival rate per window, mean prompt and output, and
-    the prefix cache's hit rate."""
-    t = diagnosis.timeline
+@dataclass(frozen=True)
+class IncidentTraffic:
+    """An incident's traffic as the metrics show it: arrivals per window (first tokens per
+    second), mean prompt and output, and the prefix cache's hit share of each prompt."""
+
+    profile: RateProfile
+    duration_seconds: float
+    prompt_tokens: int
+    output_tokens: int
+    shared_prefix_tokens: int
+
+
+def incident_traffic(timeline, *, context_tokens: float) -> IncidentTraffic:
+    """The traffic of a scrape series (`context_tokens`: the prompt when the counters do not
+    give one); ConfigError without a time axis or arrivals."""
+    t = timeline
     if not t.has_time_axis:
         raise ConfigError("a what-if needs a scrape series (a time axis), not a single scrape")
     rates = np.nan_to_num(t.first_tokens_per_second)
@@ -161,17 +173,27 @@ def replay_workload(diagnosis: Diagnosis, *, seed: int = 0) -> Workload:
     output = t.mean_output_tokens()
     prompt = t.mean_prompt_tokens()
     if not math.isfinite(prompt):
-        prompt = diagnosis.context_tokens
+        prompt = context_tokens
     if not math.isfinite(output):
         output = 256.0
     prompt_tokens = max(round(prompt), 1)
-    return synthetic_workload(
-        duration_seconds=duration,
-        profile=RateProfile(tuple(starts[keep]), tuple(rates[keep])),
-        prompt_tokens=prompt_tokens,
-        output_tokens=max(round(output), 1),
+    return IncidentTraffic(
+        RateProfile(tuple(starts[keep]), tuple(rates[keep])), duration, prompt_tokens,
+        max(round(output), 1),
         # The prefix cache's observed hit rate, spread evenly over the prompts.
-        shared_prefix_tokens=round(t.prefix_cache_hit_rate() * prompt_tokens),
+        round(t.prefix_cache_hit_rate() * prompt_tokens),
+    )  # fmt: skip
+
+
+def replay_workload(diagnosis: Diagnosis, *, seed: int = 0) -> Workload:
+    """The incident's traffic (`incident_traffic`) drawn as a workload."""
+    traffic = incident_traffic(diagnosis.timeline, context_tokens=diagnosis.context_tokens)
+    return synthetic_workload(
+        duration_seconds=traffic.duration_seconds,
+        profile=traffic.profile,
+        prompt_tokens=traffic.prompt_tokens,
+        output_tokens=traffic.output_tokens,
+        shared_prefix_tokens=traffic.shared_prefix_tokens,
         seed=seed,
     )
 

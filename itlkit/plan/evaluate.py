@@ -74,13 +74,16 @@ def replica_workload(traffic: Traffic, replicas: int):
     if traffic.profile is not None:
         p = traffic.profile
         share = RateProfile(p.start_seconds, tuple(r / replicas for r in p.rates_per_second))
-        lengths = dict(prompt_tokens=traffic.prompt_tokens, output_tokens=traffic.output_tokens)
         return synthetic_workload(duration_seconds=traffic.duration_seconds, profile=share,
-                                  seed=traffic.seed, **lengths)  # fmt: skip
+                                  seed=traffic.seed, **_lengths(traffic))  # fmt: skip
     return synthetic_workload(duration_seconds=traffic.duration_seconds,
                               rate_per_second=traffic.rate_per_second / replicas,
-                              prompt_tokens=traffic.prompt_tokens,
-                              output_tokens=traffic.output_tokens, seed=traffic.seed)  # fmt: skip
+                              seed=traffic.seed, **_lengths(traffic))  # fmt: skip
+
+
+def _lengths(traffic: Traffic) -> dict:
+    return dict(prompt_tokens=traffic.prompt_tokens, output_tokens=traffic.output_tokens,
+                shared_prefix_tokens=traffic.shared_prefix_tokens)  # fmt: skip
 
 
 def ttft_missed(target_seconds: float | None, requests: int):

@@ -114,6 +114,7 @@ class Traffic:
     spec_method: str = "eagle"  # the drafts' overheads (`physics.speculative.MEASURED_OVERHEADS`)
     profile: object = None  # a `sim.arrivals.RateProfile` (piecewise-constant rates) instead
     # of the one rate; `rate_per_second` is then its peak
+    shared_prefix_tokens: int = 0  # of each prompt, served from the prefix cache (a system prompt)
 
     def __post_init__(self):
         if self.replay is not None:
@@ -135,7 +136,7 @@ class Traffic:
         return (f"rate={self.rate_per_second!r};prompt={self.prompt_tokens!r};"
                 f"output={self.output_tokens!r};duration={self.duration_seconds!r};"
                 f"seed={self.seed!r};spec={self.spec_acceptance!r},{self.spec_method};"
-                f"profile={self.profile!r}")  # fmt: skip
+                f"profile={self.profile!r};shared={self.shared_prefix_tokens}")  # fmt: skip
 
 
 @dataclass(frozen=True)
