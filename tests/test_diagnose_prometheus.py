@@ -75,3 +75,22 @@ def test_empty_period_and_unreachable_server(incident):
         timeline_from_prometheus("http://127.0.0.1:9", start=start, end=start + 600)
     with pytest.raises(EvidenceError, match="the start 'yesterday' is not a time: use unix"):
         timeline_from_prometheus(url, start="yesterday", end=start)
+
+
+def test_plan_reads_the_incidents_traffic_from_prometheus_as_from_its_scrapes(incident, capsys):
+    from itlkit.cli import main
+
+    url, start, scrapes = incident
+    common = ["plan", "--itl-p99", "0.05", "--ttft-p99", "2", "--cache", "none", "--json",
+              "--calibration", "none", "--max-num-batched-tokens", "512,2048"]  # fmt: skip
+    assert main([*common, "--incident", str(scrapes)]) == 0
+    from_files = json.loads(capsys.readouterr().out)
+    period = ["--prometheus", url, "--start", str(start),
+              "--end", str(start + SCENARIO.duration_seconds)]  # fmt: skip
+    assert main([*common, *period]) == 0
+    from_server = json.loads(capsys.readouterr().out)
+    # the same answer: the diagnosis' fix, the H100 at the smaller budget
+    for plan in (from_files, from_server):
+        assert plan["best"][0]["candidate"]["max_num_batched_tokens"] == 512
+    assert main([*common, "--prometheus", url]) == 2
+    assert "--prometheus needs --start and --end" in capsys.readouterr().err

@@ -48,6 +48,11 @@ def add_parser(subparsers) -> None:
     traffic.add_argument("--incident", metavar="SCRAPES",
                          help="an incident's traffic: a folder of /metrics scrapes (arrivals "
                               "per window, mean lengths: as the what-if replays it)")  # fmt: skip
+    traffic.add_argument("--prometheus", metavar="URL",
+                         help="an incident's traffic from a Prometheus server, over --start and "
+                              "--end (as --incident reads scrapes)")  # fmt: skip
+    traffic.add_argument("--start", help="the period's start (RFC 3339 or Unix seconds)")
+    traffic.add_argument("--end", help="the period's end")
     traffic.add_argument("--workload", metavar="FILE",
                          help="replay a CSV or a vllm bench serve result instead (its arrivals "
                               "and lengths, dealt round-robin to the replicas)")  # fmt: skip
@@ -125,12 +130,12 @@ def _traffic(args):
     """Poisson at --rate, or a replayed --workload file (one of the two)."""
     from itlkit.plan.space import Traffic
 
-    given = [args.rate, args.rate_profile, args.workload, args.incident]
+    given = [args.rate, args.rate_profile, args.workload, args.incident, args.prometheus]
     if sum(g is not None for g in given) != 1:
         raise ValueError("give the traffic as --rate R (Poisson), --rate-profile, --workload "
-                         "FILE or --incident SCRAPES, one of them")  # fmt: skip
+                         "FILE, --incident SCRAPES or --prometheus URL, one of them")  # fmt: skip
     spec = dict(spec_acceptance=args.spec_acceptance, spec_method=args.spec_method)
-    if args.incident is not None:
+    if args.incident is not None or args.prometheus is not None:
         return _incident_traffic(args, spec)
     if args.rate_profile is not None:
         peak = max(args.rate_profile.rates_per_second)
@@ -147,14 +152,33 @@ def _traffic(args):
                    replay=replay, replay_name=str(args.workload), **spec)  # fmt: skip
 
 
-def _incident_traffic(args, spec: dict):
-    """The traffic of a folder of scrapes, as the what-if replays it."""
-    from itlkit.diagnosis.evidence import timeline_from_frame
-    from itlkit.diagnosis.whatif import incident_traffic
+def _incident_timeline(args):
+    """The incident's timeline: a folder of scrapes, or a Prometheus server over a period."""
+    from itlkit.diagnosis.evidence import (
+        DEFAULT_WINDOW_SECONDS,
+        period_seconds,
+        timeline_from_frame,
+        timeline_from_prometheus,
+    )
     from itlkit.metrics.readers import read_paths
+
+    if args.incident is not None:
+        if args.start or args.end:
+            raise ValueError("--start and --end go with --prometheus, not --incident")
+        return timeline_from_frame(read_paths([args.incident]))
+    if args.start is None or args.end is None:
+        raise ValueError("--prometheus needs --start and --end (RFC 3339 or unix seconds)")
+    start, end = period_seconds(args.start, args.end, DEFAULT_WINDOW_SECONDS,
+                                names=("--start", "--end", "the window"))  # fmt: skip
+    return timeline_from_prometheus(args.prometheus, start=start, end=end)
+
+
+def _incident_traffic(args, spec: dict):
+    """The traffic of an incident (scrapes or Prometheus), as the what-if replays it."""
+    from itlkit.diagnosis.whatif import incident_traffic
     from itlkit.plan.space import Traffic
 
-    timeline = timeline_from_frame(read_paths([args.incident]))
+    timeline = _incident_timeline(args)
     seen = incident_traffic(timeline, context_tokens=1024.0)
     peak = max(seen.profile.rates_per_second)
     return Traffic(peak, seen.prompt_tokens, seen.output_tokens, seen.duration_seconds,
