@@ -24,6 +24,7 @@ from itlkit.plan.prices import PriceTable
 from itlkit.plan.prune import deployment_of, prune_reason, ttft_floor_seconds
 from itlkit.plan.space import Candidate, Slo, Space, Traffic
 from itlkit.plan.sweep import Result, run_sweep
+from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.lengths import Uniform
 
 PARAMS = 8_030_261_248
@@ -421,3 +422,34 @@ def test_an_incidents_traffic_plans_its_fix(capsys, tmp_path):
         best["candidate"]["gpu"] == "h100-sxm"
         and best["candidate"]["max_num_batched_tokens"] == 512
     )
+
+
+def test_prefill_instances_serve_prompts_side_by_side():
+    from itlkit.sim.scheduler import _disaggregated_ready_seconds, constant_step_function
+    from itlkit.sim.workload import make_workload
+
+    # three prompts of one chunk each at t = 0, a prefill chunk taking 1 s, no transfer time:
+    # one prefill instance hands them over at 1, 2, 3 s; two at 1, 1, 2 s
+    w = make_workload(arrival_seconds=[0, 0, 0], prompt_tokens=100, output_tokens=5)
+    kw = dict(step_function=constant_step_function(1.0), bytes_per_token=0.0)
+    one = SchedulerConfig(disaggregated=True, prefill_instances=1)
+    two = SchedulerConfig(disaggregated=True, prefill_instances=2)
+    assert _disaggregated_ready_seconds(w, config=one, **kw).tolist() == [1.0, 2.0, 3.0]
+    assert _disaggregated_ready_seconds(w, config=two, **kw).tolist() == [1.0, 1.0, 2.0]
+    # ... and cost their GPUs: 2 prefill + 1 decode instances of TP 2, twice
+    c = Candidate("h100-sxm", 2, 2, "bf16", "bf16", 8192, 256, True, prefill_instances=2)
+    assert c.gpus == 2 * 2 * 3
+    space = Space(gpus=("h100-sxm",), disaggregated=(False, True), prefill_instances=(1, 2))
+    assert [(c.disaggregated, c.prefill_instances) for c in space.candidates()] == [
+        (False, 1), (True, 1), (True, 2)]  # fmt: skip
+
+
+def test_a_second_prefill_instance_halves_the_queue_of_prompts():
+    # 3,000-token prompts take ~0.1 s of GEMMs each on an H100 (3,000 x 2 x 8.03e9 FLOP at
+    # 50% of 989 TFLOP/s): at 9/s one prefill instance runs ~90% busy and prompts queue; two
+    # run ~45% busy, so TTFT p99 falls by far more than half
+    traffic = Traffic(9.0, 3000, 50, duration_seconds=60)
+    one, two = (evaluate(Candidate("h100-sxm", 1, 1, "bf16", "bf16", 8192, 256, True,
+                                   prefill_instances=n), MODEL, traffic, UNCALIBRATED)
+                for n in (1, 2))  # fmt: skip
+    assert two.ttft_p99_seconds < one.ttft_p99_seconds / 2

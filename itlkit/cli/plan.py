@@ -87,6 +87,8 @@ def add_parser(subparsers) -> None:
                        default=0.7, help="acceptance per draft of your traffic")  # fmt: skip
     space.add_argument("--spec-method", default="eagle", choices=("ngram", "eagle", "mtp"),
                        help="the drafts' measured overheads (n-gram: free)")  # fmt: skip
+    space.add_argument("--prefill-instances", type=_list(int), default=(1,),
+                       help="disaggregated: prefill instances a decode one, e.g. 1,2")  # fmt: skip
     space.add_argument("--disaggregated", type=_list(_on_off), default=(False,),
                        help="off, on or off,on: prefill and decode apart")  # fmt: skip
     p.add_argument("--objective", default="cost_per_hour",
@@ -115,7 +117,8 @@ def _inputs(args):
                   weight_precisions=args.weights_precision, kv_precisions=args.kv_precision,
                   max_num_batched_tokens=args.max_num_batched_tokens,
                   max_num_seqs=args.max_num_seqs, disaggregated=args.disaggregated,
-                  engines=args.engines, spec_ks=args.spec_k)  # fmt: skip
+                  engines=args.engines, spec_ks=args.spec_k,
+                  prefill_instances=args.prefill_instances)  # fmt: skip
     traffic = _traffic(args)
     return (
         space,

@@ -151,7 +151,8 @@ def _engine(candidate: Candidate, model: str):
     if candidate.engine == "vllm":
         config = SchedulerConfig(max_num_batched_tokens=candidate.max_num_batched_tokens,
                                  max_num_seqs=candidate.max_num_seqs,
-                                 disaggregated=candidate.disaggregated)  # fmt: skip
+                                 disaggregated=candidate.disaggregated,
+                                 prefill_instances=candidate.prefill_instances)  # fmt: skip
         return deployment_of(candidate, model), config, None
     gpu = get_gpu(candidate.gpu)
     settings = sglang_settings(gpu_memory_bytes=cuda_total_bytes(gpu)[0], gpu_name=gpu.slug,

@@ -2,8 +2,9 @@
 
 A candidate is one deployment replicated: `replicas` copies of `tp` GPUs, each copy serving an
 equal share of the traffic (a router spreading requests evenly), with vLLM's token budget and
-`max_num_seqs`; disaggregated, each copy is a prefill instance and a decode instance of `tp`
-GPUs each (the simulator's one-to-one pairing: `sim.scheduler`), twice the GPUs. Its cost is its
+`max_num_seqs`; disaggregated, each copy is `prefill_instances` prefill instances feeding one
+decode instance, each of `tp` GPUs (`sim.scheduler`: the prompts go to the prefill instance
+free first). Its cost is its
 GPUs x the price of one GPU-hour (`prices`). Traffic is Poisson at a rate, or a replayed
 workload (a CSV or a `vllm bench serve` file) dealt round-robin to the replicas.
 """
@@ -36,13 +37,16 @@ class Candidate:
     disaggregated: bool = False
     engine: str = "vllm"  # "sglang": prefill batches alone, its KV pool and defaults
     spec_k: int = 0  # speculative drafts a step (0: off), accepted as `Traffic` says
+    prefill_instances: int = 1  # disaggregated: prefill instances per decode instance
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.replicas * (2 if self.disaggregated else 1)
+        instances = self.prefill_instances + 1 if self.disaggregated else 1
+        return self.tp * self.replicas * instances
 
     def label(self) -> str:
-        pairs = " (prefill + decode pairs)" if self.disaggregated else ""
+        pairs = (f" ({self.prefill_instances} prefill + 1 decode)" if self.disaggregated
+                 else "")  # fmt: skip
         extra = "".join((f", {self.engine}" if self.engine != "vllm" else "",
                          f", {self.spec_k} speculative drafts" if self.spec_k else ""))  # fmt: skip
         return (f"{self.replicas} x {self.tp} {self.gpu}{pairs} ({self.weight_precision} "
@@ -67,29 +71,34 @@ class Space:
     disaggregated: tuple[bool, ...] = (False,)
     engines: tuple[str, ...] = ("vllm",)
     spec_ks: tuple[int, ...] = (0,)
+    prefill_instances: tuple[int, ...] = (1,)
 
     def candidates(self) -> list[Candidate]:
         """Every combination, in a stable order; ConfigError for an empty space. SGLang runs
         neither disaggregated nor speculative here (those are vLLM's paths in `sim`)."""
         options = (self.gpus, self.tps, self.replicas, self.weight_precisions,
                    self.kv_precisions, self.max_num_batched_tokens, self.max_num_seqs,
-                   self.disaggregated, self.engines, self.spec_ks)  # fmt: skip
+                   self.disaggregated, self.engines, self.spec_ks,
+                   self.prefill_instances)  # fmt: skip
         names = ("gpus", "tps", "replicas", "weight_precisions", "kv_precisions",
                  "max_num_batched_tokens", "max_num_seqs", "disaggregated", "engines",
-                 "spec_ks")  # fmt: skip
+                 "spec_ks", "prefill_instances")  # fmt: skip
         for name, values in zip(names, options, strict=True):
             if not values:
                 raise ConfigError(f"the candidate space is empty: no {name.replace('_', ' ')}")
         _check_whole("TP", self.tps)
         _check_whole("replicas", self.replicas)
+        _check_whole("prefill instances", self.prefill_instances)
         unknown = sorted(set(self.engines) - set(ENGINES))
         if unknown:
             raise ConfigError(f"unknown engine {unknown[0]!r}; known: {', '.join(ENGINES)}")
         if any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in self.spec_ks):
             raise ConfigError(f"speculative drafts must be whole numbers >= 0, got {self.spec_ks}")
         combos = (Candidate(*combo) for combo in itertools.product(*options))
+        first = self.prefill_instances[0]  # colocated: one candidate, whatever the ratios
         return [c for c in combos
-                if c.engine == "vllm" or not (c.disaggregated or c.spec_k)]  # fmt: skip
+                if (c.engine == "vllm" or not (c.disaggregated or c.spec_k))
+                and (c.disaggregated or c.prefill_instances == first)]  # fmt: skip
 
 
 def _check_whole(name: str, values) -> None:

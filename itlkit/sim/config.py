@@ -23,6 +23,7 @@ class SchedulerConfig:
     max_num_seqs: int = 1024
     enable_chunked_prefill: bool = True
     disaggregated: bool = False
+    prefill_instances: int = 1  # disaggregated: prefill instances feeding the decode instance
     # A step that carries prompt tokens carries nothing else; the decodes wait it out
     # (`Engine.prefill_only`): vLLM V0 without chunked prefill, SGLang without
     # --enable-mixed-chunk (its prompts chunked at the budget: `sim.sglang`)
@@ -53,6 +54,9 @@ class SchedulerConfig:
                 "prefill-only steps are a policy of one instance that prefills and decodes: "
                 "not with disaggregated (its decode instance runs no prompts)"
             )
+        n = self.prefill_instances
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ConfigError(f"prefill_instances must be an integer >= 1, got {n!r}")
         rate = self.kv_transfer_bytes_per_second
         if not (rate > 0 and math.isfinite(rate)):
             raise ConfigError(f"kv_transfer_bytes_per_second must be > 0, got {rate}")

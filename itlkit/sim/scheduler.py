@@ -53,6 +53,7 @@ points (`simulate`, `simulate_deployment`) and the roofline step function.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -355,10 +356,11 @@ def _result(engine: Engine, workload: Workload, config, *, end_seconds) -> Simul
 def _disaggregated_ready_seconds(
     workload: Workload, *, config: SchedulerConfig, step_function: StepFunction, bytes_per_token
 ) -> np.ndarray:
-    """When each prompt's KV reaches the decode instance: FIFO prefill instance + transfer."""
+    """When each prompt's KV reaches the decode instance: the prompts, in arrival order, each
+    on the prefill instance free first (`config.prefill_instances` of them, FIFO), + transfer."""
     chunk = int(config.max_num_batched_tokens)
     ready = np.empty(workload.num_requests)
-    free_at = 0.0
+    free = [0.0] * int(config.prefill_instances)  # a heap of when each instance is free
     cache: dict[int, float] = {}
     for i, (arrival, prompt, cached) in enumerate(
         zip(
@@ -378,7 +380,8 @@ def _disaggregated_ready_seconds(
             if rest:
                 seconds += float(step_function(decode_tokens=0, prefill_tokens=rest, kv_tokens=0))
             cache[tokens] = seconds
-        free_at = max(free_at, arrival) + seconds
+        free_at = max(heapq.heappop(free), arrival) + seconds
+        heapq.heappush(free, free_at)
         ready[i] = free_at + prompt * bytes_per_token / config.kv_transfer_bytes_per_second
     return ready
 
