@@ -453,3 +453,19 @@ def test_a_second_prefill_instance_halves_the_queue_of_prompts():
                                    prefill_instances=n), MODEL, traffic, UNCALIBRATED)
                 for n in (1, 2))  # fmt: skip
     assert two.ttft_p99_seconds < one.ttft_p99_seconds / 2
+
+
+def test_a_runs_traffic_is_replayed_and_bad_run_names_are_one_line(tmp_path, capsys):
+    from itlkit.bundled import bundled_path
+
+    runs = bundled_path("real-runs", "real_runs_trainval.json")
+    common = ["plan", "--ttft-p99", "1", "--cache", "none", "--calibration", "none",
+              "--prices", str(_price_file(tmp_path)), "--json"]  # fmt: skip
+    # run ids hold colons ("trainval:20"): the file ends at ".json:"
+    assert main([*common, "--run", f"{runs}:trainval:20"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["best"] and out["best"][0]["meets"]
+    assert main([*common, "--run", f"{runs}:trainval:nope"]) == 2
+    assert "no run 'trainval:nope'; its runs: trainval:17" in capsys.readouterr().err
+    assert main([*common, "--run", f"{runs}:trainval:17"]) == 2  # its stages are unknown
+    assert "arrival rates are unknown" in capsys.readouterr().err

@@ -53,6 +53,9 @@ def add_parser(subparsers) -> None:
                               "--end (as --incident reads scrapes)")  # fmt: skip
     traffic.add_argument("--start", help="the period's start (RFC 3339 or Unix seconds)")
     traffic.add_argument("--end", help="the period's end")
+    traffic.add_argument("--run", metavar="RUNS.json:ID",
+                         help="the traffic of one run of an itlkit-runs/1 file (its client's "
+                              "arrivals, lengths and repeated prompts)")  # fmt: skip
     traffic.add_argument("--workload", metavar="FILE",
                          help="replay a CSV or a vllm bench serve result instead (its arrivals "
                               "and lengths, dealt round-robin to the replicas)")  # fmt: skip
@@ -133,10 +136,12 @@ def _traffic(args):
     """Poisson at --rate, or a replayed --workload file (one of the two)."""
     from itlkit.plan.space import Traffic
 
-    given = [args.rate, args.rate_profile, args.workload, args.incident, args.prometheus]
+    given = [args.rate, args.rate_profile, args.workload, args.incident, args.prometheus,
+             args.run]  # fmt: skip
     if sum(g is not None for g in given) != 1:
         raise ValueError("give the traffic as --rate R (Poisson), --rate-profile, --workload "
-                         "FILE, --incident SCRAPES or --prometheus URL, one of them")  # fmt: skip
+                         "FILE, --run RUNS.json:ID, --incident SCRAPES or --prometheus URL, one "
+                         "of them")  # fmt: skip
     spec = dict(spec_acceptance=args.spec_acceptance, spec_method=args.spec_method)
     if args.incident is not None or args.prometheus is not None:
         return _incident_traffic(args, spec)
@@ -144,15 +149,39 @@ def _traffic(args):
         peak = max(args.rate_profile.rates_per_second)
         return Traffic(peak, args.prompt_tokens, args.output_tokens, args.duration, args.seed,
                        profile=args.rate_profile, **spec)  # fmt: skip
-    if args.workload is None:
+    if args.workload is None and args.run is None:
         return Traffic(args.rate, args.prompt_tokens, args.output_tokens, args.duration,
                        args.seed, **spec)  # fmt: skip
     from itlkit.sim.workload import read_workload
 
-    replay = read_workload(args.workload, seed=args.seed)
+    replay = (_run_workload(args.run, args.seed) if args.run is not None
+              else read_workload(args.workload, seed=args.seed))  # fmt: skip
     rate = replay.num_requests / max(replay.last_arrival_seconds, 1.0)
     return Traffic(rate, None, None, max(replay.last_arrival_seconds, 1.0), args.seed,
-                   replay=replay, replay_name=str(args.workload), **spec)  # fmt: skip
+                   replay=replay, replay_name=str(args.run or args.workload), **spec)  # fmt: skip
+
+
+# The prefix cache a run's repeated prompts are served from, in 16-token blocks: the run's own
+# KV cache is not the candidate's, so its hits are taken as the run saw them with room to spare
+RUN_PREFIX_CACHE_BLOCKS = 1 << 20
+
+
+def _run_workload(text: str, seed: int):
+    """The requests of run ID of an itlkit-runs/1 file (`RUNS.json:ID`)."""
+    from itlkit.sim.run_workload import run_workload
+    from itlkit.sim.runs import read_runs
+
+    path, sep, run_id = text.partition(".json:")  # run ids hold colons too ("trainval:17")
+    path += ".json"
+    if not sep or not run_id:
+        raise ValueError(f"--run {shown(text)}: give RUNS.json:ID")
+    runs = {run.id: run for run in read_runs(path)}
+    if run_id not in runs:
+        raise ValueError(f"{path}: no run {run_id!r}; its runs: {', '.join(sorted(runs))[:300]}")
+    if runs[run_id].workload.max_concurrency is not None:
+        raise ValueError(f"run {run_id!r} is a closed loop (max_concurrency): its arrivals "
+                         "depend on the server, not the same on another")  # fmt: skip
+    return run_workload(runs[run_id], capacity_blocks=RUN_PREFIX_CACHE_BLOCKS, seed=seed)
 
 
 def _incident_timeline(args):
