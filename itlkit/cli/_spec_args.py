@@ -67,12 +67,12 @@ def speculation_from_args(args):
 def _overheads(args) -> dict:
     """The measured overheads given, else the method's published fit (none for n-gram or a
     draft model, whose cost the roofline prices from its parameters)."""
-    from itlkit.physics.speculative import MEASURED_OVERHEADS
+    from itlkit.physics.speculative import measured_overheads
 
-    extra, per_pass, _ = MEASURED_OVERHEADS.get(args.spec_method, (0.0, 0.0, ""))
-    given = (args.spec_verify_extra_seconds, args.spec_draft_pass_seconds)
-    return dict(verify_extra_seconds=extra if given[0] is None else given[0],
-                draft_pass_seconds=per_pass if given[1] is None else given[1])  # fmt: skip
+    given = dict(verify_extra_seconds=args.spec_verify_extra_seconds,
+                 draft_pass_seconds=args.spec_draft_pass_seconds)  # fmt: skip
+    measured = measured_overheads(args.spec_method)
+    return {key: measured[key] if value is None else value for key, value in given.items()}
 
 
 def speculation_assumptions(args) -> list[str]:

@@ -393,7 +393,7 @@ def _bench_speculation(args):
     if not (args.workload and args.workload.endswith(".json")):
         return None
     from itlkit.metrics.bench import read_bench_result
-    from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
+    from itlkit.physics.speculative import measured_overheads
 
     reading = read_bench_result(args.workload).speculation
     if reading is None:
@@ -404,7 +404,8 @@ def _bench_speculation(args):
             "step) but the file gives no per-position acceptance: pass --spec-k K and "
             f"--spec-mean-length {reading.tokens_per_step:.2f}"
         )
-    extra, per_pass, _ = MEASURED_OVERHEADS.get(args.spec_method, (0.0, 0.0, ""))
+    overheads = measured_overheads(args.spec_method)
+    extra, per_pass = overheads["verify_extra_seconds"], overheads["draft_pass_seconds"]
     args.spec_from_bench = (
         f"speculation from {args.workload}: k {reading.positions}, acceptance per position "
         + ", ".join(f"{r:.2f}" for r in reading.per_position)
@@ -413,9 +414,8 @@ def _bench_speculation(args):
         + (f" ({extra * 1e3:.2f} ms a verification step + {per_pass * 1e3:.2f} ms a draft pass,"
            " measured elsewhere)" if extra or per_pass else "")
     )  # fmt: skip
-    return Speculation(reading.positions, reading.per_position, method=args.spec_method,
-                       draft_params=args.spec_draft_params, draft_pass_seconds=per_pass,
-                       verify_extra_seconds=extra)  # fmt: skip
+    return reading.speculation(method=args.spec_method, draft_params=args.spec_draft_params,
+                               **overheads)  # fmt: skip
 
 
 def _assumptions(args, settings, workload, speculation=None) -> list[str]:

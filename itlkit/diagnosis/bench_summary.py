@@ -26,7 +26,7 @@ from itlkit.errors import ConfigError
 from itlkit.metrics.bench import BenchResult
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment, capacity, decode_step
-from itlkit.physics.speculative import Speculation, speculative_step
+from itlkit.physics.speculative import speculative_step
 
 NOT_SCORED = "a bench summary holds no histogram over time: this cause cannot be seen in it"
 
@@ -143,7 +143,7 @@ def diagnose_summary(result: BenchResult, deployment: Deployment, *,
     host = healthy_host_calibration()
     healthy = host.host_seconds_per_step + batch * host.host_seconds_per_sequence
     step = itl.median_seconds
-    spec = _priced_speculation(result.speculation)
+    spec = result.speculation.speculation() if result.speculation else None
     readings = []
     for name in (deployment.gpu.slug,) if gpu_stated else gpus:
         dep = dataclasses.replace(deployment, gpu=get_gpu(name))
@@ -168,14 +168,6 @@ def diagnose_summary(result: BenchResult, deployment: Deployment, *,
     return SummaryDiagnosis(result.source, deployment.label, batch, context, step,
                             itl.percentiles_seconds.get(0.99, math.nan), healthy,
                             tuple(readings), lines, score)  # fmt: skip
-
-
-def _priced_speculation(reading) -> Speculation | None:
-    """The file's speculation as the step model takes it (None where it has no per-position
-    acceptance: the drafts a step carries are then unknown)."""
-    if reading is None or reading.per_position is None:
-        return None
-    return Speculation(reading.positions, reading.per_position)
 
 
 def _speculation(result: BenchResult, dep: Deployment, *, batch: int, context: float, spec):

@@ -20,7 +20,7 @@ from itlkit.errors import EvidenceError
 from itlkit.metrics.histogram import Histogram, split_modes
 from itlkit.metrics.vllm_metrics import family
 from itlkit.physics.roofline import Deployment, decode_step, mixed_step, step_seconds
-from itlkit.physics.speculative import Speculation, speculative_step
+from itlkit.physics.speculative import speculative_step
 
 # The counters that give a run's mean context, where the engine exports them.
 CONTEXT_COUNTERS = ("prompt_tokens", "generation_tokens", "request_success")
@@ -534,9 +534,8 @@ def _speculation_fields(t: Timeline, dep: Deployment, *, batch: float, context: 
         return {}
     fields = {"spec_tokens_per_step": float(reading.tokens_per_step)}
     if reading.per_position is not None and math.isfinite(batch) and math.isfinite(context):
-        spec = Speculation(reading.positions, reading.per_position)
         s = speculative_step(dep, batch_size=max(round(batch), 1), context_tokens=context,
-                             spec=spec)  # fmt: skip
+                             spec=reading.speculation())  # fmt: skip
         fields["spec_speedup"] = float(s.speedup)
         fields["spec_verify_seconds"] = float(s.verify_seconds)
     return fields

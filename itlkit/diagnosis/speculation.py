@@ -16,7 +16,7 @@ import numpy as np
 
 from itlkit.diagnosis.fingerprint import Fingerprint
 from itlkit.physics.roofline import Deployment
-from itlkit.physics.speculative import Speculation, crossover_batch, speculative_step
+from itlkit.physics.speculative import crossover_batch, speculative_step
 from itlkit.units import format_seconds
 
 LOW_TOKENS_PER_STEP = 1.5  # below this a step's drafts add half a token or less
@@ -74,9 +74,8 @@ def speculation_notes(reading, fp: Fingerprint, dep: Deployment) -> list[str]:
             "speculation stops paying cannot be priced"
         )
         return notes
-    spec = Speculation(reading.positions, reading.per_position)
+    spec, s = _priced(reading, fp, dep)
     batch = max(round(fp.batch_size), 1)
-    s = speculative_step(dep, batch_size=batch, context_tokens=fp.context_tokens, spec=spec)
     cross = crossover_batch(dep, context_tokens=fp.context_tokens, spec=spec)
     pays = s.speedup > 1
     where = ("it pays up to batch 4,096 at this context" if cross is None
@@ -95,8 +94,7 @@ def speculation_notes(reading, fp: Fingerprint, dep: Deployment) -> list[str]:
 
 def _priced(reading, fp: Fingerprint, dep: Deployment, k: int | None = None):
     """The speculation read off the page (its first k positions) and its step at this batch."""
-    rates = reading.per_position[: k or reading.positions]
-    spec = Speculation(len(rates), tuple(rates))
+    spec = reading.speculation(k)
     batch = max(round(fp.batch_size), 1)
     step = speculative_step(dep, batch_size=batch, context_tokens=fp.context_tokens, spec=spec)
     return spec, step

@@ -32,6 +32,16 @@ class SpeculationReading:
     per_position: tuple[float, ...] | None  # acceptance of each position (vLLM), else None
     source: str
 
+    def speculation(self, k: int | None = None, **kw):
+        """The speculation read, as the step model takes it: its first `k` positions (all by
+        default; `kw`: `Speculation`'s other fields); None without per-position acceptance."""
+        from itlkit.physics.speculative import Speculation
+
+        if self.per_position is None:
+            return None
+        rates = tuple(self.per_position[: k or self.positions])
+        return Speculation(len(rates), rates, **kw)
+
 
 def _period_total(frame: pd.DataFrame, key: str, *, position: bool = False):
     """A counter's total over the input: its increase between the first and last scrape, or

@@ -42,6 +42,13 @@ MEASURED_OVERHEADS = {
 }  # fmt: skip
 
 
+def measured_overheads(method: str) -> dict[str, float]:
+    """The method's measured overheads as `Speculation` keywords (zeros where none was
+    measured: n-gram drafts, or a draft model the roofline prices from its parameters)."""
+    extra, per_pass, _ = MEASURED_OVERHEADS.get(method, (0.0, 0.0, ""))
+    return dict(verify_extra_seconds=extra, draft_pass_seconds=per_pass)
+
+
 @dataclass(frozen=True)
 class Speculation:
     """How the drafts are made and accepted.

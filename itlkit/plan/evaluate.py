@@ -17,7 +17,7 @@ from itlkit.errors import ConfigError
 from itlkit.physics.calibration import Calibration
 from itlkit.physics.engine_memory import cuda_total_bytes, sglang_kv_cache
 from itlkit.physics.hardware import get_gpu
-from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
+from itlkit.physics.speculative import Speculation, measured_overheads
 from itlkit.plan.prune import deployment_of
 from itlkit.plan.space import Candidate, Traffic
 from itlkit.sim.arrivals import RateProfile
@@ -172,9 +172,8 @@ def _speculation(candidate: Candidate, traffic: Traffic):
     """The candidate's speculation: k drafts, the traffic's acceptance, the method's overheads."""
     if not candidate.spec_k:
         return None
-    extra, per_pass, _ = MEASURED_OVERHEADS.get(traffic.spec_method, (0.0, 0.0, ""))
     return Speculation(candidate.spec_k, traffic.spec_acceptance, method=traffic.spec_method,
-                       draft_pass_seconds=per_pass, verify_extra_seconds=extra)  # fmt: skip
+                       **measured_overheads(traffic.spec_method))  # fmt: skip
 
 
 def _measured(result, replicas: int) -> Outcome:

@@ -13,7 +13,7 @@ import ipywidgets as widgets
 
 from itlkit.errors import ConfigError, UnknownNameError
 from itlkit.physics.roofline import Deployment
-from itlkit.physics.speculative import MEASURED_OVERHEADS, Speculation
+from itlkit.physics.speculative import Speculation, measured_overheads
 from itlkit.plots._style import title_margin_px
 from itlkit.plots.scheduler import (
     CLIENTS,
@@ -276,9 +276,8 @@ class SchedulerExplorer:
         if k == 0:
             return None
         method = self.spec_method.value
-        extra, per_pass, _ = MEASURED_OVERHEADS.get(method, (0.0, 0.0, ""))
         return Speculation(k, float(self.spec_acceptance.value), method=method,
-                           draft_pass_seconds=per_pass, verify_extra_seconds=extra)  # fmt: skip
+                           **measured_overheads(method))  # fmt: skip
 
     @property
     def result(self) -> SimulationResult:
