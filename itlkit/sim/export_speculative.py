@@ -32,7 +32,7 @@ def spec_decode_counters(result: SimulationResult, times_seconds) -> dict[str, n
     request, step, ordinal = result.output_events()
     verified = ordinal > 0
     at = result.step_end_seconds[step[verified]]
-    accepted = events.tokens[events.offsets[request[verified]] + ordinal[verified]] - 1
+    accepted = events.tokens_of(request[verified], ordinal[verified]) - 1
     counters = {
         "drafts": cumulative(times, at, np.ones(at.size)),
         "draft_tokens": cumulative(times, at, np.full(at.size, float(k))),

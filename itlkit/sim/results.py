@@ -178,9 +178,7 @@ class SimulationResult:
         it carried."""
         request, step, ordinal = self.output_events()
         at, later = self.step_end_seconds[step], ordinal > 0
-        tokens = self.token_events.tokens[
-            self.token_events.offsets[request[later]] + ordinal[later]
-        ]
+        tokens = self.token_events.tokens_of(request[later], ordinal[later])
         return np.diff(at)[later[1:]], tokens.astype(float)
 
     # ---- histograms and quantiles -----------------------------------------------------------

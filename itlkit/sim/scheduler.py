@@ -451,8 +451,7 @@ def simulate_speculative(
     )  # fmt: skip
     generated = events.tokens_after(np.arange(workload.num_requests), result.generated_tokens)
     request, step, ordinal = result.output_events()
-    emitted = np.bincount(step, weights=events.tokens[events.offsets[request] + ordinal],
-                          minlength=result.steps)  # fmt: skip
+    emitted = np.bincount(step, weights=events.tokens_of(request, ordinal), minlength=result.steps)
     return replace(
         result,
         workload=replace(result.workload, output_tokens=workload.output_tokens),

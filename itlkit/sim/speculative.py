@@ -50,6 +50,10 @@ class TokenEvents:
         """Events per request (the engine's output count)."""
         return np.diff(self.offsets)
 
+    def tokens_of(self, request: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+        """The tokens event `ordinal[j]` (0: the prefill's) of request `request[j]` carried."""
+        return self.tokens[self.offsets[np.asarray(request)] + np.asarray(ordinal)]
+
     def tokens_after(self, request: np.ndarray, events: np.ndarray) -> np.ndarray:
         """Tokens request[j] had received after its first events[j] events."""
         cumulative = np.concatenate(([0], np.cumsum(self.tokens)))
