@@ -133,7 +133,8 @@ def _inputs(args):
 
 
 def _traffic(args):
-    """Poisson at --rate, or a replayed --workload file (one of the two)."""
+    """The one traffic given: Poisson at --rate or --rate-profile, a replayed --workload or
+    --run, or an incident's (--incident scrapes, --prometheus range)."""
     from itlkit.plan.space import Traffic
 
     given = [args.rate, args.rate_profile, args.workload, args.incident, args.prometheus,
@@ -233,10 +234,7 @@ def run(args) -> int:
     from itlkit.plan.sweep import run_sweep
 
     space, traffic, slo, prices, calibration = _inputs(args)
-    candidates = space.candidates()
-    for gpu in args.gpus:
-        prices.price(gpu)
-    with _progress(len(candidates), slo, quiet=args.json) as tick:
+    with _progress(len(space.candidates()), slo, quiet=args.json) as tick:
         sweep = run_sweep(space, model=args.model, traffic=traffic, slo=slo, prices=prices,
                           calibration=calibration, calibration_name=calibration.name,
                           workers=args.workers, cache=_cache_path(args),

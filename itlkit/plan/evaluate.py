@@ -45,9 +45,8 @@ class Outcome:
     # the TTFT target this run stopped at, certainly missed (its p99s are then of a partial
     # run, and TTFT is inf); None: the run went to the end
     stopped_at_ttft_seconds: float | None = None
-    e2e_p99_seconds: float = (
-        math.nan
-    )  # arrival to last token over arrived requests (inf: unfinished)
+    # arrival to last token over arrived requests (inf: unfinished)
+    e2e_p99_seconds: float = math.nan
 
 
 # The calibration's leave-one-out median error of each p99, by the planner's name for it
@@ -86,20 +85,25 @@ def _lengths(traffic: Traffic) -> dict:
                 shared_prefix_tokens=traffic.shared_prefix_tokens)  # fmt: skip
 
 
-def ttft_missed(target_seconds: float | None, requests: int):
+class _TtftMissed:
+    """`ttft_missed`'s test; `fired` once it stopped a run."""
+
+    def __init__(self, target_seconds: float, requests: int):
+        self.target_seconds, self.limit, self.fired = target_seconds, LATE_SHARE * requests, False
+
+    def __call__(self, engine) -> bool:
+        now = engine.t - self.target_seconds
+        ready = int(np.searchsorted(engine.ready_array, now, side="right"))
+        self.fired = ready - engine.first_tokens > self.limit
+        return self.fired
+
+
+def ttft_missed(target_seconds: float | None, requests: int) -> _TtftMissed | None:
     """A `simulate` stop test: at least LATE_SHARE of the `requests` have waited longer than
     the target for a first token. The requests ready before now - target number at least
     (ready ones) - (first tokens given so far), and each of those has a TTFT above the target,
     so the p99 is above it too: a lower bound, never a guess."""
-    if target_seconds is None:
-        return None
-    limit = LATE_SHARE * requests
-
-    def stop(engine) -> bool:
-        ready = int(np.searchsorted(engine.ready_array, engine.t - target_seconds, side="right"))
-        return ready - engine.first_tokens > limit
-
-    return stop
+    return None if target_seconds is None else _TtftMissed(target_seconds, requests)
 
 
 def evaluate(candidate: Candidate, model: str, traffic: Traffic, calibration: Calibration,
@@ -121,29 +125,10 @@ def evaluate(candidate: Candidate, model: str, traffic: Traffic, calibration: Ca
     except ConfigError as exc:
         return Outcome(math.inf, math.inf, 0.0, problem=str(exc))
     outcome = _measured(result, candidate.replicas)
-    if stop is not None and stop(_Final(result)):  # it stopped there: the target is missed
+    if stop is not None and stop.fired:  # it stopped there: the target is missed
         return replace(outcome, ttft_p99_seconds=math.inf,
                        stopped_at_ttft_seconds=stop_at_ttft_seconds)  # fmt: skip
     return outcome
-
-
-@dataclass(frozen=True)
-class _Final:
-    """What `ttft_missed` reads of an engine, from a finished result (at its end)."""
-
-    result: object
-
-    @property
-    def t(self) -> float:
-        return float(self.result.end_seconds)
-
-    @property
-    def ready_array(self):
-        return np.sort(self.result.workload.arrival_seconds)
-
-    @property
-    def first_tokens(self) -> int:
-        return int((~np.isnan(self.result.first_token_seconds)).sum())
 
 
 def _engine(candidate: Candidate, model: str):
@@ -178,19 +163,20 @@ def _speculation(candidate: Candidate, traffic: Traffic):
 
 def _measured(result, replicas: int) -> Outcome:
     arrived = result.arrived
-    ttft = result.first_token_seconds[arrived] - result.workload.arrival_seconds[arrived]
-    ttft = np.where(np.isnan(ttft), math.inf, ttft)
     itl = float(result.itl_quantile(0.99)) if result.step_itl_observations.sum() else 0.0
     tokens = float(result.generated_tokens.sum()) * replicas
     tpot = result.itl_views().quantile("request_tpot", 0.99)
-    e2e = result.finish_seconds[arrived] - result.workload.arrival_seconds[arrived]
-    e2e = np.where(np.isnan(e2e), math.inf, e2e)
+
+    def p99_since_arrival(at_seconds: np.ndarray) -> float:
+        """The p99 of each arrived request's time to `at_seconds` (NaN: never: inf)."""
+        waited = at_seconds[arrived] - result.workload.arrival_seconds[arrived]
+        waited = np.where(np.isnan(waited), math.inf, waited)
+        return float(np.quantile(waited, 0.99, method="inverted_cdf")) if waited.size else 0.0
+
     return Outcome(
         tpot_p99_seconds=float(tpot),
-        e2e_p99_seconds=float(np.quantile(e2e, 0.99, method="inverted_cdf")) if e2e.size else 0.0,
+        e2e_p99_seconds=p99_since_arrival(result.finish_seconds),
         itl_p99_seconds=itl,
-        ttft_p99_seconds=float(np.quantile(ttft, 0.99, method="inverted_cdf"))
-        if ttft.size
-        else 0.0,
+        ttft_p99_seconds=p99_since_arrival(result.first_token_seconds),
         output_tokens_per_second=tokens / max(result.end_seconds, 1e-9),
     )

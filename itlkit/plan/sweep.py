@@ -123,9 +123,9 @@ def run_sweep(space: Space, *, model: str, traffic: Traffic, slo: Slo, prices: P
     costs = {c: prices.price(c.gpu) * c.gpus for c in candidates}  # every GPU priced first
     known = _read_cache(cache)
     results, todo = {}, []
-    workloads = {}
+    workloads = {r: replica_workload(traffic, r) for r in {c.replicas for c in candidates}}
     for c in candidates:
-        workload = workloads.setdefault(c.replicas, replica_workload(traffic, c.replicas))
+        workload = workloads[c.replicas]
         reason = prune_reason(c, model, slo, workload)
         key = cache_key(c, model, traffic, calibration_name)
         if reason is not None:
