@@ -4,23 +4,7 @@ from __future__ import annotations
 
 import json
 
-from itlkit.bundled import bundled_path
-
-BUNDLED = "bundled"
-
-
-def bundled_calibration_path():
-    """The calibration itlkit ships, fitted by `itlkit calibrate` on the 13-run fixture."""
-    return bundled_path("calibration.json")
-
-
-def load_calibration(choice: str | None):
-    """The calibration `--calibration` names: a file, 'none' or the bundled one."""
-    from itlkit.physics.calibration import read_calibration
-
-    if choice in (None, BUNDLED):
-        return read_calibration(bundled_calibration_path())
-    return read_calibration(choice)
+from itlkit.physics.calibration import load_calibration
 
 
 def simulate_runs(args) -> int:

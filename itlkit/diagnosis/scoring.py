@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from itlkit.bundled import bundled_path
 from itlkit.diagnosis.deployment import PLAUSIBLE_GPUS
 from itlkit.diagnosis.evidence import Timeline
 from itlkit.diagnosis.findings import TITLES, TYPICAL_MBU, Finding, explain, measurement_notes
@@ -36,7 +35,7 @@ from itlkit.diagnosis.fingerprint import (
 )
 from itlkit.diagnosis.speculation import acceptance_drop_note, speculation_notes
 from itlkit.metrics.histogram import Histogram, locate_quantile
-from itlkit.physics.calibration import Calibration, read_calibration
+from itlkit.physics.calibration import Calibration, load_calibration
 from itlkit.physics.roofline import Deployment
 from itlkit.units import format_seconds
 
@@ -443,7 +442,7 @@ HEALTHY_HOST_GPU = "h100-sxm"
 def healthy_host_calibration() -> Calibration:
     """The bundled calibration (`data/calibration.json`) for the vLLM 0.15.1 H100 runs: its host
     terms are what a healthy vLLM host costs per step."""
-    return read_calibration(bundled_path("calibration.json")).for_gpu(HEALTHY_HOST_GPU)
+    return load_calibration().for_gpu(HEALTHY_HOST_GPU)
 
 
 def default_max_num_batched_tokens(deployment: Deployment, engine: str = "vllm") -> int:

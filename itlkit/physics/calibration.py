@@ -276,6 +276,19 @@ def read_calibration(path) -> Calibration:
     return calibration_from_json(doc, source=str(path))
 
 
+BUNDLED = "bundled"
+
+
+def load_calibration(choice=BUNDLED) -> Calibration:
+    """The calibration a `--calibration` names: 'bundled' (or None: the one itlkit ships,
+    data/calibration.json), 'none' or a file."""
+    if choice in (None, BUNDLED):
+        from itlkit.bundled import bundled_path
+
+        return read_calibration(bundled_path("calibration.json"))
+    return read_calibration(choice)
+
+
 def write_calibration(calibration: Calibration, path) -> None:
     """Write `CALIBRATION.json` (missing folders on the way are created, as for exports)."""
     path = Path(path)

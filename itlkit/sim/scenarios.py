@@ -23,8 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from itlkit.bundled import bundled_path
-from itlkit.physics.calibration import Calibration, read_calibration
+from itlkit.physics.calibration import Calibration, load_calibration
 from itlkit.physics.roofline import Deployment
 from itlkit.sim.export import export_prometheus_scrapes
 from itlkit.sim.export_sglang import export_sglang_scrapes
@@ -274,7 +273,7 @@ CALIBRATED_INJECTIONS: dict[str, dict] = {
 
 def bundled_calibration() -> Calibration:
     """The calibration the calibrated levels use (data/calibration.json)."""
-    return read_calibration(bundled_path("calibration.json"))
+    return load_calibration()
 
 
 def at_level(scenario: Scenario, level: str | NoiseLevel) -> Scenario:

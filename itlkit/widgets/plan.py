@@ -12,8 +12,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from itlkit.bundled import bundled_path
-from itlkit.physics.calibration import Calibration, read_calibration
+from itlkit.physics.calibration import Calibration, load_calibration
 from itlkit.plan.frontier import nothing_meets, ranked
 from itlkit.plan.prices import PriceTable
 from itlkit.plan.prune import deployment_of
@@ -29,14 +28,6 @@ from itlkit.widgets._style import busy_label, columns, slider
 CHOSEN_WINDOW_SECONDS = 60.0  # the chosen configuration's views simulate this much traffic
 
 
-def _calibration(choice: Calibration | str) -> Calibration:
-    """A calibration, or one by name: 'bundled' (fitted on real vLLM runs), 'none' or a file."""
-    if isinstance(choice, Calibration):
-        return choice
-    path = bundled_path("calibration.json") if choice == "bundled" else choice
-    return read_calibration(path)
-
-
 class CapacityPlanner:
     """Controls, the cost frontier and the chosen configuration's views (notebook 06)."""
 
@@ -46,7 +37,8 @@ class CapacityPlanner:
                  itl_p99_seconds: float = 0.05, ttft_p99_seconds: float = 1.0,
                  duration_seconds: float = 60.0, cache: Path | None = None):  # fmt: skip
         self.space, self.model, self.prices = space, model, prices
-        self.calibration = _calibration(calibration)
+        self.calibration = (calibration if isinstance(calibration, Calibration)
+                            else load_calibration(calibration))  # fmt: skip
         self.lengths = (prompt_tokens, output_tokens)
         self.duration, self.cache = duration_seconds, cache
         self.rate = slider(widgets.FloatSlider, "peak traffic (requests/s)", simulated=True,

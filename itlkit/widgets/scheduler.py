@@ -302,7 +302,7 @@ class SchedulerExplorer:
         if self.step_model.value == "none":
             self.deployment, self.efficiency = self.roofline, 1.0
             return ""
-        from itlkit.cli._runs import load_calibration
+        from itlkit.physics.calibration import load_calibration
 
         c = load_calibration(self.step_model.value).for_gpu(self.roofline.gpu.slug)
         self.deployment = c.apply(self.roofline)
