@@ -112,12 +112,17 @@ OUTPUT_WIDTHS_PX = (848, 1488)
 def _states() -> dict[str, object]:
     """Figures as the notebooks draw them after clicks the JupyterLab test does not make: 01 at
     the sliders' ends, 02 with chunked prefill off ("now" by the left edge read "ow"), at budget
-    256, overloaded at 6 requests/s, and 04 for every bundled incident."""
+    256, overloaded at 6 requests/s, 03 with the slow mode from SGLang's and vLLM's policies, and 04
+    for every bundled incident."""
+    import plotly.graph_objects as go
+
+    from itlkit.bundled import bundled_path
     from itlkit.physics.roofline import Deployment
     from itlkit.plots.decode import decode_figure, decode_view
     from itlkit.plots.postmortem import timeline_figure, whatif_figure
     from itlkit.plots.scheduler import scheduler_figure, scheduler_view
     from itlkit.sim.scheduler import SchedulerConfig
+    from itlkit.widgets.histogram import HistogramExplorer
     from itlkit.widgets.postmortem import PostmortemExplorer, bundled_scenarios
 
     figures = {}
@@ -138,6 +143,13 @@ def _states() -> dict[str, object]:
         view = scheduler_view(deployment, rate_per_second=rate, prompt_tokens=4096,
                               output_tokens=768, config=config)  # fmt: skip
         figures[f"02 at {rate:g}/s, budget {budget}, chunked {chunked}"] = scheduler_figure(view)
+    data = bundled_path()
+    examples = {"SGLang · prefill alone": data / "scenarios" / "sglang_prefill_stall",
+                "burst": data / "synthetic-v0.11-llama-3.1-8b-h100-burst"}  # fmt: skip
+    explorer = HistogramExplorer(examples=examples, batch_size=64, context_tokens=2560)
+    figures["03 SGLang page, slow mode from SGLang's policy"] = go.Figure(explorer.figure)
+    explorer.example.value = "burst"  # a vLLM page after it: vLLM's mixed step
+    figures["03 vLLM page, slow mode from vLLM's policy"] = go.Figure(explorer.figure)
     for scenario in bundled_scenarios():
         p = PostmortemExplorer(scenario=scenario)
         figures[f"04 {scenario} timeline"] = timeline_figure(p.diagnosis)

@@ -293,3 +293,42 @@ def test_the_figures_are_their_specs():
     fig = histogram_figure(summarize(h), floor_seconds=0.015, slow_factor=5, title="t")
     assert [t.name for t in fig.data] == [t["name"] for t in spec["data"]]
     assert fig.layout.title.text == "t" and fig.layout.height == spec["layout"]["height"]
+
+
+def _sglang_page(tmp_path):
+    """One SGLang page: its ITL family and buckets (sglang/srt/metrics/collector.py), 100 ITLs."""
+    bounds = ["0.002", "0.004", "0.006", "0.008", "0.01", "0.05", "0.1", "+Inf"]
+    lines = ["# TYPE sglang:inter_token_latency_seconds histogram"]
+    family, labels = "sglang:inter_token_latency_seconds", 'model_name="m",tp_rank="0"'
+    for le in bounds:  # 90 ITLs in (10, 50] ms, 10 in (50, 100] ms
+        count = 0 if float(le) < 0.05 else 90 if float(le) < 0.1 else 100
+        lines.append(f'{family}_bucket{{{labels},le="{le}"}} {count}')
+    lines.append('sglang:inter_token_latency_seconds_count{model_name="m",tp_rank="0"} 100')
+    lines.append('sglang:inter_token_latency_seconds_sum{model_name="m",tp_rank="0"} 2.0')
+    path = tmp_path / "sglang-metrics-20261202T120000Z.prom"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_an_sglang_page_draws_sglangs_stall_and_a_vllm_page_vllms(examples, tmp_path):
+    from _reference import FLOPS_PER_SECOND_AT_HALF_MFU, PARAMETERS, mixed_step_ms
+
+    ex = HistogramExplorer(examples={"sglang": _sglang_page(tmp_path), **examples})
+    # SGLang's default chunk on an H100 (79.2 GiB of CUDA memory: its tier below 90 GiB) is
+    # 8,192 tokens; the stream waits the batch alone (GEMMs at half MFU, the weight read being
+    # shorter) and then its decode step, the 15.05 ms floor at 64 x 4,096 tokens.
+    assert (ex.slow_mode.value, ex.chunk.value, ex.slow_factor.disabled) == ("sglang", 8192, True)
+    want = 2 * PARAMETERS * 8192 / FLOPS_PER_SECOND_AT_HALF_MFU + 0.01505
+    (slow,) = [t for t in ex.figure.data if t.name.endswith("× floor")]
+    assert slow.x[0] == pytest.approx(want, rel=1e-3)
+    assert "prefill batch of 8,192 tokens alone" in str(slow.hovertemplate)
+    ex.chunk.value = 2048  # the worked example's chunk: 66.5 + 15.05 ms
+    (slow,) = [t for t in ex.figure.data if t.name.endswith("× floor")]
+    assert slow.x[0] == pytest.approx(81.54e-3, abs=0.02e-3)
+    ex.example.value = "one page"  # a vLLM page: the chunk rides in the decodes' step
+    assert ex.slow_mode.value == "vllm" and not ex.chunk.disabled
+    (slow,) = [t for t in ex.figure.data if t.name.endswith("× floor")]
+    assert slow.x[0] == pytest.approx(mixed_step_ms(2048) / 1e3, rel=1e-3)
+    ex.slow_mode.value = "floor"  # by hand again: the slider's multiple
+    assert not ex.slow_factor.disabled and ex.chunk.disabled
+    assert _trace(ex.figure, "5× floor").x[0] == pytest.approx(5 * 0.01505, rel=1e-3)

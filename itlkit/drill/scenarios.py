@@ -47,10 +47,10 @@ from itlkit.physics.roofline import (
     prefill_cost,
     ridge_tokens_per_step,
     step_coefficients,
-    step_seconds,
     step_time,
 )
 from itlkit.physics.speculative import Speculation, crossover_batch, speculative_step
+from itlkit.physics.stall import prefill_alone_seconds, stall
 from itlkit.units import (
     MILLISECOND,
     format_bandwidth,
@@ -375,7 +375,7 @@ def _prefill_alone(dep: Deployment, chunk: int) -> dict:
         matmul_flops=float(c.matmul_flops(chunk, 1)),
         matmul_seconds=float(c.matmul_seconds(chunk, 1)),
         compute_bound=bool(c.matmul_seconds(chunk, 1) > c.weight_read(chunk)),
-        seconds=float(step_seconds(dep, decode_tokens=0, prefill_tokens=chunk, kv_tokens=0)),
+        seconds=prefill_alone_seconds(dep, chunk_tokens=chunk),
     )
 
 
@@ -391,11 +391,11 @@ def worked_numbers(scenario: Scenario) -> Worked:
         dep, prompt_tokens=s.prompt_tokens, chunk_tokens=s.smaller_chunk_tokens
     )
     floor = float(decode.floor_seconds)
-    if s.engine == "sglang":
-        decode_seconds = float(decode.step_seconds)
-        alone = _prefill_alone(dep, s.chunk_tokens)
-        mixed = dict(alone, seconds=alone["seconds"] + decode_seconds)
-        smaller = _prefill_alone(dep, s.smaller_chunk_tokens)["seconds"] + decode_seconds
+    if s.engine == "sglang":  # a stream's wait: the batch alone, then its decode step
+        waits = [stall(dep, policy="sglang", chunk_tokens=chunk, **load).gap_seconds
+                 for chunk in (s.chunk_tokens, s.smaller_chunk_tokens)]  # fmt: skip
+        mixed = dict(_prefill_alone(dep, s.chunk_tokens), seconds=waits[0])
+        smaller = waits[1]
     else:
         step = mixed_step(dep, chunk_tokens=s.chunk_tokens, **load)
         mixed = dict(tokens=int(step.tokens), matmul_flops=float(step.matmul_flops),

@@ -159,8 +159,10 @@ def _x_range(bars: BucketBars, marks: list[float]) -> list[float]:
     return [math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]
 
 
-def _marks(summary: Summary, *, floor_seconds, slow_factor, floor_label) -> list[Mark]:
-    """The mean, one line per quantile, then the floor and the slow mode when given."""
+def _marks(summary: Summary, *, floor_seconds, slow_factor, floor_label,
+           slow_label: str = "") -> list[Mark]:  # fmt: skip
+    """The mean, one line per quantile, then the floor and the slow mode when given
+    (`slow_label`: where that multiple comes from, in its hover text)."""
     marks = [Mark("mean", summary.mean, COLORS["mean"], "dot",
                   f"mean {format_seconds(summary.mean)}")]  # fmt: skip
     shades = COLORS["quantile"]
@@ -181,12 +183,13 @@ def _marks(summary: Summary, *, floor_seconds, slow_factor, floor_label) -> list
         if slow_factor is not None:
             marks.append(
                 Mark(
-                    f"{slow_factor:g}× floor",
+                    f"{slow_factor:.3g}× floor",
                     floor_seconds * slow_factor,
                     COLORS["slow"],
                     "dashdot",
-                    f"slow mode at {slow_factor:g}× floor = "
-                    f"{format_seconds(floor_seconds * slow_factor)}",
+                    f"slow mode at {slow_factor:.3g}× floor = "
+                    f"{format_seconds(floor_seconds * slow_factor)}"
+                    + (f": {slow_label}" if slow_label else ""),
                 )
             )
     return marks
@@ -199,6 +202,7 @@ def histogram_spec(
     slow_factor: float | None = None,
     floor_label: str = "",
     title: str = "",
+    slow_label: str = "",
 ) -> dict:
     """`histogram_figure` as plain data ({"data": traces, "layout": ...}), without plotly's
     validation: what a widget diffs against the figure it shows."""
@@ -229,9 +233,8 @@ def histogram_spec(
             showlegend=False,
         ),
     ]  # fmt: skip
-    marks = _marks(
-        summary, floor_seconds=floor_seconds, slow_factor=slow_factor, floor_label=floor_label
-    )
+    marks = _marks(summary, floor_seconds=floor_seconds, slow_factor=slow_factor,
+                   floor_label=floor_label, slow_label=slow_label)  # fmt: skip
     x_range = _x_range(bars, [m.x for m in marks])
     labels = label_rows(marks, x_range)
     traces += [_vline(m, top, text, row) for m, (text, row) in zip(marks, labels, strict=True)]

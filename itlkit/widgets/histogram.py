@@ -18,7 +18,7 @@ from itlkit.diagnosis.deployment import (
     served_model_names,
 )
 from itlkit.diagnosis.evidence import require_scrape_times
-from itlkit.diagnosis.scoring import floor_beaten
+from itlkit.diagnosis.scoring import default_max_num_batched_tokens, floor_beaten
 from itlkit.errors import ConfigError, SourceError, UnknownNameError
 from itlkit.metrics.histogram import (
     HistogramSeries,
@@ -32,6 +32,7 @@ from itlkit.metrics.readers import read_paths, read_texts
 from itlkit.metrics.series import histogram_series
 from itlkit.metrics.vllm_metrics import SECONDS_HISTOGRAMS
 from itlkit.physics.roofline import decode_step
+from itlkit.physics.stall import POLICIES, stall
 from itlkit.plots._style import title_margin_px, wrap
 from itlkit.plots.histogram import (
     empty_series_spec,
@@ -49,6 +50,10 @@ _LAYOUT = widgets.Layout(width="400px")  # as the deployment picker's controls
 QUANTILES = (0.5, 0.9, 0.99)
 _STALE = '<span style="color:#c00">'
 _ERRORS = (SourceError, ConfigError, UnknownNameError, ValueError, OSError)
+BY_HAND = "floor"  # the slow mode at the slider's multiple of the floor
+SLOW_MODES = [("a multiple of the floor", BY_HAND)] + [
+    (text, key) for key, text in POLICIES.items()
+]
 
 
 class HistogramExplorer:
@@ -101,6 +106,16 @@ class HistogramExplorer:
             value=slow_factor, min=1.5, max=20.0, step=0.5, description="slow mode (× floor)",
             continuous_update=False, style=_WIDE, layout=_LAYOUT,
         )  # fmt: skip
+        # the slow mode a prompt chunk makes under an engine's policy (`physics.stall`), set to
+        # SGLang's where the page is SGLang's, or by hand as a multiple of the floor
+        self.slow_mode = widgets.Dropdown(
+            options=SLOW_MODES, value=BY_HAND, description="slow mode from",
+            style=_WIDE, layout=_LAYOUT,
+        )  # fmt: skip
+        self.chunk = widgets.IntSlider(
+            value=2048, min=256, max=16384, step=256, description="chunk (tokens)",
+            continuous_update=False, disabled=True, style=_WIDE, layout=_LAYOUT,
+        )  # fmt: skip
         self.batch.add_class("itlkit-hist-batch")  # a handle for browser tests
         self.status = widgets.HTML()
         self.error = widgets.HTML()
@@ -109,6 +124,8 @@ class HistogramExplorer:
         self._facts = page_facts(served_model_names(self._frame),
                                  [self.examples[self.example.value]])  # fmt: skip
         self._source = self.example.value
+        self._quiet = False  # set while a new source sets the slow-mode controls
+        self._engine_defaults()
         hist, series = self._figures()
         # the last good title and height, under a failure's mark
         self._title, self._height = hist["layout"]["title"]["text"], hist["layout"]["height"]
@@ -117,11 +134,11 @@ class HistogramExplorer:
         self.example.observe(self._on_example, names="value")
         self.upload.observe(self._on_upload, names="value")
         for control in (self.metric, *self.picker.controls, self.tp, self.batch, self.context,
-                        self.slow_factor):  # fmt: skip
+                        self.slow_factor, self.slow_mode, self.chunk):  # fmt: skip
             control.observe(self.update, names="value")
         controls = columns(
             widgets.VBox([self.example, self.upload, self.metric, *self.picker.controls, self.tp]),
-            widgets.VBox([self.batch, self.context, self.slow_factor]),
+            widgets.VBox([self.batch, self.context, self.slow_mode, self.chunk, self.slow_factor]),
         )
         self.view = widgets.VBox(
             [
@@ -148,6 +165,34 @@ class HistogramExplorer:
         step = decode_step(deployment, batch_size=self.batch.value,
                            context_tokens=self.context.value)  # fmt: skip
         return float(step.floor_seconds)
+
+    def slow_mode_factor(self, inferred: InferredDeployment, floor: float) -> tuple[float, str]:
+        """(the slow mode as a multiple of `floor`, where it comes from): the slider's value, or
+        the gap a stream sees under the chosen engine policy while a chunk is served."""
+        if self.slow_mode.value == BY_HAND:
+            return float(self.slow_factor.value), ""
+        gap = stall(inferred.deployment, policy=self.slow_mode.value, batch_size=self.batch.value,
+                    context_tokens=self.context.value, chunk_tokens=self.chunk.value)  # fmt: skip
+        return gap.gap_seconds / floor, f"{POLICIES[gap.policy]}: {gap.how}"
+
+    def _engine_defaults(self) -> None:
+        """An SGLang page: its policy's slow mode at SGLang's default chunk for the GPU the
+        controls name; a vLLM page: vLLM's policy where SGLang's was chosen, else as it was."""
+        if not _is_sglang(self._frame):
+            if self.slow_mode.value.startswith("sglang"):
+                self._set_quietly(self.slow_mode, "vllm")
+            return
+        chunk = default_max_num_batched_tokens(self.inferred().deployment, "sglang")
+        self._set_quietly(self.slow_mode, "sglang")
+        self._set_quietly(self.chunk, chunk)
+
+    def _set_quietly(self, control, value) -> None:
+        """Set a control without a redraw (the caller draws once after)."""
+        self._quiet = True
+        try:
+            control.value = value
+        finally:
+            self._quiet = False
 
     @property
     def _frame(self):
@@ -180,7 +225,9 @@ class HistogramExplorer:
         series = self.series()
         inferred = self.inferred()  # once per redraw: a config.json is read each time
         floor = self.floor_seconds(inferred)
-        k = float(self.slow_factor.value)
+        k, slow_label = self.slow_mode_factor(inferred, floor)
+        self.slow_factor.disabled = self.slow_mode.value != BY_HAND
+        self.chunk.disabled = self.slow_mode.value == BY_HAND
         if len(series) >= 2:
             require_scrape_times(series)  # as `itlkit diagnose`: untimed scrapes have no window
             window = series_window(series)
@@ -204,9 +251,10 @@ class HistogramExplorer:
                 + (f" · assumed: {html.escape(said)}" if said else ""),
                 small=True,
             )
-            hist = histogram_spec(
-                summary, floor_seconds=floor, slow_factor=k, floor_label=label, title=title
-            )
+            if slow_label:
+                title += "<br>" + wrap(f"slow mode: {html.escape(slow_label)}", small=True)
+            hist = histogram_spec(summary, floor_seconds=floor, slow_factor=k, floor_label=label,
+                                  title=title, slow_label=slow_label)  # fmt: skip
             self.warning.value = below_floor_html(
                 floor_beaten(summary.histogram, floor, f"this {format_seconds(floor)} floor")
             )
@@ -277,7 +325,8 @@ class HistogramExplorer:
 
     def update(self, change=None) -> None:
         """Recompute and redraw from the current controls."""
-        self._show()
+        if not self._quiet:
+            self._show()
 
     def _on_example(self, change) -> None:
         if change["new"] is None:  # cleared after an upload: nothing to load
@@ -289,6 +338,7 @@ class HistogramExplorer:
             return
         self._source = change["new"]
         self._facts = page_facts(served_model_names(self._frame), [self.examples[change["new"]]])
+        self._engine_defaults()
         self._show()
 
     def _on_upload(self, change) -> None:
@@ -310,7 +360,13 @@ class HistogramExplorer:
         self.example.value = None
         self._facts = PageFacts(tuple(served_model_names(self._frame)),
                                 cache_config_of_texts(sorted(texts.items())))  # fmt: skip
+        self._engine_defaults()
         self._show()
+
+
+def _is_sglang(frame) -> bool:
+    """Whether the source is an SGLang server's (its families are `sglang:`)."""
+    return bool(len(frame)) and frame["family"].astype(str).str.startswith("sglang:").any()
 
 
 def below_floor_html(why: str) -> str:
