@@ -199,3 +199,23 @@ def test_notebook_04_offers_mixed_chunks_only_for_sglang_metrics():
     e.source.value = "prefill_interference"
     e.load.click()
     assert e.whatif_mixed.layout.display == "none"
+
+
+def test_simulate_writes_sglangs_openmetrics_beside_its_pages(tmp_path):
+    # one run, two exports in SGLang's families: the OpenMetrics file's last point of every
+    # series is the last page's value (both cover the same scrape times)
+    from itlkit.metrics.readers import read_paths
+
+    om = tmp_path / "sglang.om"
+    pages = _incident(tmp_path, "--openmetrics-out", str(om))
+    text = om.read_text()
+    assert text.endswith("# EOF\n") and "vllm:" not in text and "sglang_" not in text
+    from_om, from_pages = read_paths([om]), read_scrape_folder(pages)
+    om_last, page_last = (frame[frame["timestamp_seconds"] == frame["timestamp_seconds"].max()]
+                          for frame in (from_om, from_pages))  # fmt: skip
+    assert om_last["timestamp_seconds"].iloc[0] == page_last["timestamp_seconds"].iloc[0]
+    for family in ("sglang:inter_token_latency_seconds", "sglang:num_retracted_requests_total",
+                   "sglang:gpu_execution_seconds_total"):  # fmt: skip
+        a = om_last[om_last["family"] == family]["value"].sort_values().to_numpy()
+        b = page_last[page_last["family"] == family]["value"].sort_values().to_numpy()
+        assert a.size == b.size > 0 and (a == b).all(), family

@@ -121,3 +121,50 @@ def test_a_fleet_scan_reads_each_engine_in_its_own_names(two_engines):
     titles = {r.member.instance: r.diagnosis.top.title for r in rows}
     assert titles == {"vllm-0:8000": "prefill chunks ride in decode steps",
                       "sglang-0:30000": "prefill batches stall the decodes"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sglang_export(tmp_path_factory, prometheus_binary, promtool_binary):
+    """The bundled SGLang incident simulated once and exported in SGLang's own families twice:
+    pages (`export_sglang_scrapes`) and OpenMetrics (`render_sglang_openmetrics`), backfilled."""
+    import time
+
+    from itlkit.sim.export_sglang import export_sglang_scrapes, render_sglang_openmetrics
+    from itlkit.sim.scenarios import run_scenario
+
+    scenario = SCENARIOS["sglang_prefill_stall"]
+    root = tmp_path_factory.mktemp("sglang-openmetrics")
+    start = (int(time.time()) // 3600 - 3) * 3600
+    result = run_scenario(scenario)
+    export = dict(interval_seconds=15, start_unix_seconds=start, model_name=scenario.model)
+    export_sglang_scrapes(result, root / "scrapes", **export)
+    text = render_sglang_openmetrics(result, **export)
+    with backfilled_prometheus(
+        root, text, prometheus=prometheus_binary, promtool=promtool_binary
+    ) as url:
+        yield url, start, root / "scrapes", scenario, text
+
+
+def test_sglangs_own_openmetrics_backfill_reads_as_its_pages(sglang_export):
+    url, start, scrapes, scenario, text = sglang_export
+    # OpenMetrics as prometheus_client writes it: counters end in _total, every point has its
+    # time, and the text ends with # EOF; no vLLM family in it
+    assert text.endswith("# EOF\n") and "vllm:" not in text
+    first = (
+        f'sglang:num_retracted_requests_total{{engine_type="unified",model_name="{scenario.model}"'
+    )
+    assert any(line.startswith(first) for line in text.splitlines())
+    deployment = Deployment.create(model=scenario.model, gpu=scenario.gpu)
+    end = start + scenario.duration_seconds
+    served = diagnose(timeline_from_prometheus(url, start=start, end=end), deployment)
+    files = diagnose(timeline_from_frame(read_scrape_folder(scrapes)), deployment)
+    assert served.top.title == files.top.title == "prefill batches stall the decodes"
+    for q in (0.5, 0.99):
+        assert served.itl_quantiles_seconds[q] == pytest.approx(
+            files.itl_quantiles_seconds[q], rel=0.1
+        )
+    # the device timer's forward-mode seconds reach the diagnosis from the server too
+    assert served.fingerprint.prefill_alone_share == pytest.approx(
+        files.fingerprint.prefill_alone_share, abs=0.05
+    )
+    assert served.fingerprint.prefill_alone_share > 0.3

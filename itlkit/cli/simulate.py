@@ -318,9 +318,6 @@ def _jitter(calibration, seed: int):
 
 
 def _check(args) -> None:
-    if args.engine == "sglang" and args.openmetrics_out:
-        raise ConfigError("--openmetrics-out writes vLLM's families only; with --engine sglang "
-                          "give --prom-out (a folder of SGLang's /metrics pages)")  # fmt: skip
     start = args.start_unix_seconds
     if start is not None and not 9.46e8 <= start <= 4.1e9:
         raise ConfigError(
@@ -654,7 +651,7 @@ def _export(args, result, *, model_name: str) -> None:
         export_openmetrics,
         export_prometheus_scrapes,
     )
-    from itlkit.sim.export_sglang import export_sglang_scrapes
+    from itlkit.sim.export_sglang import export_sglang_openmetrics, export_sglang_scrapes
 
     start = args.start_unix_seconds
     export = dict(
@@ -662,11 +659,13 @@ def _export(args, result, *, model_name: str) -> None:
         start_unix_seconds=DEFAULT_START_UNIX_SECONDS if start is None else start,
         model_name=model_name,
     )
-    scrapes = export_sglang_scrapes if args.engine == "sglang" else export_prometheus_scrapes
+    sglang = args.engine == "sglang"
     if args.prom_out:
-        scrapes(result, args.prom_out, **export)
+        (export_sglang_scrapes if sglang else export_prometheus_scrapes)(
+            result, args.prom_out, **export)  # fmt: skip
     if args.openmetrics_out:
-        export_openmetrics(result, args.openmetrics_out, **export)
+        (export_sglang_openmetrics if sglang else export_openmetrics)(
+            result, args.openmetrics_out, **export)  # fmt: skip
 
 
 def _speculation_values(spec) -> dict | None:

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.openmetrics.exposition import ALLOWUTF8
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.utils import floatToGoString
 
 from itlkit.metrics.histogram import Histogram
@@ -121,37 +123,40 @@ def sglang_scrape_states(result: SimulationResult, times_seconds: np.ndarray) ->
     ]  # fmt: skip
 
 
-class _Page:
-    """A prometheus_client collector of one scrape's families."""
+class _Pages:
+    """A prometheus_client collector of the families at one or more scrapes: `points` pairs each
+    scrape's state with its Unix time (None on a page, which carries no timestamps; OpenMetrics
+    for backfill gives every point its time, the points of a family in time order)."""
 
-    def __init__(self, state: dict, *, model_name: str, device_timer: bool):
-        self.state, self.model, self.device_timer = state, model_name, device_timer
+    def __init__(self, points: list[tuple[dict, float | None]], *, model_name: str,
+                 device_timer: bool):  # fmt: skip
+        self.points, self.model, self.device_timer = points, model_name, device_timer
 
     def collect(self):
-        h, v = self.state["histograms"], self.state["values"]
-        for name, help_text in _HISTOGRAMS:
-            family = HistogramMetricFamily(name, help_text, labels=["model_name"])
-            family.add_metric([self.model], _buckets(h[name]), h[name].sum)
-            yield family
         labels = ["model_name", *SCHEDULER_LABELS]
         values = [self.model, "unified", "0", "0", "0"]
-        for name, help_text in _GAUGES:
-            family = GaugeMetricFamily(name, help_text, labels=labels)
-            family.add_metric(values, v[name])
+        for name, help_text in _HISTOGRAMS:
+            family = HistogramMetricFamily(name, help_text, labels=["model_name"])
+            for state, at in self.points:
+                h = state["histograms"][name]
+                family.add_metric([self.model], _buckets(h), h.sum, timestamp=at)
             yield family
-        for name, help_text in _COUNTERS:
-            family = CounterMetricFamily(name, help_text, labels=labels)
-            family.add_metric(values, v[name])
-            yield family
-        realtime = CounterMetricFamily(*_REALTIME, labels=[*labels, "mode"])
-        for mode in ("prefill_compute", "prefill_cache", "decode"):
-            realtime.add_metric([*values, mode], v[mode])
-        yield realtime
+        for kind, families in ((GaugeMetricFamily, _GAUGES), (CounterMetricFamily, _COUNTERS)):
+            for name, help_text in families:
+                family = kind(name, help_text, labels=labels)
+                for state, at in self.points:
+                    family.add_metric(values, state["values"][name], timestamp=at)
+                yield family
+        by_label = [(_REALTIME, "mode", ("prefill_compute", "prefill_cache", "decode"))]
         if self.device_timer:
-            execution = CounterMetricFamily(*_EXECUTION, labels=[*labels, "category"])
-            for category in ("forward_extend", "forward_decode", "forward_mixed"):
-                execution.add_metric([*values, category], v[category])
-            yield execution
+            by_label.append((_EXECUTION, "category",
+                             ("forward_extend", "forward_decode", "forward_mixed")))  # fmt: skip
+        for (name, help_text), label, keys in by_label:
+            family = CounterMetricFamily(name, help_text, labels=[*labels, label])
+            for key in keys:
+                for state, at in self.points:
+                    family.add_metric([*values, key], state["values"][key], timestamp=at)
+            yield family
 
 
 def _buckets(h: Histogram) -> list[tuple[str, float]]:
@@ -162,8 +167,38 @@ def _buckets(h: Histogram) -> list[tuple[str, float]]:
 def render_sglang_page(state: dict, *, model_name: str, device_timer: bool = True) -> str:
     """One SGLang `/metrics` page (Prometheus text format 0.0.4) of one scrape's state."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Page(state, model_name=model_name, device_timer=device_timer))
+    registry.register(_Pages([(state, None)], model_name=model_name, device_timer=device_timer))
     return generate_latest(registry).decode()
+
+
+def render_sglang_openmetrics(
+    result: SimulationResult,
+    *,
+    interval_seconds: float = 15.0,
+    start_unix_seconds: float = DEFAULT_START_UNIX_SECONDS,
+    model_name: str = DEFAULT_MODEL_NAME,
+    device_timer: bool = True,
+) -> str:
+    """Every scrape's SGLang families as one OpenMetrics text, each point with its time, for
+    `promtool tsdb create-blocks-from openmetrics` (written by prometheus_client's OpenMetrics
+    exposition)."""
+    times = scrape_times(result, interval_seconds=interval_seconds)
+    states = sglang_scrape_states(result, times)
+    points = [(s, start_unix_seconds + float(t)) for s, t in zip(states, times, strict=True)]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Pages(points, model_name=model_name, device_timer=device_timer))
+    # ALLOWUTF8: the default escaping writes sample names through the label-name rule, which turns
+    # the colons of sglang:... into underscores while the # TYPE lines keep them (0.26.0)
+    return openmetrics_latest(registry, escaping=ALLOWUTF8).decode()
+
+
+def export_sglang_openmetrics(result: SimulationResult, path: str | Path, **kwargs) -> Path:
+    """Write `render_sglang_openmetrics` (its keyword arguments) to `path`."""
+    path = Path(path)
+    check_writable(path, folder=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_sglang_openmetrics(result, **kwargs))
+    return path
 
 
 def export_sglang_scrapes(
