@@ -97,7 +97,7 @@ def simulable(runs) -> tuple[list[Run], list[str]]:
 
 def features(run: Run, result: SimulationResult, calibration: Calibration) -> RunFeatures:
     """Split a simulated run's steps into the fit's terms (exact for a jitter-free run)."""
-    calibration = calibration.for_gpu(run.gpu, run.engine)
+    calibration = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
     dep = run_deployment(run, calibration)
     c = step_coefficients(dep, efficiency=calibration.efficiency)
     calls = ALLREDUCES_PER_LAYER * dep.model.num_layers if dep.allreduce and dep.tp > 1 else 0

@@ -1,11 +1,15 @@
-"""Calibration per GPU family, and the errors that say how far it carries.
+"""Calibration per GPU family, engine and model class, and the errors that say how far it carries.
 
 The global fit (`fit.calibrate`) is one set of constants for every run. Real servers differ by
 GPU family more than by anything else the runs record (an A100's host and all-reduce overheads
-and its reachable bandwidth are not an H100's), so the step terms and the TTFT pipeline are
-refitted on each family's runs, starting from the global constants, where a family has at least
-`MIN_RUNS` runs and is not the only one, once under each step model; the group keeps the model
-with the lower leave-one-out error of its mean ITL. The jitter stays global.
+and its reachable bandwidth are not an H100's), then by engine (vLLM V0's and SGLang's host sides
+are not V1's) and by model class (an MoE's grouped-expert GEMMs run far from dense peak). A run
+belongs to every group `physics.calibration.group_keys` names for it (`gpu:h200`,
+`gpu:h200/MoE`, `gpu:h200/SGLang`, `gpu:h200/SGLang/MoE`); the step terms and the TTFT pipeline
+are refitted on each group's runs, starting from the global constants, where a group has at
+least `MIN_RUNS` runs and is neither every run nor the same runs as a wider group, once under
+each step model; the group keeps the model with the lower leave-one-out error of its mean ITL.
+A prediction takes the most specific group it belongs to. The jitter stays global.
 
 Held-out errors are computed the cheap way the global leave-one-out is: from the features of the
 fit's last simulations, the constants are re-solved without the held runs (the global ones, and
@@ -32,7 +36,7 @@ from itlkit.calibration.fit import (
 )
 from itlkit.calibration.parallel import run_all
 from itlkit.calibration.predict import predict_run
-from itlkit.physics.calibration import GROUP_KEYS, Calibration, group_key
+from itlkit.physics.calibration import GROUP_KEYS, Calibration, group_keys
 from itlkit.physics.roofline import STEP_MODELS
 from itlkit.sim.runs import Run
 
@@ -44,22 +48,31 @@ def group_values(calibration: Calibration) -> dict:
     return values
 
 
+def run_groups(run: Run) -> tuple[str, ...]:
+    """The groups `run` belongs to, the most specific first."""
+    return group_keys(run.gpu, run.engine, moe=run.model.is_moe)
+
+
 def by_group(runs) -> dict[str, list[Run]]:
+    """{group: its runs} for every group with `MIN_RUNS` runs or more that is neither every run
+    nor the same runs as a wider group (whose constants it would repeat)."""
     groups = defaultdict(list)
     for run in runs:
-        groups[group_key(run.gpu, run.engine)].append(run)
-    return dict(groups)
+        for key in run_groups(run):
+            groups[key].append(run)
+    kept, seen = {}, [{run.id for run in runs}]
+    for key in sorted(groups, key=lambda k: (k.count("/"), k)):  # the widest first
+        ids = {run.id for run in groups[key]}
+        if len(ids) >= MIN_RUNS and ids not in seen:
+            kept[key] = groups[key]
+            seen.append(ids)
+    return kept
 
 
 def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float, log=None):
-    """({group: constants}, {run id: features of its group's last simulations})."""
-    members = by_group(runs)
-    if len(members) < 2:
-        return {}, {}
+    """({group: constants}, {group: {run id: features of the group's last simulations}})."""
     groups, feats = {}, {}
-    for key, group_runs in sorted(members.items()):
-        if len(group_runs) < MIN_RUNS:
-            continue
+    for key, group_runs in sorted(by_group(runs).items()):
         fits = [_fit_group(group_runs, replace(calibration, step_model=model), seed=seed,
                            prior_weight=prior_weight) for model in STEP_MODELS]  # fmt: skip
         cal, group_feats, _ = min(fits, key=lambda fit: fit[2])
@@ -68,7 +81,7 @@ def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float
                 "(leave-one-out ITL " + ", ".join(f"{f[0].step_model} {f[2]:.1%}" for f in fits)
                 + ")")  # fmt: skip
         groups[key] = group_values(cal)
-        feats.update({run.id: f for run, f in zip(group_runs, group_feats, strict=True)})
+        feats[key] = {run.id: f for run, f in zip(group_runs, group_feats, strict=True)}
     return groups, feats
 
 
@@ -92,19 +105,19 @@ def _solve(runs, feats, base: Calibration, prior_weight: float) -> Calibration:
     return replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
 
 
-def refit_without(runs, feats: dict[str, RunFeatures], group_feats: dict[str, RunFeatures],
-                  held: set[str], calibration: Calibration,
-                  prior_weight: float) -> Calibration:  # fmt: skip
-    """The calibration re-solved without the `held` runs (global, then each group)."""
+def refit_without(runs, feats: dict[str, RunFeatures],
+                  group_feats: dict[str, dict[str, RunFeatures]], held: set[str],
+                  calibration: Calibration, prior_weight: float) -> Calibration:  # fmt: skip
+    """The calibration re-solved without the `held` runs (global, then each group that keeps
+    `MIN_RUNS` runs)."""
     train = [run for run in runs if run.id not in held]
     cal = _solve(train, [feats[run.id] for run in train], calibration, prior_weight)
     groups = {}
-    for key, members in by_group(train).items():
-        members = [run for run in members if run.id in group_feats]
+    for key, key_feats in group_feats.items():
+        members = [run for run in train if run.id in key_feats]
         if key in calibration.groups and len(members) >= MIN_RUNS:
-            group_cal = _solve(members, [group_feats[run.id] for run in members],
-                               calibration.for_gpu(members[0].gpu, members[0].engine),
-                               prior_weight)  # fmt: skip
+            group_cal = _solve(members, [key_feats[run.id] for run in members],
+                               calibration.group_calibration(key), prior_weight)  # fmt: skip
             groups[key] = group_values(group_cal)
     return replace(cal, groups=groups)
 

@@ -69,7 +69,7 @@ class RunPrediction:
 def run_deployment(run: Run, calibration: Calibration = UNCALIBRATED) -> Deployment:
     """The run's deployment with the calibration's host and all-reduce terms (its GPU
     family's constants where the calibration has a group for it)."""
-    calibration = calibration.for_gpu(run.gpu, run.engine)
+    calibration = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
     deployment = Deployment(
         model=run.model,
         gpu=get_gpu(run.gpu),
@@ -92,7 +92,8 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
 
         settings = SglangSettings(run.max_num_batched_tokens, run.max_num_batched_tokens,
                                   run.max_num_seqs or None, run.mixed_chunk,
-                                  run.gpu_memory_utilization, ())  # fmt: skip
+                                  run.gpu_memory_utilization, (),
+                                  run.schedule_conservativeness)  # fmt: skip
         if settings.max_running_requests is None:
             settings = settings.with_kv_tokens(int(kv_tokens), context_tokens=run.max_model_len)
         return settings.scheduler_config()
@@ -133,7 +134,9 @@ def simulate_run(
     prompts, the hits are replayed with that smaller cache and the run simulated again.
     """
     try:
-        return _simulate_drained(run, calibration.for_gpu(run.gpu, run.engine), seed=seed)
+        return _simulate_drained(
+            run, calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe), seed=seed
+        )
     except ConfigError as exc:  # from the engine, which does not know the run
         if isinstance(exc, UnknownWorkload) or str(exc).startswith("run "):
             raise
@@ -188,7 +191,7 @@ def pipeline_delay_seconds(result: SimulationResult, calibration: Calibration) -
 
 def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
     """The runs file's statistics of a simulated run."""
-    calibration = calibration.for_gpu(run.gpu, run.engine)
+    calibration = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
     arrival = result.workload.arrival_seconds
     delay = pipeline_delay_seconds(result, calibration)
     done = result.finished

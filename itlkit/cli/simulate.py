@@ -279,10 +279,9 @@ def _calibration_for(args, calibration, dep, settings):
     """The calibration's group for this GPU and engine, with what its runs did not cover."""
     if calibration is None:
         return None
-    version = settings.version
-    calibration = calibration.for_gpu(dep.gpu.slug, version.engine if version else "V1")
+    calibration = calibration.for_gpu(dep.gpu.slug, settings.engine, moe=dep.model.is_moe)
     beyond = calibration.beyond(model=dep.model.size_class, client=_client_kind(args))
-    if settings.engine not in ("V0", "V1"):
+    if settings.engine not in ("V0", "V1") and settings.engine not in calibration.group:
         beyond = "; ".join(filter(None, (beyond, f"fitted on vLLM runs, not {settings.engine}'s "
                                          "(its host time per step is not measured)")))  # fmt: skip
     return replace(calibration, scope="; ".join(filter(None, (calibration.scope, beyond))))

@@ -88,7 +88,7 @@ class Calibration:
     undetermined: dict[str, str] = field(default_factory=dict)  # constant -> why and what used
     residuals: dict[str, dict[str, float]] = field(default_factory=dict)  # run -> metric -> error
     leave_one_out: dict[str, float] = field(default_factory=dict)  # metric -> median |error|
-    groups: dict[str, dict] = field(default_factory=dict)  # "gpu:<family>" -> GROUP_KEYS values
+    groups: dict[str, dict] = field(default_factory=dict)  # `group_keys` key -> GROUP_KEYS values
     group: str = ""  # the group whose constants these are ("": the global fit)
     scope: str = ""  # `for_gpu` on a GPU family the calibration has no group for: how far off
     # what the runs it was fitted on covered: {"model": size classes, "client": client kinds}
@@ -110,14 +110,19 @@ class Calibration:
         for link, value in self.allreduce_seconds_per_call.items():
             _check(f"allreduce_seconds_per_call.{link}", value)
 
-    def for_gpu(self, gpu: str, engine: str = "V1") -> Calibration:
-        """The constants for a deployment on `gpu` (a catalog slug) under vLLM's `engine`
-        ("V0" or "V1"): its group where the calibration has one, else the global fit."""
-        key = group_key(gpu, engine)
-        values = self.groups.get(key)
-        if values is None:
-            return replace(self, scope=self._extrapolation(key)) if self.groups else self
-        return replace(self, **_group_values(values, key), groups={}, group=key)
+    def for_gpu(self, gpu: str, engine: str = "V1", *, moe: bool = False) -> Calibration:
+        """The constants for a deployment on `gpu` (a catalog slug) under `engine` (vLLM's "V0"
+        or "V1", or "SGLang"), of an MoE model or not: the most specific group the calibration
+        has (`group_keys`), else the global fit."""
+        keys = group_keys(gpu, engine, moe=moe)
+        for key in keys:
+            if key in self.groups:
+                return self.group_calibration(key)
+        return replace(self, scope=self._extrapolation(keys[-1])) if self.groups else self
+
+    def group_calibration(self, key: str) -> Calibration:
+        """The calibration with group `key`'s constants in force."""
+        return replace(self, **_group_values(self.groups[key], key), groups={}, group=key)
 
     def beyond(self, *, model: str, client: str) -> str:
         """ "" where the calibration's runs covered this model class and client; else one
@@ -192,11 +197,20 @@ GROUP_KEYS = ("efficiency", "mfu", "allreduce_seconds_per_call", "host_seconds_p
               "ttft_pipeline_seconds", "network_bytes_per_second", "step_model")  # fmt: skip
 
 
-def group_key(gpu: str, engine: str = "V1") -> str:
-    """The calibration group of a catalog GPU under a vLLM engine: its family, and the engine
-    where it is V0, whose host side differs (`a100-80gb-sxm` -> `gpu:a100`, `gpu:h100/V0`)."""
+ENGINES_APART = ("V0", "SGLang")  # engines whose host side differs from vLLM V1's
+MOE = "MoE"
+
+
+def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
+    """The calibration groups a deployment belongs to, the most specific first: its GPU family,
+    then the engine where it is V0 or SGLang (their host sides differ from V1's), then MoE
+    models apart (grouped-expert GEMMs run far from dense peak): `a100-80gb-sxm` ->
+    (`gpu:a100`,); SGLang serving an MoE on an H200 -> (`gpu:h200/SGLang/MoE`,
+    `gpu:h200/SGLang`, `gpu:h200/MoE`, `gpu:h200`)."""
     family = "gpu:" + gpu.split("-")[0]
-    return family + "/V0" if engine == "V0" else family
+    engines = (engine, "") if engine in ENGINES_APART else ("",)
+    classes = (MOE, "") if moe else ("",)
+    return tuple("/".join(p for p in (family, e, c) if p) for e in engines for c in classes)
 
 
 def _group_values(values, key: str) -> dict:
@@ -229,7 +243,7 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
     try:
         calibration = Calibration(**values)
         for key in calibration.groups:  # each group must make a valid calibration too
-            calibration.for_gpu(*key.removeprefix("gpu:").split("/"))
+            calibration.group_calibration(key)
         return calibration
     except (TypeError, ConfigError) as exc:
         raise ConfigError(f"{source}: {exc}") from None

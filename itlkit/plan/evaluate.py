@@ -115,7 +115,8 @@ def evaluate(candidate: Candidate, model: str, traffic: Traffic, calibration: Ca
     stop = ttft_missed(stop_at_ttft_seconds, workload.num_requests)
     try:
         dep, config, kv_tokens = _engine(candidate, model)
-        c = calibration.for_gpu(candidate.gpu)
+        engine = "SGLang" if candidate.engine == "sglang" else "V1"
+        c = calibration.for_gpu(candidate.gpu, engine, moe=dep.model.is_moe)
         window = max(traffic.duration_seconds, workload.last_arrival_seconds)
         result = simulate_deployment(
             workload, deployment=c.apply(dep), config=config, efficiency=c.efficiency,

@@ -283,7 +283,8 @@ def at_level(scenario: Scenario, level: str | NoiseLevel) -> Scenario:
         return replace(scenario, noise=level.name, step_jitter=level.step_jitter or 0.0)
     # The constants fitted for the scenario's GPU family (the golden incidents keep the
     # reference step model, on which their injections and thresholds were set).
-    cal = bundled_calibration().for_gpu(scenario.deployment().gpu.slug)
+    dep = scenario.deployment()
+    cal = bundled_calibration().for_gpu(dep.gpu.slug, moe=dep.model.is_moe)
     constants = {
         "file": "data/calibration.json",
         "name": cal.name,

@@ -119,13 +119,15 @@ class CapacityPlanner:
         if not best:
             return plan_figure(self.results, self.slo())
         c = best[min(index, len(best) - 1)].candidate
+        dep = deployment_of(c, self.model)
+        calibration = self.calibration.for_gpu(c.gpu, moe=dep.model.is_moe)
         view = scheduler_view(
-            self.calibration.for_gpu(c.gpu).apply(deployment_of(c, self.model)),
+            calibration.apply(dep),
             rate_per_second=self.rate.value / c.replicas, prompt_tokens=self.lengths[0],
             output_tokens=self.lengths[1], window_seconds=CHOSEN_WINDOW_SECONDS,
             config=SchedulerConfig(max_num_batched_tokens=c.max_num_batched_tokens,
                                    max_num_seqs=c.max_num_seqs),
-            efficiency=self.calibration.for_gpu(c.gpu).efficiency, frontier=(),
+            efficiency=calibration.efficiency, frontier=(),
         )  # fmt: skip
         return scheduler_figure(view)
 

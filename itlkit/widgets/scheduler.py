@@ -304,7 +304,9 @@ class SchedulerExplorer:
             return ""
         from itlkit.physics.calibration import load_calibration
 
-        c = load_calibration(self.step_model.value).for_gpu(self.roofline.gpu.slug)
+        c = load_calibration(self.step_model.value).for_gpu(
+            self.roofline.gpu.slug, moe=self.roofline.model.is_moe
+        )
         self.deployment = c.apply(self.roofline)
         self.efficiency = c.efficiency
         return c.name
