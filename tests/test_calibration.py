@@ -469,37 +469,42 @@ def test_a_prediction_beyond_the_calibrations_runs_says_so():
     )
 
 
-def test_groups_run_from_gpu_family_to_engine_and_model_class():
-    from itlkit.physics.calibration import group_keys
+def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
+    from itlkit.physics.calibration import cell, group_keys
 
-    # vLLM V1 on a dense model: the family alone; V0 and SGLang apart; MoE apart; most specific
-    # first, so a deployment takes the narrowest group the calibration has
-    assert group_keys("a100-80gb-sxm") == ("gpu:a100",)
-    assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0", "gpu:h100")
-    assert group_keys("h200-sxm", moe=True) == ("gpu:h200/MoE", "gpu:h200")
+    # a run's own cell first (family; V0 or SGLang apart; MoE apart), then its family's cells of
+    # the same model class under the other engines, then its own engine's and the family's
+    # dense cells
+    assert group_keys("a100-80gb-sxm") == ("gpu:a100", "gpu:a100/V0", "gpu:a100/SGLang")
+    assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0", "gpu:h100", "gpu:h100/SGLang")
+    assert group_keys("h200-sxm", moe=True) == (
+        "gpu:h200/MoE", "gpu:h200/V0/MoE", "gpu:h200/SGLang/MoE", "gpu:h200")  # fmt: skip
     assert group_keys("h200-sxm", "SGLang", moe=True) == (
-        "gpu:h200/SGLang/MoE", "gpu:h200/SGLang", "gpu:h200/MoE", "gpu:h200")  # fmt: skip
+        "gpu:h200/SGLang/MoE", "gpu:h200/MoE", "gpu:h200/V0/MoE", "gpu:h200/SGLang",
+        "gpu:h200")  # fmt: skip
+    assert cell("mi355x", "SGLang", moe=True) == "gpu:mi355x/SGLang/MoE"
 
 
-def test_for_gpu_takes_the_narrowest_group_it_has():
+def test_for_gpu_takes_the_nearest_group_it_has():
     values = lambda eff: {"efficiency": eff, "mfu": 0.5, "allreduce_seconds_per_call": {},  # noqa: E731
                           "host_seconds_per_step": 0.0, "host_seconds_per_sequence": 0.0,
                           "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.0,
                           "network_bytes_per_second": 1e10, "step_model": "engine"}  # fmt: skip
-    groups = {"gpu:h200": values(0.8), "gpu:h200/MoE": values(0.4),
+    groups = {"gpu:h200": values(0.8), "gpu:h200/SGLang/MoE": values(0.4),
               "gpu:h200/SGLang": values(0.7)}  # fmt: skip
     cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
     assert cal.for_gpu("h200-sxm").efficiency == 0.8
-    assert cal.for_gpu("h200-sxm", moe=True).efficiency == 0.4
     assert cal.for_gpu("h200-sxm", "SGLang").efficiency == 0.7
-    # SGLang on an MoE: no SGLang/MoE group; SGLang's comes before the MoE one
-    assert cal.for_gpu("h200-sxm", "SGLang", moe=True).group == "gpu:h200/SGLang"
-    assert cal.for_gpu("h200-sxm", "V0").group == "gpu:h200"  # no V0 group: the family's
+    assert cal.for_gpu("h200-sxm", "SGLang", moe=True).efficiency == 0.4
+    # vLLM serving an MoE: no cell of its own; SGLang's MoE cell on the same GPU before the
+    # family's dense one
+    assert cal.for_gpu("h200-sxm", moe=True).group == "gpu:h200/SGLang/MoE"
+    assert cal.for_gpu("h200-sxm", "V0").group == "gpu:h200"  # no V0 cell: the family's
     other = cal.for_gpu("b200", moe=True)
-    assert other.efficiency == 0.9 and other.scope.startswith("no gpu:b200 runs in it")
+    assert other.efficiency == 0.9 and other.scope.startswith("no gpu:b200/MoE runs in it")
 
 
-def test_a_group_needs_its_own_runs():
+def test_a_group_is_a_cell_with_runs_of_its_own():
     from types import SimpleNamespace
 
     from itlkit.calibration.groups import by_group
@@ -511,7 +516,6 @@ def test_a_group_needs_its_own_runs():
     runs += [Run(id=f"h{i}", gpu="h200-sxm", engine="V1", model=moe) for i in range(3)]
     runs += [Run(id=f"s{i}", gpu="h200-sxm", engine="SGLang", model=moe) for i in range(2)]
     groups = {key: sorted(r.id for r in members) for key, members in by_group(runs).items()}
-    # gpu:h200 (5 runs) and gpu:h200/MoE hold the same 5 runs: only the wider one is kept;
-    # SGLang's 2 runs are fewer than MIN_RUNS (3); every run is never a group
-    assert groups == {"gpu:a100": ["a0", "a1", "a2", "a3"],
-                      "gpu:h200": ["h0", "h1", "h2", "s0", "s1"]}  # fmt: skip
+    # one cell per run; SGLang's 2 runs are fewer than MIN_RUNS (3): no group, the global fit
+    assert groups == {"gpu:a100": ["a0", "a1", "a2", "a3"], "gpu:h200/MoE": ["h0", "h1", "h2"]}
+    assert by_group(runs[:4]) == {}  # every run in one cell: the global fit is that group

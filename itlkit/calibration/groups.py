@@ -3,13 +3,14 @@
 The global fit (`fit.calibrate`) is one set of constants for every run. Real servers differ by
 GPU family more than by anything else the runs record (an A100's host and all-reduce overheads
 and its reachable bandwidth are not an H100's), then by engine (vLLM V0's and SGLang's host sides
-are not V1's) and by model class (an MoE's grouped-expert GEMMs run far from dense peak). A run
-belongs to every group `physics.calibration.group_keys` names for it (`gpu:h200`,
-`gpu:h200/MoE`, `gpu:h200/SGLang`, `gpu:h200/SGLang/MoE`); the step terms and the TTFT pipeline
-are refitted on each group's runs, starting from the global constants, where a group has at
-least `MIN_RUNS` runs and is neither every run nor the same runs as a wider group, once under
-each step model; the group keeps the model with the lower leave-one-out error of its mean ITL.
-A prediction takes the most specific group it belongs to. The jitter stays global.
+are not V1's) and by model class (an MoE's grouped-expert GEMMs run far from dense peak). Each
+run falls in one cell of these (`physics.calibration.cell`: `gpu:a100`, `gpu:h100/V0`,
+`gpu:h200/SGLang/MoE`); the step terms and the TTFT pipeline are refitted on each cell's runs,
+starting from the global constants, where a cell has at least `MIN_RUNS` runs and is not every
+run, once under each step model; the group keeps the model with the lower leave-one-out error of
+its mean ITL. A prediction takes the nearest group its deployment has (`group_keys`: its own
+cell, then its GPU family's of the same model class, then the family's), else the global
+constants. The jitter stays global.
 
 Held-out errors are computed the cheap way the global leave-one-out is: from the features of the
 fit's last simulations, the constants are re-solved without the held runs (the global ones, and
@@ -36,7 +37,7 @@ from itlkit.calibration.fit import (
 )
 from itlkit.calibration.parallel import run_all
 from itlkit.calibration.predict import predict_run
-from itlkit.physics.calibration import GROUP_KEYS, Calibration, group_keys
+from itlkit.physics.calibration import GROUP_KEYS, Calibration, cell
 from itlkit.physics.roofline import STEP_MODELS
 from itlkit.sim.runs import Run
 
@@ -48,25 +49,13 @@ def group_values(calibration: Calibration) -> dict:
     return values
 
 
-def run_groups(run: Run) -> tuple[str, ...]:
-    """The groups `run` belongs to, the most specific first."""
-    return group_keys(run.gpu, run.engine, moe=run.model.is_moe)
-
-
 def by_group(runs) -> dict[str, list[Run]]:
-    """{group: its runs} for every group with `MIN_RUNS` runs or more that is neither every run
-    nor the same runs as a wider group (whose constants it would repeat)."""
+    """{cell: its runs} for every cell with `MIN_RUNS` runs or more that is not every run."""
     groups = defaultdict(list)
     for run in runs:
-        for key in run_groups(run):
-            groups[key].append(run)
-    kept, seen = {}, [{run.id for run in runs}]
-    for key in sorted(groups, key=lambda k: (k.count("/"), k)):  # the widest first
-        ids = {run.id for run in groups[key]}
-        if len(ids) >= MIN_RUNS and ids not in seen:
-            kept[key] = groups[key]
-            seen.append(ids)
-    return kept
+        groups[cell(run.gpu, run.engine, moe=run.model.is_moe)].append(run)
+    return {key: members for key, members in groups.items()
+            if MIN_RUNS <= len(members) < len(runs)}  # fmt: skip
 
 
 def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float, log=None):

@@ -118,7 +118,7 @@ class Calibration:
         for key in keys:
             if key in self.groups:
                 return self.group_calibration(key)
-        return replace(self, scope=self._extrapolation(keys[-1])) if self.groups else self
+        return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
 
     def group_calibration(self, key: str) -> Calibration:
         """The calibration with group `key`'s constants in force."""
@@ -202,15 +202,29 @@ MOE = "MoE"
 
 
 def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
-    """The calibration groups a deployment belongs to, the most specific first: its GPU family,
-    then the engine where it is V0 or SGLang (their host sides differ from V1's), then MoE
-    models apart (grouped-expert GEMMs run far from dense peak): `a100-80gb-sxm` ->
-    (`gpu:a100`,); SGLang serving an MoE on an H200 -> (`gpu:h200/SGLang/MoE`,
-    `gpu:h200/SGLang`, `gpu:h200/MoE`, `gpu:h200`)."""
+    """The calibration groups a deployment may take its constants from, the nearest first.
+
+    A group is a cell of runs: a GPU family, the engine where it is V0 or SGLang (their host
+    sides differ from vLLM V1's), and MoE models apart (grouped-expert GEMMs run far from dense
+    peak). The deployment's own cell comes first (`cell`); then its family's cells of the same
+    model class under the other engines (the same GPU and GEMMs, another host side); then its
+    own engine's and the family's dense cells. SGLang serving an MoE on an H200:
+    `gpu:h200/SGLang/MoE`, `gpu:h200/MoE`, `gpu:h200/V0/MoE`, `gpu:h200/SGLang`, `gpu:h200`."""
     family = "gpu:" + gpu.split("-")[0]
-    engines = (engine, "") if engine in ENGINES_APART else ("",)
-    classes = (MOE, "") if moe else ("",)
-    return tuple("/".join(p for p in (family, e, c) if p) for e in engines for c in classes)
+    own = engine if engine in ENGINES_APART else ""
+    engines = [own, *(e for e in ("", *ENGINES_APART) if e != own)]
+    same_class = [_key(family, e, MOE if moe else "") for e in engines]
+    dense = [_key(family, e, "") for e in dict.fromkeys((own, ""))] if moe else []
+    return tuple(dict.fromkeys(same_class + dense))
+
+
+def cell(gpu: str, engine: str = "V1", *, moe: bool = False) -> str:
+    """The one group a run is fitted in: its own family, engine and model class."""
+    return group_keys(gpu, engine, moe=moe)[0]
+
+
+def _key(family: str, engine: str, model_class: str) -> str:
+    return "/".join(part for part in (family, engine, model_class) if part)
 
 
 def _group_values(values, key: str) -> dict:
