@@ -10,6 +10,7 @@ from itlkit.errors import ConfigError
 from itlkit.sim.versions import KNOWN_RANGE, parse_vllm_version
 
 kv_bandwidth = number_between(1e6, 1e13, "a bandwidth in bytes/s")  # 1 MB/s to 10 TB/s
+conservativeness = number_between(1e-3, 1e3, "a factor")  # SGLang's ratio caps at 1 from 1.43
 # max_model_len when --vllm-version is given without --max-model-len: vLLM takes the model's
 # context, which the catalog does not hold; 32,768 is the longest at which V0 keeps chunked
 # prefill off (V1's defaults do not depend on it below 100,000 tokens or so). SGLang's request
@@ -32,6 +33,7 @@ _SGLANG_ONLY = (
     ("--max-running-requests", "max_running_requests", "--max-num-seqs"),
     ("--enable-mixed-chunk", "enable_mixed_chunk", None),
     ("--mem-fraction-static", "mem_fraction_static", "--gpu-memory-utilization"),
+    ("--schedule-conservativeness", "schedule_conservativeness", None),
 )
 
 
@@ -101,6 +103,13 @@ def add_engine_arguments(p) -> None:
         type=fraction,
         metavar="SHARE",
         help="GPU memory for weights + KV (default by GPU memory: ~0.83 on an H100)",
+    )
+    sg.add_argument(
+        "--schedule-conservativeness",
+        type=conservativeness,
+        metavar="FACTOR",
+        help="scales the KV a prompt's admission holds back for the running requests' output "
+        "(default 1: 0.7 of it at first, falling to 0.098 over 600 decode steps)",
     )
 
 

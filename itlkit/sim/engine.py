@@ -3,6 +3,8 @@
 `Engine.step()` reads as the scheduler's docstring: enqueue what arrived, then either run a
 stretch of pure decode steps at once, or preempt the newest while KV is short, continue partial
 prompts, admit waiting requests, run the step, retire finished requests and emit first tokens.
+With SGLang's policy (`sim.sglang.NewTokenRatio`) admission also holds KV back for the running
+requests' output, and a decode short of KV retracts fewest-generated first (`retract_decode`).
 Per-request state lives in `_Request` slots objects; per-step records in a `StepLog`
 (`itlkit.sim.step_log`); decode step times come through `DecodeTimes` (`itlkit.sim.decode_times`).
 """
@@ -75,6 +77,7 @@ class _Batch:
     prefill: int = 0
     new_tokens: int = 0  # disaggregated admissions: one decode token each, no prefill
     new_kv: int = 0
+    held_back: float = -1.0  # SGLang: KV tokens admission holds back (< 0: not counted yet)
 
 
 @dataclass(slots=True, eq=False)
@@ -165,6 +168,7 @@ class Engine:
         # queue behind the free ones, and each allocation evicts from the queue's head.
         self.allocated = 0
         self.refind = bool(getattr(config, "enable_prefix_caching", True))
+        self.page_tokens = int(getattr(config, "kv_page_tokens", BLOCK_TOKENS))  # found in these
         # Per prefix group, the shared tokens of each running request counted in it: the group
         # holds the longest of them (the others are its prefixes), as vLLM's block pool keeps one
         # copy of a block however many requests reference it.
@@ -176,6 +180,10 @@ class Engine:
         self.log = StepLog(self.ready_array)
         self.segments = Segments()
         self.first_tokens = 0  # requests that got their first token so far
+        # SGLang's KV reservation and retraction order (`sim.sglang.NewTokenRatio`); None: vLLM's
+        self.reservation = getattr(config, "new_token_ratio", None)
+        self.ratio = self.reservation.init if self.reservation is not None else 0.0
+        self.batch_full = False  # SGLang: admission ran out of KV; no prompt until one leaves
 
     # ---- the loop ------------------------------------------------------------------------
     def step(self) -> bool:
@@ -184,6 +192,8 @@ class Engine:
         if i < len(self.ready_seconds) and self.ready_seconds[i] <= self.t:
             self.enqueue_ready()
         if not self.running and not self.waiting:
+            if self.reservation is not None:
+                self.ratio = self.reservation.init  # SGLang's `on_idle`
             if self.next_ready >= len(self.ready_seconds):
                 return False
             self.t = self.ready_seconds[self.next_ready]
@@ -216,22 +226,31 @@ class Engine:
         prefill-only steps, of decodes alone (the prompts ran in `prefill_only`, or could not)."""
         if self.paused:
             self.resume_paused()
+        if self.reservation is not None:
+            self.retract_decode(batch)
         self.preempt_newest(batch)
         if self.prefill_first:
             if not (self.decoders or batch.preempted):  # no prompt could run, nor ever will
                 raise self._stalled()
+            if self.reservation is not None:
+                self.decode_ratio(batch)
             return
         if self.partial:
             self.continue_partials(batch)
-        if self.waiting and not batch.preempted:  # never in a step that preempted
+        if self.waiting and not batch.preempted and not self.batch_full:  # never after a preemption
             self.admit_waiting(batch)
             if not self.running:  # would step forever: a KV accounting bug
                 raise self._stalled()
+        if self.reservation is not None:
+            self.decode_ratio(batch)
 
     def _stalled(self) -> RuntimeError:
+        why = ("; SGLang admits a prompt only while it and its output stay below the free KV: "
+               "one whose prompt + output fill the whole pool never starts"
+               if self.reservation is not None else "")  # fmt: skip
         return RuntimeError(
             f"engine stalled at step {self.s}: nothing decodes, yet no prompt can be scheduled "
-            f"({self.used} of {self.capacity} KV tokens counted held)"
+            f"({self.used} of {self.capacity} KV tokens counted held){why}"
         )
 
     def enqueue_ready(self) -> None:
@@ -261,6 +280,10 @@ class Engine:
             if batch.preempted and r not in self.partial:  # by an older one's chunk in this step
                 continue
             chunk = min(r.target - r.computed, batch.budget)
+            if self.reservation is not None:  # SGLang's chunk takes the room left; none preempts
+                chunk = min(chunk, self.chunk_room(batch))
+                if chunk <= 0:
+                    break
             while self.used + chunk > self.capacity:
                 victim = self.running.pop()
                 if victim.decoding:  # hand back its decode token, reserved above
@@ -276,6 +299,8 @@ class Engine:
             self._prefill(r, chunk, batch)
             if r.computed == r.target:
                 self.partial.remove(r)
+                if self.reservation is not None:
+                    self.hold_back_output(r, batch)
 
     def admit_waiting(self, batch: _Batch) -> None:
         """Admit waiting requests in order while a sequence slot, budget and their KV are free."""
@@ -305,6 +330,8 @@ class Engine:
             held = r.computed if not r.shared else self._hold_cost(r)  # its cached prefix's KV
             if self.used + held + chunk > self.capacity:
                 break
+            if self.reservation is not None and self.reservation_refuses(r, held, batch):
+                break
             self._admit(r)
             self.used += held
             if r.shared:
@@ -313,6 +340,8 @@ class Engine:
             self._prefill(r, chunk, batch)
             if r.computed != r.target:
                 self.partial.append(r)
+            if self.reservation is not None and self.admitted_fills(r, batch):
+                break
 
     # ---- prefill-only steps: V0 without chunked prefill, SGLang without mixed chunks ------------
     def prefill_only(self, batch: _Batch) -> bool:
@@ -326,10 +355,12 @@ class Engine:
         batch, when one can be formed, runs before the running batch decodes (`sim.sglang`)."""
         if not (self.waiting or self.partial):
             return False
+        if self.batch_full and not self.partial:  # SGLang: no prefill batch until one leaves
+            return False
         batch.budget = self.budget_total
         if self.partial:
             self.continue_alone(batch)
-        if self.waiting and batch.budget > 0:
+        if self.waiting and batch.budget > 0 and not self.batch_full:
             self.admit_waiting(batch)
         if not batch.prefill:
             return False
@@ -344,11 +375,15 @@ class Engine:
         is admitted only into budget left over.)"""
         for r in list(self.partial):
             chunk = min(r.target - r.computed, batch.budget)
+            if self.reservation is not None:
+                chunk = min(chunk, self.chunk_room(batch))
             if chunk <= 0 or self.used + chunk > self.capacity:
                 break
             self._prefill(r, chunk, batch)
             if r.computed == r.target:
                 self.partial.remove(r)
+                if self.reservation is not None:
+                    self.hold_back_output(r, batch)
 
     def pause(self, r: _Request) -> None:
         """A decoder sits out a prefill-only step: its token run ends at the last step, its
@@ -386,6 +421,79 @@ class Engine:
             self.segments.gap(r.index, end, end - r.last_token)
         self.resumed = []
 
+    # ---- SGLang's KV reservation and retraction (`sim.sglang.NewTokenRatio`) ----------------
+    def retract_decode(self, batch: _Batch) -> None:
+        """A decode step short of one KV token per running request retracts, fewest generated
+        tokens first (ties: the longest prompt, then the newest), until it fits, and sets the
+        ratio from the requests left (`ScheduleBatch.retract_decode`, sglang
+        managers/schedule_batch.py @ fd3907ee4618e96b73ee94d9a836db78efb5d046). The prompt being
+        chunked is not in SGLang's running batch: never retracted. Where SGLang would keep the
+        last request and assert it fits, itlkit retracts it too."""
+        if self.used + self.decoders <= self.capacity:
+            return
+        kept = sorted((r for r in self.running if r.decoding),
+                      key=lambda r: (self._generated(r), -r.prompt), reverse=True)  # fmt: skip
+        while self.used + self.decoders > self.capacity:
+            victim = kept.pop()
+            self.running.remove(victim)
+            self._preempt(victim, batch)
+        self.ratio = self.reservation.after_retraction(
+            generated_tokens=sum(self._generated(r) for r in kept),
+            max_new_tokens=sum(r.output for r in kept),
+            requests=len(kept),
+        )
+
+    def decode_ratio(self, batch: _Batch) -> None:
+        """A step without prompt tokens that retracted nothing decays the ratio one step
+        (`Scheduler.update_running_batch`, managers/scheduler.py @ 1a882c5c)."""
+        if not (batch.preempted or batch.prefill):
+            self.ratio = self.reservation.decayed(self.ratio)
+
+    def room(self, batch: _Batch) -> float:
+        """KV tokens the prefill being formed may still take: the free ones less what is held
+        back for the running requests' output and the admitted prompts' (`PrefillAdder.
+        rem_total_tokens`, schedule_policy.py @ ad0119fdde519598c25f5c48b95dacaa2b85d607). The
+        running requests' share is counted at the first question of the step, before anything
+        in it is admitted or completes its prompt."""
+        if batch.held_back < 0:
+            policy, ratio, partial = self.reservation, self.ratio, self.partial
+            batch.held_back = sum(policy.held_back(r.output - self._generated(r), ratio)
+                                  for r in self.running if r not in partial)  # fmt: skip
+        return self.capacity - self.used - batch.held_back
+
+    def chunk_room(self, batch: _Batch) -> int:
+        """The most a prompt part-way through may take (`PrefillAdder.add_chunked_req`)."""
+        return int(self.room(batch))
+
+    def reservation_refuses(self, r: _Request, held: int, batch: _Batch) -> bool:
+        """SGLang's `PrefillAdder.add_one_req`: a prompt whose uncached tokens, min(its output
+        left, 4,096) and the cached prefix it locks reach the room left is refused, and the
+        running batch counts as full (no prompt is tried until a request leaves)."""
+        output = min(max(r.output - r.generated, 0), self.reservation.clip_tokens)
+        if r.target - r.computed + output + held >= self.room(batch):
+            self.batch_full = True
+            return True
+        return False
+
+    def admitted_fills(self, r: _Request, batch: _Batch) -> bool:
+        """After admitting r (`PrefillAdder._update_prefill_budget`, `budget_state`): its output
+        is held back if its prompt completes; True, and the batch counts as full, when no room
+        is left."""
+        if r.computed == r.target:
+            self.hold_back_output(r, batch)
+        if self.room(batch) <= 0 or self.used >= self.capacity:
+            self.batch_full = True
+        return self.batch_full
+
+    def hold_back_output(self, r: _Request, batch: _Batch) -> None:
+        """A prompt that completes in the batch holds back min(its max output, 4,096)
+        (`PrefillAdder._update_prefill_budget`)."""
+        batch.held_back += min(r.output, self.reservation.clip_tokens)
+
+    def _generated(self, r: _Request) -> int:
+        """Tokens r has emitted before the step being scheduled."""
+        return r.seg_gen + self.s - 1 - r.seg_step if r.decoding else r.generated
+
     def _refound(self, r: _Request) -> int:
         """The KV tokens a preempted request finds again in the prefix cache (vLLM V1: its blocks
         were freed newest-last into the free queue behind the blocks already free, keeping their
@@ -393,7 +501,7 @@ class Engine:
         it, looked up in whole blocks and at most all but its last token;
         docs/research/gpu-memory-as-vllm-sees-it.md section 4)."""
         evicted = min(max(self.allocated - r.freed_mark, 0), r.freed)
-        found = (r.cached + r.freed - evicted) // BLOCK_TOKENS * BLOCK_TOKENS
+        found = (r.cached + r.freed - evicted) // self.page_tokens * self.page_tokens
         return max(min(found, r.target - 1), r.cached)
 
     def _hold_cost(self, r: _Request) -> int:
@@ -431,7 +539,10 @@ class Engine:
 
     def _preempt(self, r: _Request, batch: _Batch) -> None:
         """Free r's KV, reset it to recompute prompt + generated tokens (vLLM V1 recompute); with
-        prefix caching its freed blocks may be found again when it is readmitted (`_refound`)."""
+        prefix caching its freed blocks may be found again when it is readmitted (`_refound`).
+        SGLang's retraction (`release_req`, schedule_batch.py @ fd3907ee) frees the tokens it
+        decoded without caching them: only what its last prefill computed may be found again;
+        it rejoins the queue at the tail."""
         batch.preempted += 1
         ahead, own = self.capacity - self.used, r.computed  # free tokens before its blocks
         if r.decoding:
@@ -443,10 +554,15 @@ class Engine:
             self.decode_kv -= kv
             self.used -= self._release(r, kv)
             r.decoding = False
-            self.segments.close(r.index, r.seg_step, self.s - 1)
-            r.last_token = self.t  # steps run back to back while it decodes
+            if r.seg_step == self.s:  # resumed for this step and preempted before it ran
+                self.resumed.remove(r)  # it emits nothing, and its last token stays the same
+            else:
+                self.segments.close(r.index, r.seg_step, self.s - 1)
+                r.last_token = self.t  # steps run back to back while it decodes
         else:
             self.used -= self._release(r, r.computed)
+        if self.reservation is not None:  # SGLang caches what its last prefill computed, no more
+            own = min(own, r.target)
         # The shared prefix stays in the prefix cache (others hold it); the rest is recomputed.
         r.computed = r.cached
         r.target = r.prompt + r.generated
@@ -455,7 +571,11 @@ class Engine:
         r.remote_kv = False
         r.epoch += 1
         r.preemptions += 1
-        self.waiting.appendleft(r)
+        if self.reservation is None:
+            self.waiting.appendleft(r)
+        else:  # SGLang's `_add_request_to_queue`: the tail
+            self.waiting.append(r)
+            self.batch_full = False
 
     # ---- running a step ------------------------------------------------------------------
     def run(self, batch: _Batch) -> tuple[float, tuple]:
@@ -480,6 +600,7 @@ class Engine:
                 continue
             kv = r.seg_kv + (s - r.seg_step)
             self.running.remove(r)
+            self.batch_full = False
             r.decoding = False
             self.decoders -= 1
             self.decode_kv -= kv
@@ -507,6 +628,7 @@ class Engine:
             r.generated += 1
             if r.generated >= r.output:
                 self.running.remove(r)
+                self.batch_full = False
                 self.used -= self._release(r, r.computed)
                 r.finish = end
                 self.segments.close(r.index, s, s)
@@ -547,7 +669,7 @@ class Engine:
         d, running = self.decoders, self.running
         if d != len(running) or not d:
             return False
-        full = d >= self.max_seqs
+        full = d >= self.max_seqs or self.batch_full  # no admission until a request leaves
         if not (full or not self.waiting):
             return False
         heap = self.finish_steps
@@ -582,6 +704,8 @@ class Engine:
         self.used += k * d
         self.allocated += k * d
         self.decode_kv += k * d
+        if self.reservation is not None:
+            self.ratio = self.reservation.decayed(self.ratio, steps=k)
         self.s += k - 1
         if self.s == finish:
             self.retire(end)

@@ -204,6 +204,7 @@ class Run:
     # max_num_seqs 0 then means SGLang's default from the KV pool
     serving_engine: str = "vllm"
     mixed_chunk: bool = False  # SGLang's --enable-mixed-chunk
+    schedule_conservativeness: float = 1.0  # SGLang's --schedule-conservativeness
 
     @property
     def engine(self) -> str:
@@ -541,8 +542,9 @@ SGLANG_NAMES_OF_VLLM = {
 
 def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
     """An SGLang run's settings in its own names (`chunked_prefill_size`, `max_prefill_tokens`,
-    `max_running_requests`, `enable_mixed_chunk`, `mem_fraction_static`), SGLang's defaults on
-    the run's GPU for those left out (`sim.sglang`, each said; the memory share as at TP 1)."""
+    `max_running_requests`, `enable_mixed_chunk`, `mem_fraction_static`,
+    `schedule_conservativeness`), SGLang's defaults on the run's GPU for those left out
+    (`sim.sglang`, each said; the memory share as at TP 1)."""
     from itlkit.sim.sglang import sglang_settings
 
     def count(key: str, most):
@@ -561,6 +563,8 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
         "enable_mixed_chunk": mixed,
         "mem_fraction_static": r.positive(doc, "mem_fraction_static", optional=True, most=1.0,
                                           name="engine.mem_fraction_static"),
+        "schedule_conservativeness": r.positive(doc, "schedule_conservativeness", optional=True,
+                                                most=1e3, name="engine.schedule_conservativeness"),
     }  # fmt: skip
     hardware = get_gpu(gpu)
     settings = sglang_settings(gpu_memory_bytes=cuda_total_bytes(hardware)[0],
@@ -575,6 +579,7 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
         "prefix_caching": True,
         "serving_engine": "sglang",
         "mixed_chunk": settings.enable_mixed_chunk,
+        "schedule_conservativeness": settings.schedule_conservativeness,
         "engine_assumptions": settings.assumptions,
     }
 

@@ -17,20 +17,39 @@ below; docs/research/sglang-scheduling.md quotes the lines):
   shrink by one per running request: vLLM's mixed step with the chunk size as the budget.
 - **One token per request per decode step**; a prefill batch emits the first token of each
   request whose prompt it completes, an intermediate chunk none.
+- **KV reservation at admission.** `PrefillAdder` admits a prompt only if its uncached tokens
+  plus min(its output left, 4,096) stay below the free KV less, for every running request,
+  min(its output left, 4,096) x `new_token_ratio`; each admitted prompt then holds back
+  min(its max output, 4,096) for the rest of the batch. A refusal ("NO_TOKEN") marks the running
+  batch full: no waiting prompt is tried again until a running request leaves
+  (managers/schedule_policy.py `PrefillAdder` @ ad0119fdde519598c25f5c48b95dacaa2b85d607;
+  managers/scheduler.py `_get_new_batch_prefill_raw` @ 1a882c5c63cfeff4e20254078cbd89500d5b1fe9).
+- **The ratio** starts at 0.7 x `--schedule-conservativeness` (at most 1), falls by
+  (init - 0.14 x init) / 600 each decode step to 0.14 x init, is set after a retraction from the
+  requests left (`NewTokenRatio.after_retraction`) and returns to its start when the server is
+  idle (`NewTokenRatioTracker`, managers/scheduler_components/new_token_ratio_tracker.py and
+  managers/scheduler.py `update_running_batch`, `on_idle` @ 1a882c5c; the constants in
+  environ.py @ 0003215cf1464f44b389cd0b18d0b4c56f2a3da6).
+- **Retraction.** When a decode step would not have one free KV token per running request,
+  `retract_decode` retracts the request with the fewest generated tokens (ties: the longest
+  prompt, then the newest) until it fits; each frees its KV and goes to the waiting queue's
+  tail keeping its tokens, to be prefilled again over prompt + output (managers/schedule_batch.py
+  @ fd3907ee4618e96b73ee94d9a836db78efb5d046; the prompt being chunked is not in the running
+  batch and is never retracted).
 
 itlkit's engine runs the first policy as prefill-only steps (`SchedulerConfig.
-prefill_only_steps`, chunked at the budget) and the second as its mixed step. What it does not
-model: SGLang's admission reserves KV for the running requests' future tokens (`new_token_ratio`,
-0.7 decaying to 0.098) and retracts the request with the fewest generated tokens to the queue's
-tail when a decode runs short; itlkit admits while the chunk's KV fits and preempts the newest
-to the queue's head, as vLLM does. Under KV pressure SGLang therefore retracts less often than
-itlkit preempts; without it the two agree.
+prefill_only_steps`, chunked at the budget) and the second as its mixed step; the reservation
+and the retraction order come with `SglangSchedulerConfig.new_token_ratio` (`Engine.
+retract_decode`, `Engine.reservation_refuses`). With mixed chunks itlkit retracts before it
+admits, where SGLang decides on a prefill batch first, and the ratio decays in every step
+without prompt tokens.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig
@@ -44,7 +63,7 @@ ENGINE_NAME = "SGLang"
 # Settings an sglang_settings caller may give, by SGLang's names (`--chunked-prefill-size` ...).
 SETTINGS = (
     "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "enable_mixed_chunk",
-    "mem_fraction_static",
+    "mem_fraction_static", "schedule_conservativeness",
 )  # fmt: skip
 
 # `handle_gpu_memory_settings`, python/sglang/srt/arg_groups/memory_hook.py @
@@ -79,6 +98,72 @@ RESERVED_FLOOR_ABOVE_BYTES = 60 * GIB
 POOL_PER_CONTEXT = 512
 POOL_MIN, POOL_MAX = 2048, 4096
 
+# The new-token ratio: environ.py @ 0003215cf1464f44b389cd0b18d0b4c56f2a3da6 ("Scheduler token
+# budgeting and admission"), read by `NewTokenRatioTracker.from_server_args`
+# (new_token_ratio_tracker.py @ 1a882c5c), `PrefillAdder` and `retract_decode`.
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO, x --schedule-conservativeness
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the floor, x the start
+NEW_TOKEN_RATIO_DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: start to floor
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: tokens a kept request counts after one
+CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: output reserved, at most
+# --schedule-conservativeness default, arg_groups/fields/schedule.py @ 001b8862
+SCHEDULE_CONSERVATIVENESS = 1.0
+
+
+@dataclass(frozen=True)
+class NewTokenRatio:
+    """SGLang's guess of the share of its output left that a running request will still
+    decode, for which admission holds KV back (`NewTokenRatioTracker`, new_token_ratio_tracker.py
+    @ 1a882c5c63cfeff4e20254078cbd89500d5b1fe9): it starts at `init`, falls by `decay` a decode
+    step to `floor`, is set by a retraction (`after_retraction`) and returns to `init` when
+    idle. The engine keeps the current ratio; these are the rules."""
+
+    init: float
+    floor: float
+    decay: float  # per decode step
+    clip_tokens: int = CLIP_MAX_NEW_TOKENS
+    retract_tokens: int = RETRACT_DECODE_STEPS
+
+    @classmethod
+    def from_conservativeness(cls, conservativeness: float) -> NewTokenRatio:
+        """`from_server_args`: init = min(0.7 x conservativeness, 1), floor = min(0.14 x init, 1),
+        decay = (init - floor) / 600."""
+        init = min(INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
+        floor = min(init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+        return cls(init, floor, (init - floor) / NEW_TOKEN_RATIO_DECAY_STEPS)
+
+    def decayed(self, ratio: float, *, steps: int = 1) -> float:
+        """The ratio after `steps` decode steps that retract nothing: max(ratio - decay, floor)
+        each (`decay_step`, one subtraction a step, so a stretch of steps lands where the steps
+        one by one would)."""
+        for _ in range(steps):
+            ratio = max(ratio - self.decay, self.floor)
+            if ratio == self.floor:
+                break
+        return ratio
+
+    def after_retraction(self, *, generated_tokens: int, max_new_tokens: int,
+                         requests: int) -> float:  # fmt: skip
+        """`retract_decode`'s new ratio over the requests left running: (their generated
+        tokens + 20 each) / (their max new tokens + 1), at most 1 (managers/schedule_batch.py @
+        fd3907ee4618e96b73ee94d9a836db78efb5d046)."""
+        return min(1.0, (generated_tokens + self.retract_tokens * requests) / (max_new_tokens + 1))
+
+    def held_back(self, output_left_tokens: int, ratio: float) -> float:
+        """KV tokens admission holds back for a running request with this much output left
+        (`PrefillAdder._get_running_request_total_token_offset`)."""
+        return min(output_left_tokens, self.clip_tokens) * ratio
+
+
+@dataclass(frozen=True)
+class SglangSchedulerConfig(SchedulerConfig):
+    """The engine's knobs with SGLang's KV reservation and retraction order (`NewTokenRatio`;
+    None: vLLM's, admitting while the chunk fits and preempting the newest to the queue's head)
+    and its KV pool in pages of one token (`--page-size` 1, the default)."""
+
+    new_token_ratio: NewTokenRatio | None = None
+    kv_page_tokens: int = 1
+
 
 @dataclass(frozen=True)
 class SglangSettings:
@@ -91,6 +176,7 @@ class SglangSettings:
     enable_mixed_chunk: bool
     mem_fraction_static: float
     assumptions: tuple[str, ...]
+    schedule_conservativeness: float = SCHEDULE_CONSERVATIVENESS
     version = None  # no SGLang release is modelled apart: the current source's defaults
     engine = ENGINE_NAME
     enable_chunked_prefill = True  # off only with --chunked-prefill-size -1: not modelled
@@ -117,7 +203,8 @@ class SglangSettings:
         )
         return (
             f"SGLang: chunked_prefill_size {self.chunked_prefill_size:,}, max_prefill_tokens "
-            f"{self.max_prefill_tokens:,}, max_running_requests {seqs}, {mixed}"
+            f"{self.max_prefill_tokens:,}, max_running_requests {seqs}, {mixed}, "
+            f"schedule_conservativeness {self.schedule_conservativeness:g}"
         )
 
     def with_kv_tokens(self, kv_tokens: int, *, context_tokens: int) -> SglangSettings:
@@ -130,22 +217,23 @@ class SglangSettings:
         said = (f"max_running_requests {cap:,}: SGLang's default, min(KV tokens // 2, its "
                 f"request pool {pool:,}) for {kv_tokens:,} KV tokens at context length "
                 f"{context_tokens:,}")  # fmt: skip
-        return SglangSettings(self.chunked_prefill_size, self.max_prefill_tokens, cap,
-                              self.enable_mixed_chunk, self.mem_fraction_static,
-                              (*self.assumptions, said))  # fmt: skip
+        return replace(self, max_running_requests=cap, assumptions=(*self.assumptions, said))
 
-    def scheduler_config(self, **rest) -> SchedulerConfig:
+    def scheduler_config(self, **rest) -> SglangSchedulerConfig:
         """itlkit's engine knobs for this policy: prefill-only steps chunked at the budget, or
-        mixed steps whose budget the decodes share (`--enable-mixed-chunk`)."""
+        mixed steps whose budget the decodes share (`--enable-mixed-chunk`); admission that
+        reserves KV and retraction fewest-generated first (`NewTokenRatio`)."""
         seqs = self.max_running_requests
         if seqs is None:
             raise ConfigError("max_running_requests is not set: call with_kv_tokens first")
         budget = self.max_num_batched_tokens
         if self.enable_mixed_chunk and seqs > budget:
             seqs = budget  # a mixed step carries a decode token for every running request
-        return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=seqs,
-                               enable_chunked_prefill=True,
-                               prefill_only_steps=not self.enable_mixed_chunk, **rest)  # fmt: skip
+        ratio = NewTokenRatio.from_conservativeness(self.schedule_conservativeness)
+        return SglangSchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=seqs,
+                                     enable_chunked_prefill=True,
+                                     prefill_only_steps=not self.enable_mixed_chunk,
+                                     new_token_ratio=ratio, **rest)  # fmt: skip
 
 
 def chunk_tier(gpu_memory_bytes: float) -> tuple[int, int]:
@@ -199,6 +287,10 @@ def sglang_settings(
     fraction = default_mem_fraction(gpu_memory_bytes, chunk_tokens=value["chunked_prefill_size"],
                                     graph_batch=graphs, gpus=gpus)  # fmt: skip
     take("mem_fraction_static", fraction, f"SGLang's default for {gpu} and {gpus} GPU(s)")
+    take("schedule_conservativeness", SCHEDULE_CONSERVATIVENESS, "SGLang's default: a prompt is "
+         "admitted only if it and its output fit beside min(output left, 4,096) x a ratio of "
+         "every running request's output, the ratio falling from 0.7 to 0.098 over 600 decode "
+         "steps")  # fmt: skip
     for key in ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests"):
         v = value.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -206,6 +298,10 @@ def sglang_settings(
     share = value["mem_fraction_static"]
     if not 0 < share <= 1:
         raise ConfigError(f"mem_fraction_static must be in (0, 1], got {share}")
+    careful = value["schedule_conservativeness"]
+    number = isinstance(careful, int | float) and not isinstance(careful, bool)
+    if not (number and careful > 0 and math.isfinite(careful)):
+        raise ConfigError(f"schedule_conservativeness must be a number > 0, got {careful!r}")
     return SglangSettings(value["chunked_prefill_size"], value["max_prefill_tokens"],
                           value.get("max_running_requests"), bool(value["enable_mixed_chunk"]),
-                          share, tuple(said))  # fmt: skip
+                          share, tuple(said), float(careful))  # fmt: skip
