@@ -470,19 +470,18 @@ def test_a_prediction_beyond_the_calibrations_runs_says_so():
 
 
 def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
-    from itlkit.physics.calibration import cell, group_keys
+    from itlkit.physics.calibration import fit_keys, group_keys
 
-    # a run's own cell first (family; V0 or SGLang apart; MoE apart), then its family's cells of
-    # the same model class under the other engines, then its own engine's and the family's
-    # dense cells
-    assert group_keys("a100-80gb-sxm") == ("gpu:a100", "gpu:a100/V0", "gpu:a100/SGLang")
-    assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0", "gpu:h100", "gpu:h100/SGLang")
+    # its own engine's cells first (model class, then dense); then, between vLLM V1 and SGLang,
+    # the other's on the same family, model class first; V0 neither lends nor borrows
+    assert group_keys("a100-80gb-sxm") == ("gpu:a100", "gpu:a100/SGLang")
+    assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0",)
+    assert group_keys("h100-sxm", "V0", moe=True) == ("gpu:h100/V0/MoE", "gpu:h100/V0")
     assert group_keys("h200-sxm", moe=True) == (
-        "gpu:h200/MoE", "gpu:h200/V0/MoE", "gpu:h200/SGLang/MoE", "gpu:h200")  # fmt: skip
+        "gpu:h200/MoE", "gpu:h200/SGLang/MoE", "gpu:h200", "gpu:h200/SGLang")  # fmt: skip
     assert group_keys("h200-sxm", "SGLang", moe=True) == (
-        "gpu:h200/SGLang/MoE", "gpu:h200/MoE", "gpu:h200/V0/MoE", "gpu:h200/SGLang",
-        "gpu:h200")  # fmt: skip
-    assert cell("mi355x", "SGLang", moe=True) == "gpu:mi355x/SGLang/MoE"
+        "gpu:h200/SGLang/MoE", "gpu:h200/MoE", "gpu:h200/SGLang", "gpu:h200")  # fmt: skip
+    assert fit_keys("mi355x", "SGLang", moe=True) == ("gpu:mi355x/SGLang/MoE", "gpu:mi355x/SGLang")
 
 
 def test_for_gpu_takes_the_nearest_group_it_has():
@@ -491,7 +490,7 @@ def test_for_gpu_takes_the_nearest_group_it_has():
                           "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.0,
                           "network_bytes_per_second": 1e10, "step_model": "engine"}  # fmt: skip
     groups = {"gpu:h200": values(0.8), "gpu:h200/SGLang/MoE": values(0.4),
-              "gpu:h200/SGLang": values(0.7)}  # fmt: skip
+              "gpu:h200/SGLang": values(0.7), "gpu:a100/V0": values(0.6)}  # fmt: skip
     cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
     assert cal.for_gpu("h200-sxm").efficiency == 0.8
     assert cal.for_gpu("h200-sxm", "SGLang").efficiency == 0.7
@@ -499,7 +498,8 @@ def test_for_gpu_takes_the_nearest_group_it_has():
     # vLLM serving an MoE: no cell of its own; SGLang's MoE cell on the same GPU before the
     # family's dense one
     assert cal.for_gpu("h200-sxm", moe=True).group == "gpu:h200/SGLang/MoE"
-    assert cal.for_gpu("h200-sxm", "V0").group == "gpu:h200"  # no V0 cell: the family's
+    # V0 takes nothing from V1 or SGLang, and lends nothing: the global fit
+    assert cal.for_gpu("h200-sxm", "V0").group == "" and cal.for_gpu("a100-80gb-sxm").group == ""
     other = cal.for_gpu("b200", moe=True)
     assert other.efficiency == 0.9 and other.scope.startswith("no gpu:b200/MoE runs in it")
 
@@ -513,9 +513,12 @@ def test_a_group_is_a_cell_with_runs_of_its_own():
     moe = SimpleNamespace(is_moe=True)
     dense = SimpleNamespace(is_moe=False)
     runs = [Run(id=f"a{i}", gpu="a100-80gb-sxm", engine="V1", model=dense) for i in range(4)]
+    runs += [Run(id=f"m{i}", gpu="a100-80gb-sxm", engine="V1", model=moe) for i in range(2)]
     runs += [Run(id=f"h{i}", gpu="h200-sxm", engine="V1", model=moe) for i in range(3)]
     runs += [Run(id=f"s{i}", gpu="h200-sxm", engine="SGLang", model=moe) for i in range(2)]
     groups = {key: sorted(r.id for r in members) for key, members in by_group(runs).items()}
-    # one cell per run; SGLang's 2 runs are fewer than MIN_RUNS (3): no group, the global fit
-    assert groups == {"gpu:a100": ["a0", "a1", "a2", "a3"], "gpu:h200/MoE": ["h0", "h1", "h2"]}
+    # the 2 A100 MoE runs are fewer than MIN_RUNS (3): they join vLLM's dense A100 cell; the
+    # 2 SGLang runs then have SGLang's dense H200 cell, still 2: no group, the global fit
+    assert groups == {"gpu:a100": ["a0", "a1", "a2", "a3", "m0", "m1"],
+                      "gpu:h200/MoE": ["h0", "h1", "h2"]}  # fmt: skip
     assert by_group(runs[:4]) == {}  # every run in one cell: the global fit is that group

@@ -4,12 +4,12 @@ The global fit (`fit.calibrate`) is one set of constants for every run. Real ser
 GPU family more than by anything else the runs record (an A100's host and all-reduce overheads
 and its reachable bandwidth are not an H100's), then by engine (vLLM V0's and SGLang's host sides
 are not V1's) and by model class (an MoE's grouped-expert GEMMs run far from dense peak). Each
-run falls in one cell of these (`physics.calibration.cell`: `gpu:a100`, `gpu:h100/V0`,
-`gpu:h200/SGLang/MoE`); the step terms and the TTFT pipeline are refitted on each cell's runs,
-starting from the global constants, where a cell has at least `MIN_RUNS` runs and is not every
-run, once under each step model; the group keeps the model with the lower leave-one-out error of
-its mean ITL. A prediction takes the nearest group its deployment has (`group_keys`: its own
-cell, then its GPU family's of the same model class, then the family's), else the global
+run is fitted in one cell of these (`physics.calibration.fit_keys`: `gpu:a100`, `gpu:h100/V0`,
+`gpu:h200/SGLang/MoE`; an MoE cell with fewer than `MIN_RUNS` runs joins its engine's dense cell
+on the family); the step terms and the TTFT pipeline are refitted on each cell's runs, starting
+from the global constants, where a cell has at least `MIN_RUNS` runs and is not every run, once
+under each step model; the group keeps the model with the lower leave-one-out error of its mean
+ITL. A prediction takes the nearest group its deployment has (`group_keys`), else the global
 constants. The jitter stays global.
 
 Held-out errors are computed the cheap way the global leave-one-out is: from the features of the
@@ -37,7 +37,7 @@ from itlkit.calibration.fit import (
 )
 from itlkit.calibration.parallel import run_all
 from itlkit.calibration.predict import predict_run
-from itlkit.physics.calibration import GROUP_KEYS, Calibration, cell
+from itlkit.physics.calibration import GROUP_KEYS, Calibration, fit_keys
 from itlkit.physics.roofline import STEP_MODELS
 from itlkit.sim.runs import Run
 
@@ -50,10 +50,20 @@ def group_values(calibration: Calibration) -> dict:
 
 
 def by_group(runs) -> dict[str, list[Run]]:
-    """{cell: its runs} for every cell with `MIN_RUNS` runs or more that is not every run."""
-    groups = defaultdict(list)
-    for run in runs:
-        groups[cell(run.gpu, run.engine, moe=run.model.is_moe)].append(run)
+    """{cell: its runs} for every cell with `MIN_RUNS` runs or more that is not every run; the
+    runs of a smaller cell move to their next cell (`fit_keys`) where they have one."""
+    chains = {run.id: fit_keys(run.gpu, run.engine, moe=run.model.is_moe) for run in runs}
+    at = dict.fromkeys(chains, 0)  # run id -> its cell's place in its chain
+    moved = True
+    while moved:
+        groups = defaultdict(list)
+        for run in runs:
+            groups[chains[run.id][at[run.id]]].append(run)
+        small = [run for members in groups.values() if len(members) < MIN_RUNS
+                 for run in members if at[run.id] + 1 < len(chains[run.id])]  # fmt: skip
+        for run in small:
+            at[run.id] += 1
+        moved = bool(small)
     return {key: members for key, members in groups.items()
             if MIN_RUNS <= len(members) < len(runs)}  # fmt: skip
 

@@ -204,23 +204,31 @@ MOE = "MoE"
 def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
     """The calibration groups a deployment may take its constants from, the nearest first.
 
-    A group is a cell of runs: a GPU family, the engine where it is V0 or SGLang (their host
-    sides differ from vLLM V1's), and MoE models apart (grouped-expert GEMMs run far from dense
-    peak). The deployment's own cell comes first (`cell`); then its family's cells of the same
-    model class under the other engines (the same GPU and GEMMs, another host side); then its
-    own engine's and the family's dense cells. SGLang serving an MoE on an H200:
-    `gpu:h200/SGLang/MoE`, `gpu:h200/MoE`, `gpu:h200/V0/MoE`, `gpu:h200/SGLang`, `gpu:h200`."""
+    A group is a cell of runs: a GPU family, the engine where it is V0 or SGLang, and MoE
+    models apart (grouped-expert GEMMs run far from dense peak). First the deployment's own
+    engine's cells (its model class, then dense: `fit_keys`); then, between vLLM V1 and SGLang,
+    the other's cells on the same GPU family (the same GPU and GEMM kernels, a host side of the
+    same design: a scheduler beside the model runner, CUDA graphs), its model class first.
+    vLLM V0's host side is heavier (its scheduler and detokenizer share the model's process:
+    its constants put a V1 H100 source 43% off in mean ITL, 300% in TTFT, held out), so V0 cells
+    are neither lent nor borrowed. SGLang serving an MoE on an H200: `gpu:h200/SGLang/MoE`,
+    `gpu:h200/MoE`, `gpu:h200/SGLang`, `gpu:h200`."""
+    own = fit_keys(gpu, engine, moe=moe)
+    if engine == "V0":
+        return own
+    family = "gpu:" + gpu.split("-")[0]
+    other = "" if engine in ENGINES_APART else "SGLang"
+    lent = tuple(_key(family, other, c) for c in ((MOE, "") if moe else ("",)))
+    return tuple(dict.fromkeys(own[:1] + lent[:1] + own[1:] + lent[1:]))
+
+
+def fit_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
+    """The cells a run may be fitted in, the nearest first: its own (GPU family, engine where
+    V0 or SGLang, MoE apart), then its engine's dense cell on the family, where the own cell has
+    too few runs (`calibration.groups.by_group`)."""
     family = "gpu:" + gpu.split("-")[0]
     own = engine if engine in ENGINES_APART else ""
-    engines = [own, *(e for e in ("", *ENGINES_APART) if e != own)]
-    same_class = [_key(family, e, MOE if moe else "") for e in engines]
-    dense = [_key(family, e, "") for e in dict.fromkeys((own, ""))] if moe else []
-    return tuple(dict.fromkeys(same_class + dense))
-
-
-def cell(gpu: str, engine: str = "V1", *, moe: bool = False) -> str:
-    """The one group a run is fitted in: its own family, engine and model class."""
-    return group_keys(gpu, engine, moe=moe)[0]
+    return tuple(_key(family, own, c) for c in ((MOE, "") if moe else ("",)))
 
 
 def _key(family: str, engine: str, model_class: str) -> str:
