@@ -462,8 +462,9 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
             f"{MIN_RUNS}" + ("" if not usable else ", or a base calibration to refit (--base)")
         )
     start = replace(base, fitted_on=()) if thin else Calibration(step_model=step_model)
+    base_runs = usable if thin else global_runs(usable)
     cal, feats, errors, undetermined, rounds = fit_step_terms(
-        usable, start, seed=seed, log=log, prior_weight=prior_weight,
+        base_runs, start, seed=seed, log=log, prior_weight=prior_weight,
         solver=thin_solver(base) if thin else None,
     )  # fmt: skip
     if thin:
@@ -471,7 +472,7 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
         undetermined["ttft_pipeline_steps"] = f"kept from the base calibration {base.name!r}"
         leave_one_out = False
     else:
-        steps, seconds = solve_pipeline(usable, feats)
+        steps, seconds = solve_pipeline(base_runs, feats)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
     sigma = fit_jitter(usable, cal, seed=seed)
     if sigma is None:
@@ -484,7 +485,7 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     rows = {run.id: residuals(run, predictions[run.id]) for run in usable}
     loo, loso = {}, {}
     if leave_one_out:
-        loo, loso = _held_out(usable, feats, group_feats, cal, seed, prior_weight)
+        loo, loso = _held_out(usable, base_runs, feats, group_feats, cal, seed, prior_weight)
     cal = replace(
         cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
@@ -505,11 +506,20 @@ def _groups(runs, cal, seed, prior_weight, log):
     return fit_groups(runs, cal, seed=seed, prior_weight=prior_weight, log=log)
 
 
-def _held_out(runs, feats, group_feats, cal, seed, prior_weight):
-    """(leave-one-out, leave-one-source-out) median |errors| (`calibration.groups`)."""
+def global_runs(runs) -> list:
+    """The runs the global constants are fitted on: vLLM's where there are `MIN_RUNS` (SGLang's
+    schedule and host side are its own: its runs are fitted in their cells, and a deployment
+    with none on its GPU family takes vLLM's constants); else every run."""
+    vllm = [run for run in runs if run.serving_engine == "vllm"]
+    return vllm if len(vllm) >= MIN_RUNS else list(runs)
+
+
+def _held_out(runs, base_runs, feats, group_feats, cal, seed, prior_weight):
+    """(leave-one-out, leave-one-source-out) median |errors| (`calibration.groups`); `feats`
+    are the global fit's, of `base_runs`."""
     from itlkit.calibration.groups import held_out_errors
 
-    by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
+    by_id = {run.id: f for run, f in zip(base_runs, feats, strict=True)}
     args = (runs, by_id, group_feats, cal)
     folds = held_out_errors(*args, seed=seed, prior_weight=prior_weight, key=lambda r: r.id)
     loo = median_abs(folds)
@@ -520,6 +530,10 @@ def _held_out(runs, feats, group_feats, cal, seed, prior_weight):
 def _scope_notes(runs) -> dict[str, str]:
     """What the runs' spread cannot tell apart (said in CALIBRATION.json)."""
     notes = {}
+    apart = len(runs) - len(global_runs(runs))
+    if apart:
+        notes["global_fit"] = (f"the global constants are fitted on the {len(runs) - apart} vLLM "
+                               f"runs; the {apart} SGLang runs only in their cells")  # fmt: skip
     gpus = sorted({run.gpu for run in runs})
     if len(gpus) == 1:
         notes["per_gpu_family"] = f"every run is on {gpus[0]}: one global fit, used for all GPUs"

@@ -110,7 +110,8 @@ def refit_without(runs, feats: dict[str, RunFeatures],
     """The calibration re-solved without the `held` runs (global, then each group that keeps
     `MIN_RUNS` runs)."""
     train = [run for run in runs if run.id not in held]
-    cal = _solve(train, [feats[run.id] for run in train], calibration, prior_weight)
+    base = [run for run in train if run.id in feats]  # the global fit's runs (`global_runs`)
+    cal = _solve(base, [feats[run.id] for run in base], calibration, prior_weight)
     groups = {}
     for key, key_feats in group_feats.items():
         members = [run for run in train if run.id in key_feats]
