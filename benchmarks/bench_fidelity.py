@@ -3,8 +3,9 @@
 Run: .venv/bin/python benchmarks/bench_fidelity.py [RUNS.json ...]
 
 Default runs: data/real-runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with
-known arrival rates can be simulated) and data/real-runs-more/real_world_more.json (107 real
-bursts), the runs the bundled calibration is fitted on. Prints, for the uncalibrated roofline and
+known arrival rates can be simulated), data/real-runs-more/real_world_more.json (107 real
+bursts) and data/real-runs-inferencex/inferencex.json (91 real closed-loop SGLang runs of
+DeepSeek-R1), the runs the bundled calibration is fitted on. Prints, for the uncalibrated roofline and
 for the calibration fitted on the runs, each run's relative error (predicted / measured - 1) of
 mean ITL (as the file defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per
 GPU family, then the leave-one-out median absolute errors (each run predicted by constants fitted
@@ -51,6 +52,7 @@ from itlkit.sim.runs import RunError, read_runs
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = ROOT / "data" / "real-runs" / "real_runs_trainval.json"
 MORE_RUNS = ROOT / "data" / "real-runs-more" / "real_world_more.json"
+INFERENCEX_RUNS = ROOT / "data" / "real-runs-inferencex" / "inferencex.json"
 BUNDLED = ROOT / "data" / "calibration.json"
 ITLKIT = [sys.executable, "-m", "itlkit"]
 SHOWN = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p99_seconds",
@@ -204,7 +206,7 @@ def main() -> None:
         "paths",
         nargs="*",
         type=Path,
-        default=[DEFAULT_RUNS, MORE_RUNS],
+        default=[DEFAULT_RUNS, MORE_RUNS, INFERENCEX_RUNS],
         help="runs to calibrate on and score (default: the 13 trainval runs and the 107 more)",
     )
     parser.add_argument("--runs", type=Path, action="append", metavar="RUNS.json",
