@@ -60,3 +60,30 @@ def test_a_bad_sglang_field_is_named():
         _as_sglang(enable_mixed_chunk="yes")
     with pytest.raises(ConfigError, match="engine.chunked_prefill_size"):
         _as_sglang(chunked_prefill_size=-5)
+
+
+def test_an_sglang_run_gives_its_receive_interval_and_continuous_decode_steps():
+    # The names InferenceX's runs carry (data/real-runs-inferencex/inferencex.json), SGLang's
+    # own: --scheduler-recv-interval 30 takes new requests every 30 decode passes;
+    # --num-continuous-decode-steps 4 is read by no SGLang since sgl-project/sglang#2095
+    run = _as_sglang(scheduler_recv_interval=30, num_continuous_decode_steps=4)
+    assert (run.scheduler_recv_interval, run.num_continuous_decode_steps) == (30, 4)
+    config = run_config(run, kv_tokens=run_kv_tokens(run, run_deployment(run)))
+    assert config.recv_skipper.interval == 30
+    assert any(a.startswith("num_continuous_decode_steps 4: run as 1")
+               for a in run.engine_assumptions)  # fmt: skip
+    plain = _as_sglang()
+    assert (plain.scheduler_recv_interval, plain.num_continuous_decode_steps) == (1, 1)
+    kv = run_kv_tokens(plain, run_deployment(plain))
+    assert run_config(plain, kv_tokens=kv).recv_skipper is None  # a pass receives every step
+    assert any(a.startswith("scheduler_recv_interval 1: SGLang's default")
+               for a in plain.engine_assumptions)  # fmt: skip
+
+
+@pytest.mark.parametrize("field", ["scheduler_recv_interval", "num_continuous_decode_steps"])
+@pytest.mark.parametrize("value", [0, -3, 2.5, "30", True, 10**7])
+def test_a_bad_pass_count_is_one_line_naming_the_run_and_field(field, value):
+    with pytest.raises(ConfigError) as caught:
+        _as_sglang(**{field: value})
+    message = str(caught.value)
+    assert f"run 'trainval:64': engine.{field}" in message and "\n" not in message

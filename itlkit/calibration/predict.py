@@ -90,10 +90,12 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
     if run.engine == "SGLang":
         from itlkit.sim.sglang import SglangSettings
 
-        settings = SglangSettings(run.max_num_batched_tokens, run.max_num_batched_tokens,
-                                  run.max_num_seqs or None, run.mixed_chunk,
-                                  run.gpu_memory_utilization, (),
-                                  run.schedule_conservativeness)  # fmt: skip
+        settings = SglangSettings(
+            run.max_num_batched_tokens, run.max_num_batched_tokens, run.max_num_seqs or None,
+            run.mixed_chunk, run.gpu_memory_utilization, (), run.schedule_conservativeness,
+            scheduler_recv_interval=run.scheduler_recv_interval,
+            num_continuous_decode_steps=run.num_continuous_decode_steps,
+        )  # fmt: skip
         if settings.max_running_requests is None:
             settings = settings.with_kv_tokens(int(kv_tokens), context_tokens=run.max_model_len)
         return settings.scheduler_config()

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from itlkit.cli._args import fraction, number_between, sequences, tokens
+from itlkit.cli._args import count_at_most, fraction, number_between, sequences, tokens
 from itlkit.errors import ConfigError
 from itlkit.sim.versions import KNOWN_RANGE, parse_vllm_version
 
 kv_bandwidth = number_between(1e6, 1e13, "a bandwidth in bytes/s")  # 1 MB/s to 10 TB/s
 conservativeness = number_between(1e-3, 1e3, "a factor")  # SGLang's ratio caps at 1 from 1.43
+passes = count_at_most(10**6, "a number of scheduler passes")
 # max_model_len when --vllm-version is given without --max-model-len: vLLM takes the model's
 # context, which the catalog does not hold; 32,768 is the longest at which V0 keeps chunked
 # prefill off (V1's defaults do not depend on it below 100,000 tokens or so). SGLang's request
@@ -34,6 +35,8 @@ _SGLANG_ONLY = (
     ("--enable-mixed-chunk", "enable_mixed_chunk", None),
     ("--mem-fraction-static", "mem_fraction_static", "--gpu-memory-utilization"),
     ("--schedule-conservativeness", "schedule_conservativeness", None),
+    ("--scheduler-recv-interval", "scheduler_recv_interval", None),
+    ("--num-continuous-decode-steps", "num_continuous_decode_steps", None),
 )
 
 
@@ -110,6 +113,20 @@ def add_engine_arguments(p) -> None:
         metavar="FACTOR",
         help="scales the KV a prompt's admission holds back for the running requests' output "
         "(default 1: 0.7 of it at first, falling to 0.098 over 600 decode steps)",
+    )
+    sg.add_argument(
+        "--scheduler-recv-interval",
+        type=passes,
+        metavar="N",
+        help="the scheduler takes new requests every N decode passes and after each prefill "
+        "(default 1: before every pass)",
+    )
+    sg.add_argument(
+        "--num-continuous-decode-steps",
+        type=passes,
+        metavar="N",
+        help="accepted as SGLang does, and like SGLang since 2024 without effect: one decode "
+        "pass per scheduler pass (default 1)",
     )
 
 

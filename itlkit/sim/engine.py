@@ -4,7 +4,9 @@
 stretch of pure decode steps at once, or preempt the newest while KV is short, continue partial
 prompts, admit waiting requests, run the step, retire finished requests and emit first tokens.
 With SGLang's policy (`sim.sglang.NewTokenRatio`) admission also holds KV back for the running
-requests' output, and a decode short of KV retracts fewest-generated first (`retract_decode`).
+requests' output, and a decode short of KV retracts fewest-generated first (`retract_decode`);
+with its `--scheduler-recv-interval` (`sim.sglang.RecvSkipper`) arrivals join the queue only at
+a receiving pass (`receive_turn`).
 Per-request state lives in `_Request` slots objects; per-step records in a `StepLog`
 (`itlkit.sim.step_log`); decode step times come through `DecodeTimes` (`itlkit.sim.decode_times`).
 """
@@ -184,19 +186,27 @@ class Engine:
         self.reservation = getattr(config, "new_token_ratio", None)
         self.ratio = self.reservation.init if self.reservation is not None else 0.0
         self.batch_full = False  # SGLang: admission ran out of KV; no prompt until one leaves
+        # SGLang's receive counter (`sim.sglang.RecvSkipper`); None: arrivals join at every step
+        self.recv = getattr(config, "recv_skipper", None)
+        self.recv_count = 0
+        self.last_prefill = False  # the last step carried prompt tokens
+        self.idle = True  # nothing ran since the engine was last empty: the next pass receives
 
     # ---- the loop ------------------------------------------------------------------------
     def step(self) -> bool:
         """Advance by one scheduled step or one stretch of decode steps; False when done."""
         i = self.next_ready
-        if i < len(self.ready_seconds) and self.ready_seconds[i] <= self.t:
+        receiving = self.recv is None or self.receive_turn()
+        if receiving and i < len(self.ready_seconds) and self.ready_seconds[i] <= self.t:
             self.enqueue_ready()
         if not self.running and not self.waiting:
             if self.reservation is not None:
                 self.ratio = self.reservation.init  # SGLang's `on_idle`
             if self.next_ready >= len(self.ready_seconds):
                 return False
-            self.t = self.ready_seconds[self.next_ready]
+            # (an arrival not yet received may be due already: the clock never goes back)
+            self.t = max(self.t, self.ready_seconds[self.next_ready])
+            self.idle = True
             return True
         if self.t >= self.end_limit:
             return False
@@ -208,6 +218,7 @@ class Engine:
         start = self.t
         duration, counts = self.run(batch)
         end = start + duration
+        self.last_prefill = batch.prefill > 0
         if self.resumed:
             self.resumed_gaps(end)
         generation = self.decoders
@@ -252,6 +263,17 @@ class Engine:
             f"engine stalled at step {self.s}: nothing decodes, yet no prompt can be scheduled "
             f"({self.used} of {self.capacity} KV tokens counted held){why}"
         )
+
+    def receive_turn(self) -> bool:
+        """Whether SGLang's scheduler pass for this step takes the requests sent so far: its
+        counter grows by the weight of the last step (`RecvSkipper.tick`). After idling it
+        receives at once with the counter at 0, where SGLang's idle turns (and this engine's
+        calls while empty) count their way to the interval in no time."""
+        if self.idle:
+            self.idle, self.recv_count = False, 0
+            return True
+        self.recv_count = self.recv.tick(self.recv_count, prefill=self.last_prefill)
+        return self.recv_count == 0
 
     def enqueue_ready(self) -> None:
         """Requests that arrived (or whose KV arrived) before the step starts join the queue."""
@@ -681,6 +703,13 @@ class Engine:
             return False
         n = len(self.ready_seconds)
         arrival = self.ready_seconds[self.next_ready] if self.next_ready < n else math.inf
+        if self.recv is not None and arrival < math.inf:
+            # SGLang sees an arrival only at a receiving pass: stop before the next one, where
+            # `step` takes what came (nothing is taken before it, so no earlier limit)
+            steps = min(steps, self.recv.turns_to_receive(self.recv_count))
+            if steps < FAST_PATH_MIN_STEPS:
+                return False
+            arrival = math.inf
         limit = self.end_limit if full else min(arrival, self.end_limit)
         if steps > FAST_PATH_BOUND_STEPS and limit < math.inf:
             # Steps only lengthen as KV grows, so the first (at its shortest jitter) bounds how
@@ -706,6 +735,9 @@ class Engine:
         self.decode_kv += k * d
         if self.reservation is not None:
             self.ratio = self.reservation.decayed(self.ratio, steps=k)
+        if self.recv is not None:  # the first step's pass was counted in `step`
+            self.recv_count = self.recv.after_decode_turns(self.recv_count, k - 1)
+        self.last_prefill = False
         self.s += k - 1
         if self.s == finish:
             self.retire(end)

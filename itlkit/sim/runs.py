@@ -70,6 +70,7 @@ MOST_BLOCK_SIZE = 1024  # vLLM's BlockSize is 1-256 tokens (vllm/config/cache.py
 MOST_TP = 1024  # GPUs in one tensor-parallel group
 MOST_SEQS = 10**7  # engine.max_num_seqs
 MOST_BATCHED_TOKENS = 10**8  # engine.max_num_batched_tokens
+MOST_PASSES = 10**6  # SGLang's scheduler passes: engine.scheduler_recv_interval and the like
 MOST_RATE_PER_SECOND = 1e6  # one stage's arrivals per second
 MOST_STAGE_SECONDS = 1e7  # one stage: about four months
 MOST_BURSTINESS = 1e3  # vllm bench serve's gamma shape: 1e3 is already nearly evenly spaced
@@ -205,6 +206,8 @@ class Run:
     serving_engine: str = "vllm"
     mixed_chunk: bool = False  # SGLang's --enable-mixed-chunk
     schedule_conservativeness: float = 1.0  # SGLang's --schedule-conservativeness
+    scheduler_recv_interval: int = 1  # SGLang's --scheduler-recv-interval
+    num_continuous_decode_steps: int = 1  # SGLang's flag of that name (it reads it nowhere)
 
     @property
     def engine(self) -> str:
@@ -543,8 +546,9 @@ SGLANG_NAMES_OF_VLLM = {
 def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
     """An SGLang run's settings in its own names (`chunked_prefill_size`, `max_prefill_tokens`,
     `max_running_requests`, `enable_mixed_chunk`, `mem_fraction_static`,
-    `schedule_conservativeness`), SGLang's defaults on the run's GPU for those left out
-    (`sim.sglang`, each said; the memory share as at TP 1)."""
+    `schedule_conservativeness`, `scheduler_recv_interval`, `num_continuous_decode_steps`),
+    SGLang's defaults on the run's GPU for those left out (`sim.sglang`, each said; the memory
+    share as at TP 1)."""
     from itlkit.sim.sglang import sglang_settings
 
     def count(key: str, most):
@@ -565,6 +569,8 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
                                           name="engine.mem_fraction_static"),
         "schedule_conservativeness": r.positive(doc, "schedule_conservativeness", optional=True,
                                                 most=1e3, name="engine.schedule_conservativeness"),
+        "scheduler_recv_interval": count("scheduler_recv_interval", MOST_PASSES),
+        "num_continuous_decode_steps": count("num_continuous_decode_steps", MOST_PASSES),
     }  # fmt: skip
     hardware = get_gpu(gpu)
     settings = sglang_settings(gpu_memory_bytes=cuda_total_bytes(hardware)[0],
@@ -580,6 +586,8 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
         "serving_engine": "sglang",
         "mixed_chunk": settings.enable_mixed_chunk,
         "schedule_conservativeness": settings.schedule_conservativeness,
+        "scheduler_recv_interval": settings.scheduler_recv_interval,
+        "num_continuous_decode_steps": settings.num_continuous_decode_steps,
         "engine_assumptions": settings.assumptions,
     }
 

@@ -37,12 +37,36 @@ below; docs/research/sglang-scheduling.md quotes the lines):
   @ fd3907ee4618e96b73ee94d9a836db78efb5d046; the prompt being chunked is not in the running
   batch and is never retracted).
 
+- **Receiving every N-th pass** (`--scheduler-recv-interval N`, default 1). At the top of each
+  turn of its event loop (one turn per forward batch, the normal and the overlap loop alike)
+  the scheduler adds a weight for the batch the last turn ran to a counter: 1 for a decode
+  batch, 1 for a turn that ran none, 1,000 for any other (a prefill or mixed batch); only when
+  the counter reaches N does it take the requests the tokenizer sent and reset it to 0
+  (`SchedulerRecvSkipper.handle`, managers/scheduler_components/recv_skipper.py @
+  9fea3e9bb28676a93f5ba3587c79453dc5027e4b; the weights `SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_*`
+  in environ.py @ 0003215cf1464f44b389cd0b18d0b4c56f2a3da6; the call in `recv_requests`,
+  managers/scheduler_components/request_receiver.py @ 64469892457133da2efddfda1c1a27ecf1f4479b,
+  and the loops `event_loop_normal`, `event_loop_overlap` in managers/scheduler.py @ 0003215c).
+  So while it only decodes, a request sent during a pass waits for the N-th decode pass; after
+  a prefill batch the next pass receives; an idle scheduler's turns run no batch and take no
+  GPU time, so it reaches N and receives at once.
+- **`--num-continuous-decode-steps`** is declared (default 1, arg_groups/fields/schedule.py @
+  001b88623b1def14a6970a26626d17c7ee874e91) and read by nothing: the scheduler's loops at
+  0003215c and 1a882c5c63cfeff4e20254078cbd89500d5b1fe9 run one batch per turn, and receive
+  before each. The loop that ran decode batches back to back (v0.3's `run_step` @
+  d51c1c21d1ac07cd5d1de9ead6c99087d8428e79; a flag since sgl-project/sglang#1652) was removed
+  by #2095 (Nov 2024), as #37551, which would delete the flag, says; #23131 (Apr 2026), which
+  would have wired it again, was closed unmerged. itlkit reads the setting and runs one decode
+  step per pass whatever its value.
+
 itlkit's engine runs the first policy as prefill-only steps (`SchedulerConfig.
 prefill_only_steps`, chunked at the budget) and the second as its mixed step; the reservation
 and the retraction order come with `SglangSchedulerConfig.new_token_ratio` (`Engine.
 retract_decode`, `Engine.reservation_refuses`). With mixed chunks itlkit retracts before it
 admits, where SGLang decides on a prefill batch first, and the ratio decays in every step
-without prompt tokens.
+without prompt tokens. The receive interval comes with `SglangSchedulerConfig.recv_skipper`
+(`RecvSkipper`; `Engine.receive_turn`): an arrival joins the queue at the first step of a
+receiving pass that starts at or after it.
 """
 
 from __future__ import annotations
@@ -63,7 +87,8 @@ ENGINE_NAME = "SGLang"
 # Settings an sglang_settings caller may give, by SGLang's names (`--chunked-prefill-size` ...).
 SETTINGS = (
     "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "enable_mixed_chunk",
-    "mem_fraction_static", "schedule_conservativeness",
+    "mem_fraction_static", "schedule_conservativeness", "scheduler_recv_interval",
+    "num_continuous_decode_steps",
 )  # fmt: skip
 
 # `handle_gpu_memory_settings`, python/sglang/srt/arg_groups/memory_hook.py @
@@ -108,6 +133,15 @@ RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: tokens a kept request 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: output reserved, at most
 # --schedule-conservativeness default, arg_groups/fields/schedule.py @ 001b8862
 SCHEDULE_CONSERVATIVENESS = 1.0
+# --scheduler-recv-interval and --num-continuous-decode-steps defaults (schedule.py @ 001b8862)
+SCHEDULER_RECV_INTERVAL = 1
+NUM_CONTINUOUS_DECODE_STEPS = 1
+# What a loop turn adds to the receive counter, by the batch the turn before ran: environ.py @
+# 0003215c ("Scheduler polling"), read by `SchedulerRecvSkipper` (recv_skipper.py @ 9fea3e9b).
+# (A turn that ran no batch adds 1, `_NONE`: an idle scheduler's turns, which take no GPU
+# time, reach any interval at once.)
+RECV_WEIGHT_DECODE = 1  # SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE
+RECV_WEIGHT_OTHER = 1000  # SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DEFAULT: prefill, mixed
 
 
 @dataclass(frozen=True)
@@ -156,13 +190,40 @@ class NewTokenRatio:
 
 
 @dataclass(frozen=True)
+class RecvSkipper:
+    """When SGLang's scheduler takes new requests with `--scheduler-recv-interval` above 1
+    (`SchedulerRecvSkipper`, recv_skipper.py @ 9fea3e9bb28676a93f5ba3587c79453dc5027e4b): each
+    loop turn adds the weight of the batch the turn before ran to a counter, and the turn that
+    brings it to `interval` receives and sets it to 0. The engine keeps the counter (always
+    below `interval` after a turn); these are the rules."""
+
+    interval: int
+
+    def tick(self, count: int, *, prefill: bool) -> int:
+        """The counter after a turn whose last batch carried prompt tokens (`prefill`: an
+        extend or mixed batch) or only decodes; 0 exactly when the turn receives."""
+        count += RECV_WEIGHT_OTHER if prefill else RECV_WEIGHT_DECODE
+        return 0 if count >= self.interval else count
+
+    def turns_to_receive(self, count: int) -> int:
+        """Decode turns from this counter to the next that receives (1 to `interval`)."""
+        return -(-(self.interval - count) // RECV_WEIGHT_DECODE)
+
+    def after_decode_turns(self, count: int, turns: int) -> int:
+        """The counter after `turns` more turns that follow decode batches."""
+        return (count + turns * RECV_WEIGHT_DECODE) % self.interval
+
+
+@dataclass(frozen=True)
 class SglangSchedulerConfig(SchedulerConfig):
     """The engine's knobs with SGLang's KV reservation and retraction order (`NewTokenRatio`;
     None: vLLM's, admitting while the chunk fits and preempting the newest to the queue's head)
-    and its KV pool in pages of one token (`--page-size` 1, the default)."""
+    and its KV pool in pages of one token (`--page-size` 1, the default); with
+    `recv_skipper`, arrivals join the queue only at receiving passes (None: at every step)."""
 
     new_token_ratio: NewTokenRatio | None = None
     kv_page_tokens: int = 1
+    recv_skipper: RecvSkipper | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +238,8 @@ class SglangSettings:
     mem_fraction_static: float
     assumptions: tuple[str, ...]
     schedule_conservativeness: float = SCHEDULE_CONSERVATIVENESS
+    scheduler_recv_interval: int = SCHEDULER_RECV_INTERVAL
+    num_continuous_decode_steps: int = NUM_CONTINUOUS_DECODE_STEPS  # read by no SGLang since 2024
     version = None  # no SGLang release is modelled apart: the current source's defaults
     engine = ENGINE_NAME
     enable_chunked_prefill = True  # off only with --chunked-prefill-size -1: not modelled
@@ -205,7 +268,9 @@ class SglangSettings:
             f"SGLang: chunked_prefill_size {self.chunked_prefill_size:,}, max_prefill_tokens "
             f"{self.max_prefill_tokens:,}, max_running_requests {seqs}, {mixed}, "
             f"schedule_conservativeness {self.schedule_conservativeness:g}"
-        )
+            + (f", scheduler_recv_interval {self.scheduler_recv_interval}"
+               if self.scheduler_recv_interval > 1 else "")
+        )  # fmt: skip
 
     def with_kv_tokens(self, kv_tokens: int, *, context_tokens: int) -> SglangSettings:
         """The running-request cap SGLang derives from its KV pool of `kv_tokens` tokens when
@@ -222,7 +287,8 @@ class SglangSettings:
     def scheduler_config(self, **rest) -> SglangSchedulerConfig:
         """itlkit's engine knobs for this policy: prefill-only steps chunked at the budget, or
         mixed steps whose budget the decodes share (`--enable-mixed-chunk`); admission that
-        reserves KV and retraction fewest-generated first (`NewTokenRatio`)."""
+        reserves KV and retraction fewest-generated first (`NewTokenRatio`); arrivals taken
+        every `scheduler_recv_interval` passes (`RecvSkipper`)."""
         seqs = self.max_running_requests
         if seqs is None:
             raise ConfigError("max_running_requests is not set: call with_kv_tokens first")
@@ -230,10 +296,13 @@ class SglangSettings:
         if self.enable_mixed_chunk and seqs > budget:
             seqs = budget  # a mixed step carries a decode token for every running request
         ratio = NewTokenRatio.from_conservativeness(self.schedule_conservativeness)
+        interval = self.scheduler_recv_interval
+        skipper = RecvSkipper(interval) if interval > 1 else None  # 1: SGLang makes none
         return SglangSchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=seqs,
                                      enable_chunked_prefill=True,
                                      prefill_only_steps=not self.enable_mixed_chunk,
-                                     new_token_ratio=ratio, **rest)  # fmt: skip
+                                     new_token_ratio=ratio, recv_skipper=skipper,
+                                     **rest)  # fmt: skip
 
 
 def chunk_tier(gpu_memory_bytes: float) -> tuple[int, int]:
@@ -291,7 +360,12 @@ def sglang_settings(
          "admitted only if it and its output fit beside min(output left, 4,096) x a ratio of "
          "every running request's output, the ratio falling from 0.7 to 0.098 over 600 decode "
          "steps")  # fmt: skip
-    for key in ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests"):
+    take("scheduler_recv_interval", SCHEDULER_RECV_INTERVAL, "SGLang's default: the scheduler "
+         "takes new requests before every forward pass")  # fmt: skip
+    take("num_continuous_decode_steps", NUM_CONTINUOUS_DECODE_STEPS, "SGLang's default, and "
+         "what it does whatever the value: one decode pass per scheduler pass")  # fmt: skip
+    for key in ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
+                "scheduler_recv_interval", "num_continuous_decode_steps"):  # fmt: skip
         v = value.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError(f"{key} must be an integer >= 1, got {v!r}")
@@ -302,6 +376,13 @@ def sglang_settings(
     number = isinstance(careful, int | float) and not isinstance(careful, bool)
     if not (number and careful > 0 and math.isfinite(careful)):
         raise ConfigError(f"schedule_conservativeness must be a number > 0, got {careful!r}")
+    steps = value["num_continuous_decode_steps"]
+    if steps > 1 and "num_continuous_decode_steps" in given:
+        said.append(f"num_continuous_decode_steps {steps}: run as 1, one decode pass per "
+                    "scheduler pass: no SGLang reads the setting since sgl-project/sglang#2095 "
+                    "(Nov 2024)")  # fmt: skip
     return SglangSettings(value["chunked_prefill_size"], value["max_prefill_tokens"],
                           value.get("max_running_requests"), bool(value["enable_mixed_chunk"]),
-                          share, tuple(said), float(careful))  # fmt: skip
+                          share, tuple(said), float(careful),
+                          scheduler_recv_interval=value["scheduler_recv_interval"],
+                          num_continuous_decode_steps=steps)  # fmt: skip
