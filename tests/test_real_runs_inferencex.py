@@ -150,6 +150,25 @@ def test_an_unknown_fixture_needs_its_commit(tmp_path):
         make_runs.main([str(excerpt), "-o", str(tmp_path / "out.json")])
 
 
+def test_a_vllm_row_without_a_recipe_is_counted_not_guessed(tmp_path):
+    """A single-node vLLM gpt-oss-120b row, a configuration InferenceX-app@3a600f1d's
+    availability.json lists (h200 / vllm / gptoss120b / fp4, 1024/1024, 2026-03-27), reaches the
+    recipe look-up (its model key is a catalog model) and is left out as no_recipe: make_runs.py
+    has no vLLM recipe, and no fixture version read holds a vLLM row. No figures are needed: the
+    row is refused before they are read."""
+    make_runs = _converter()
+    row = {**EXCERPT[1], "hardware": "h200", "framework": "vllm", "model": "gptoss120b",
+           "precision": "fp4", "isl": 1024, "osl": 1024, "conc": 16, "image": None,
+           "date": "2026-03-27", "metrics": {}}  # fmt: skip
+    assert make_runs.structural_reason(row) is None
+    data = json.dumps([row]).encode()
+    out = make_runs.convert([([row], make_runs.fixture_source(data, FIXTURE_COMMIT))])
+    assert out["runs"] == [] and out["left_out"]["counts"] == {"no_recipe": 1}
+    assert out["left_out"]["runs_refused"] == [{
+        "id": "h200-gptoss120b-fp4-vllm-tp8-1024-1024-c16", "date": "2026-03-27",
+        "reason": make_runs.REASONS["no_recipe"]}]  # fmt: skip
+
+
 def test_the_committed_runs_are_the_converters_output(doc):
     """The excerpt's rows convert to the committed runs, but for how the fixture file was known
     (its SHA-256, and the commit's date and title that only a known version carries)."""

@@ -62,7 +62,9 @@ READ_FROM = "git mirror of the public fork vngcloud/InferenceX-app (upstream com
 # The fixture's names -> itlkit's catalog names.
 GPUS = {"h100": "h100-sxm", "h200": "h200-sxm", "b200": "b200", "b300": "b300",
         "mi300x": "mi300x", "mi325x": "mi325x", "mi355x": "mi355x"}  # fmt: skip
-MODELS = {"dsr1": "deepseek-v3", "gptoss": "gpt-oss-120b", "llama70b": "llama-3.3-70b"}
+# The fixture's model keys are InferenceX's database keys: gpt-oss-120b is `gptoss120b` (not the
+# scripts' `gptoss` prefix), as availability.json of InferenceX-app@3a600f1d lists it.
+MODELS = {"dsr1": "deepseek-v3", "gptoss120b": "gpt-oss-120b", "llama70b": "llama-3.3-70b"}
 ENGINES = ("sglang", "vllm")
 # The fixture's precision -> (itlkit weights precision, flag). FP4 (MXFP4 on AMD, NVFP4 on NVIDIA)
 # has no itlkit precision; int4's 0.5 byte per weight is its size.
