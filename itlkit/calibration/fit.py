@@ -474,7 +474,7 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     else:
         steps, seconds = solve_pipeline(base_runs, feats)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
-    sigma = fit_jitter(usable, cal, seed=seed)
+    sigma = fit_jitter(base_runs, cal, seed=seed)
     if sigma is None:
         undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
     cal = replace(cal, step_jitter=sigma or 0.0)
@@ -489,15 +489,23 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     cal = replace(
         cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
-        leave_one_source_out=loso, coverage=_coverage(usable),
+        leave_one_source_out=loso, coverage=_coverage(base_runs, groups, usable),
     )  # fmt: skip
     return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
 
 
-def _coverage(runs) -> dict[str, list[str]]:
-    """The model classes and clients the runs covered (a prediction beyond them says so)."""
-    return {"model": sorted({run.model.size_class for run in runs}),
-            "client": sorted({run.workload.client for run in runs})}  # fmt: skip
+def _coverage(runs, groups, usable) -> dict[str, list[str]]:
+    """The model classes and clients the global fit's runs covered, and each group's under
+    `model@<group>` and `client@<group>` (a prediction beyond them says so)."""
+    from itlkit.calibration.groups import by_group
+
+    sets = {"": runs, **{f"@{key}": members for key, members in by_group(usable).items()
+                         if key in groups}}  # fmt: skip
+    coverage = {}
+    for suffix, members in sets.items():
+        coverage[f"model{suffix}"] = sorted({run.model.size_class for run in members})
+        coverage[f"client{suffix}"] = sorted({run.workload.client for run in members})
+    return coverage
 
 
 def _groups(runs, cal, seed, prior_weight, log):

@@ -113,11 +113,16 @@ class Calibration:
     def for_gpu(self, gpu: str, engine: str = "V1", *, moe: bool = False) -> Calibration:
         """The constants for a deployment on `gpu` (a catalog slug) under `engine` (vLLM's "V0"
         or "V1", or "SGLang"), of an MoE model or not: the most specific group the calibration
-        has (`group_keys`), else the global fit."""
+        has (`group_keys`), else the global fit; constants lent by another engine's runs say
+        so in `scope`."""
         keys = group_keys(gpu, engine, moe=moe)
         for key in keys:
             if key in self.groups:
-                return self.group_calibration(key)
+                found = self.group_calibration(key)
+                if key in fit_keys(gpu, engine, moe=moe):
+                    return found
+                return replace(found, scope=f"no {keys[0]} runs in it: {key}'s constants, "
+                               "another engine's runs on the same GPU family")  # fmt: skip
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
 
     def group_calibration(self, key: str) -> Calibration:
@@ -125,13 +130,15 @@ class Calibration:
         return replace(self, **_group_values(self.groups[key], key), groups={}, group=key)
 
     def beyond(self, *, model: str, client: str) -> str:
-        """ "" where the calibration's runs covered this model class and client; else one
-        clause per thing they did not ("no MoE runs in it, no closed-loop clients")."""
+        """ "" where the runs behind the constants in force (the group's, `model@<group>` and
+        `client@<group>` in `coverage`, else the global fit's) covered this model class and
+        client; else one clause per thing they did not ("no MoE runs in it, no closed-loop
+        clients")."""
         missing = []
-        if self.coverage and model not in self.coverage.get("model", []):
-            missing.append(f"no {model} runs")
-        if self.coverage and client not in self.coverage.get("client", []):
-            missing.append(f"no {client} clients")
+        for kind, value, what in (("model", model, "runs"), ("client", client, "clients")):
+            covered = self.coverage.get(f"{kind}@{self.group}", self.coverage.get(kind))
+            if self.coverage and value not in (covered or []):
+                missing.append(f"no {value} {what}")
         return ", ".join(missing) + " in it: expect a larger error" if missing else ""
 
     def _extrapolation(self, key: str) -> str:
