@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _paths import DATA, REAL_RUNS, REAL_RUNS_MORE
+from _paths import DATA, REAL_RUNS, REAL_RUNS_INFERENCEX, REAL_RUNS_MORE
 
 from itlkit.calibration.fit import calibrate
 from itlkit.calibration.predict import predict_run
@@ -295,26 +295,37 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
 
     bundled = load_calibration("bundled")
     more = read_runs(REAL_RUNS_MORE / "real_world_more.json")
-    # the 6 simulable fixture runs (H100, vLLM 0.15.1) and the 107 A100 / H100 64 GB bursts
-    assert bundled.is_calibrated and set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more)}
+    inferencex = read_runs(REAL_RUNS_INFERENCEX / "inferencex.json")
+    # the 6 simulable fixture runs (H100, vLLM 0.15.1), the 107 A100 / H100 64 GB bursts and
+    # the 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX
+    assert bundled.is_calibrated
+    assert set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more, *inferencex)}
     assert bundled.step_model == "engine"
-    # each group keeps the step model that predicts its held-out runs better
-    assert {k: g["step_model"] for k, g in bundled.groups.items()} == {
-        "gpu:a100": "engine", "gpu:h100": "reference", "gpu:h100/V0": "engine"}  # fmt: skip
-    # one group per GPU family with enough runs, V0 apart: A100 (81), H100 (6), H100 V0 (26)
-    assert set(bundled.groups) == {"gpu:a100", "gpu:h100", "gpu:h100/V0"}
-    # no H200 runs: the global constants, with what a new source's runs came out as
+    # one cell per GPU family, V0 and SGLang apart, MoE apart, with >= 3 runs: A100 vLLM 0.10
+    # dense (71) and MoE (10: gpt-oss, Scout), H100 vLLM 0.15 (6, its 2 MoE runs with its
+    # dense ones), H100 64 GB V0 (26), and SGLang's DeepSeek-R1 on each of six GPUs
+    assert set(bundled.groups) == {
+        "gpu:a100", "gpu:a100/MoE", "gpu:h100", "gpu:h100/V0", "gpu:h200/SGLang/MoE",
+        "gpu:b200/SGLang/MoE", "gpu:b300/SGLang/MoE", "gpu:mi300x/SGLang/MoE",
+        "gpu:mi325x/SGLang/MoE", "gpu:mi355x/SGLang/MoE"}  # fmt: skip
+    # the H100 vLLM 0.15 corner keeps the step model that predicts its held-out runs better
+    assert bundled.groups["gpu:h100"]["step_model"] == "reference"
+    # the global constants are vLLM's: SGLang's runs are fitted in their cells only
+    assert "113 vLLM runs" in bundled.undetermined["global_fit"]
+    # no H200 vLLM runs: the global constants, with what a new source's runs came out as
     h200 = bundled.for_gpu("h200-sxm")
     assert h200.efficiency == bundled.efficiency and h200.group == ""
     itl = [e["itl_mean_seconds"] for e in bundled.leave_one_source_out.values()]
     assert h200.describe().endswith(
         f"no gpu:h200 runs in it: its global constants; a source it was not fitted on came out "
         f"{min(itl):.0%} to {max(itl):.0%} off in mean ITL (leave-one-source-out)")  # fmt: skip
+    # vLLM serving an MoE on an H200 borrows SGLang's cell there (the same GPU and kernels)
+    assert bundled.for_gpu("h200-sxm", moe=True).group == "gpu:h200/SGLang/MoE"
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {
         "inference-sim/sim-to-real-accuracy-validation", "dennislee22/vLLM-benchmarking",
-        "FerranAgulloLopez/vLLMBatchingMemoryGap"}  # fmt: skip
+        "FerranAgulloLopez/vLLMBatchingMemoryGap", "SemiAnalysisAI/InferenceX-app"}  # fmt: skip
 
 
 def test_explain_shows_the_calibrated_step_beside_the_reference():
@@ -453,10 +464,17 @@ def test_a_prediction_beyond_the_calibrations_runs_says_so():
     from itlkit.cli._runs import load_calibration
 
     bundled = load_calibration("bundled")
-    # the fixture's open-loop stages and the bursts of the 107: no closed-loop client among them
-    assert bundled.coverage == {"model": ["MoE", "dense 10-40B", "dense < 10B", "dense > 40B"],
-                                "client": ["burst", "open loop"]}  # fmt: skip
+    # the global fit's vLLM runs: the fixture's open-loop stages and the bursts of the 107, no
+    # closed-loop client among them; the closed loops of InferenceX are SGLang's, in its cells
+    assert bundled.coverage["model"] == ["MoE", "dense 10-40B", "dense < 10B", "dense > 40B"]
+    assert bundled.coverage["client"] == ["burst", "open loop"]
+    assert bundled.coverage["client@gpu:h200/SGLang/MoE"] == ["closed loop"]
     assert bundled.beyond(model="dense < 10B", client="open loop") == ""
+    sglang = bundled.for_gpu("h200-sxm", "SGLang", moe=True)
+    assert sglang.beyond(model="MoE", client="closed loop") == ""
+    assert sglang.beyond(model="dense < 10B", client="burst") == (
+        "no dense < 10B runs, no burst clients in it: expect a larger error"
+    )
     assert bundled.beyond(model="MoE", client="closed loop") == (
         "no closed loop clients in it: expect a larger error"
     )
