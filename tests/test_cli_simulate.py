@@ -124,3 +124,34 @@ def test_exports_read_back_every_observation_the_run_reports(capsys, tmp_path):
         assert main(["histogram", str(path), "--json"]) == 0
         read = json.loads(capsys.readouterr().out)
         assert read["count"] == out["itl_observations"] > 0, path.name
+
+
+def test_the_clients_ttft_includes_the_calibrations_pipeline(tmp_path, capsys):
+    # the same run under two calibrations that differ only in the TTFT pipeline (0, then 2
+    # steps of the step that gave the first token + 0.1 s): every request's TTFT and e2e move
+    # by its own delay, the ITLs not at all, as `simulate --runs` predicts a run's client
+    from dataclasses import replace
+
+    from itlkit.physics.calibration import Calibration, write_calibration
+
+    base = Calibration(efficiency=0.8, fitted_on=("x",), name="test")
+    paths = {}
+    for name, cal in (("none", base), ("pipe", replace(base, ttft_pipeline_steps=2.0,
+                                                        ttft_pipeline_seconds=0.1))):  # fmt: skip
+        paths[name] = tmp_path / f"{name}.json"
+        write_calibration(cal, paths[name])
+    values = {}
+    for name, path in paths.items():
+        assert main(["simulate", "--num-prompts", "30", "--request-rate", "4", "--json",
+                     "--prompt-tokens", "512", "--output-tokens", "40",
+                     "--calibration", str(path)]) == 0  # fmt: skip
+        values[name] = json.loads(capsys.readouterr().out)
+    plain, pipe = values["none"], values["pipe"]
+    assert plain["ttft_pipeline_mean_seconds"] == 0.0
+    # each delay is 0.1 s + 2 steps of ~10-25 ms (Llama 8B on an H100, one prompt in its step)
+    delay = pipe["ttft_pipeline_mean_seconds"]
+    assert 0.1 + 2 * 0.005 < delay < 0.1 + 2 * 0.1
+    assert pipe["ttft_mean_seconds"] == pytest.approx(plain["ttft_mean_seconds"] + delay)
+    assert pipe["e2e_mean_seconds"] == pytest.approx(plain["e2e_mean_seconds"] + delay)
+    assert pipe["itl_mean_seconds"] == plain["itl_mean_seconds"]
+    assert pipe["ttft_buckets"] == plain["ttft_buckets"]  # the engine's histogram

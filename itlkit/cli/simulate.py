@@ -234,8 +234,9 @@ def run(args) -> int:
         raise ConfigError(_none_finished(args, result, dep, calibration))
     _check_outputs(args, result.end_seconds)
     _export(args, result, model_name=dep.model.hf_id or dep.model.slug)
+    delay = _client_delay(result, calibration)
     if args.json:
-        values = _json_values(result, dep, config)
+        values = _json_values(result, dep, config, delay)
         values["calibration"] = calibration.name if calibration else "none"
         values["calibration_scope"] = calibration.describe() if calibration else "none"
         values["vllm_version"] = settings.version.label if settings.version else None
@@ -246,7 +247,8 @@ def run(args) -> int:
     else:
         lines = _assumptions(args, settings, workload, speculation)
         print("\n".join(f"assumed: {a}" for a in lines))
-        _print_report(result, dep, _settings_text(settings, config), drained=drained)
+        _print_report(result, dep, _settings_text(settings, config), drained=drained,
+                      delay=delay)  # fmt: skip
         if speculation is not None:
             print(speculation_text(speculation) + "; ITL above is vLLM's, one per step a "
                   "request took part in: per token and TPOT below")  # fmt: skip
@@ -682,10 +684,36 @@ def _buckets(histogram) -> list:
     ]
 
 
-def _json_values(result, dep, config) -> dict:
-    """The summary in SI units, Prometheus' ITL p99 and both histograms' buckets."""
+def _client_delay(result, calibration):
+    """Per request, the calibration's TTFT pipeline (None: no calibration, or one without it):
+    the client's TTFT and e2e include it, as `simulate --runs` predicts them."""
+    if calibration is None or not (calibration.ttft_pipeline_steps
+                                   or calibration.ttft_pipeline_seconds):  # fmt: skip
+        return None
+    from itlkit.calibration.predict import pipeline_delay_seconds
+
+    return pipeline_delay_seconds(result, calibration)
+
+
+def _mean_delay(delay) -> float:
+    import numpy as np
+
+    return float(np.nanmean(delay)) if delay is not None and delay.size else 0.0
+
+
+def _pipeline_text(delay) -> str:
+    mean = _mean_delay(delay)
+    return (f"TTFT and E2E include the calibration's TTFT pipeline, {format_seconds(mean)} a "
+            "request on average: what a client waits beyond the engine (API server, tokenizer, "
+            "detokenizer); the histograms and exported pages are the engine's")  # fmt: skip
+
+
+def _json_values(result, dep, config, delay=None) -> dict:
+    """The summary in SI units (TTFT and e2e with the client's `delay`), Prometheus' ITL p99
+    and both histograms' buckets (the engine's)."""
     itl = result.itl_histogram()
-    values = {k: _finite(v) for k, v in asdict(result.summary()).items()}
+    values = {k: _finite(v) for k, v in asdict(result.summary(delay)).items()}
+    values["ttft_pipeline_mean_seconds"] = _finite(_mean_delay(delay))
     values["itl_p99_prometheus_seconds"] = _finite(itl.quantile(0.99))
     values["itl_buckets"] = _buckets(itl)
     values["ttft_buckets"] = _buckets(result.ttft_histogram())
@@ -723,8 +751,9 @@ def _definitions_text(result) -> str:
     )
 
 
-def _print_report(result, dep, settings_text: str, *, drained: bool = False) -> None:
-    summary = asdict(result.summary())
+def _print_report(result, dep, settings_text: str, *, drained: bool = False,
+                  delay=None) -> None:  # fmt: skip
+    summary = asdict(result.summary(delay))
     itl = result.itl_histogram()
     print(f"{dep.label}; {settings_text}")
     print(
@@ -741,6 +770,8 @@ def _print_report(result, dep, settings_text: str, *, drained: bool = False) -> 
             line += f"   p50 {format_seconds(summary[f'{name}_p50_seconds']):>10}"
         line += f"   p99 {format_seconds(summary[f'{name}_p99_seconds']):>10}"
         print(line)
+    if delay is not None:
+        print(_pipeline_text(delay))
     print("ITL histogram (vLLM buckets, share of observations):")
     total = max(itl.count, 1)
     for lower, upper, count in zip(itl.lower_bounds, itl.upper_bounds, itl.bucket_counts,

@@ -202,10 +202,15 @@ class SimulationResult:
         values, weights = self.itl_weighted()
         return weighted_quantile(values, weights, q)
 
-    def summary(self) -> Summary:
-        """Means and p50/p99 of ITL, TTFT and e2e plus the run's counts."""
+    def summary(self, delay_seconds: np.ndarray | None = None) -> Summary:
+        """Means and p50/p99 of ITL, TTFT and e2e plus the run's counts; `delay_seconds` (one
+        per request) is added to each request's TTFT and e2e: what a client waits beyond the
+        engine (a calibration's TTFT pipeline, `calibration.predict.pipeline_delay_seconds`)."""
         itl_values, itl_weights = self.itl_weighted()
         ttft, e2e = self.ttft_seconds, self.e2e_seconds
+        if delay_seconds is not None:
+            ttft = ttft + delay_seconds[~np.isnan(self.first_token_seconds)]
+            e2e = e2e + delay_seconds[self.finished]
         count = int(itl_weights.sum())
         itl_p50, itl_p99 = weighted_quantile(itl_values, itl_weights, [0.5, 0.99]).tolist()
         return Summary(
