@@ -2,16 +2,16 @@
 
 Run: .venv/bin/python benchmarks/bench_fidelity.py [RUNS.json ...]
 
-Default runs: data/real-runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with
-known arrival rates can be simulated), data/real-runs-more/real_world_more.json (107 real
-bursts) and data/real-runs-inferencex/inferencex.json (91 real closed-loop SGLang runs of
-DeepSeek-R1), the runs the bundled calibration is fitted on. Prints, for the uncalibrated
-roofline and for the calibration fitted on the runs, each run's relative error (predicted / measured - 1) of
-mean ITL (as the file defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per
-GPU family, then the leave-one-out median absolute errors (each run predicted by constants fitted
-without it), the leave-one-source-out ones (each publisher's runs predicted by constants fitted
-without any of them), and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine)
-and of `itlkit simulate --runs` over the files (goal <= 30 s), both as whole processes.
+Default runs: data/real-runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with known
+arrival rates can be simulated), data/real-runs-more/real_world_more.json (107 real bursts) and
+data/real-runs-inferencex/inferencex.json (91 real closed-loop SGLang runs of DeepSeek-R1), the runs
+the bundled calibration is fitted on. Prints, for the uncalibrated roofline and for the calibration
+fitted on the runs, each run's relative error (predicted / measured - 1) of mean ITL (as the file
+defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per GPU family, then the
+leave-one-out median absolute errors (each run predicted by constants fitted without it), the
+leave-one-source-out ones (each publisher's runs predicted by constants fitted without any of them),
+and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine) and of `itlkit simulate
+--runs` over the files (goal <= 30 s), both as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
 mean ITL / TTFT / E2E on these runs, and 29% of TTFT p99.
