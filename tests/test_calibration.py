@@ -320,7 +320,10 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
         f"no gpu:h200 runs in it: its global constants; a source it was not fitted on came out "
         f"{min(itl):.0%} to {max(itl):.0%} off in mean ITL (leave-one-source-out)")  # fmt: skip
     # vLLM serving an MoE on an H200 borrows SGLang's cell there (the same GPU and kernels)
-    assert bundled.for_gpu("h200-sxm", moe=True).group == "gpu:h200/SGLang/MoE"
+    lent = bundled.for_gpu("h200-sxm", moe=True)
+    assert lent.group == "gpu:h200/SGLang/MoE"
+    assert lent.scope == ("no gpu:h200/MoE runs in it: gpu:h200/SGLang/MoE's constants, another "
+                          "engine's runs on the same GPU family")  # fmt: skip
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {
@@ -540,3 +543,15 @@ def test_a_group_is_a_cell_with_runs_of_its_own():
     assert groups == {"gpu:a100": ["a0", "a1", "a2", "a3", "m0", "m1"],
                       "gpu:h200/MoE": ["h0", "h1", "h2"]}  # fmt: skip
     assert by_group(runs[:4]) == {}  # every run in one cell: the global fit is that group
+
+
+def test_the_global_constants_are_vllms():
+    from types import SimpleNamespace
+
+    from itlkit.calibration.fit import global_runs
+
+    vllm = [SimpleNamespace(id=f"v{i}", serving_engine="vllm") for i in range(3)]
+    sglang = [SimpleNamespace(id=f"s{i}", serving_engine="sglang") for i in range(5)]
+    # three vLLM runs (MIN_RUNS) fit the global constants alone; with two, every run does
+    assert global_runs(vllm + sglang) == vllm
+    assert global_runs(vllm[:2] + sglang) == vllm[:2] + sglang
