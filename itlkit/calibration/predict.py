@@ -69,7 +69,7 @@ class RunPrediction:
 def run_deployment(run: Run, calibration: Calibration = UNCALIBRATED) -> Deployment:
     """The run's deployment with the calibration's host and all-reduce terms (its GPU
     family's constants where the calibration has a group for it)."""
-    calibration = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
+    calibration = calibration.for_run(run)
     deployment = Deployment(
         model=run.model,
         gpu=get_gpu(run.gpu),
@@ -136,9 +136,7 @@ def simulate_run(
     prompts, the hits are replayed with that smaller cache and the run simulated again.
     """
     try:
-        return _simulate_drained(
-            run, calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe), seed=seed
-        )
+        return _simulate_drained(run, calibration.for_run(run), seed=seed)
     except ConfigError as exc:  # from the engine, which does not know the run
         if isinstance(exc, UnknownWorkload) or str(exc).startswith("run "):
             raise
@@ -193,7 +191,7 @@ def pipeline_delay_seconds(result: SimulationResult, calibration: Calibration) -
 
 def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
     """The runs file's statistics of a simulated run."""
-    calibration = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
+    calibration = calibration.for_run(run)
     arrival = result.workload.arrival_seconds
     delay = pipeline_delay_seconds(result, calibration)
     done = result.finished

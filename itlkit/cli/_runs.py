@@ -26,7 +26,7 @@ def simulate_runs(args) -> int:
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
         if not isinstance(run, RunError):  # which constants, and what they are worth here
-            scope = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
+            scope = calibration.for_run(run)
             beyond = scope.beyond(model=run.model.size_class, client=run.workload.client)
             line["calibration_scope"] = scope.describe() + (f"; {beyond}" if beyond else "")
         print(json.dumps(line), flush=True)

@@ -125,6 +125,10 @@ class Calibration:
                                "another engine's runs on the same GPU family")  # fmt: skip
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
 
+    def for_run(self, run) -> Calibration:
+        """`for_gpu` for a real run (`sim.runs.Run`): its GPU, engine and model class."""
+        return self.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
+
     def group_calibration(self, key: str) -> Calibration:
         """The calibration with group `key`'s constants in force."""
         return replace(self, **_group_values(self.groups[key], key), groups={}, group=key)
