@@ -97,7 +97,7 @@ def simulable(runs) -> tuple[list[Run], list[str]]:
 
 def features(run: Run, result: SimulationResult, calibration: Calibration) -> RunFeatures:
     """Split a simulated run's steps into the fit's terms (exact for a jitter-free run)."""
-    calibration = calibration.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
+    calibration = calibration.for_run(run)
     dep = run_deployment(run, calibration)
     c = step_coefficients(dep, efficiency=calibration.efficiency)
     calls = ALLREDUCES_PER_LAYER * dep.model.num_layers if dep.allreduce and dep.tp > 1 else 0
@@ -489,18 +489,17 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     cal = replace(
         cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
-        leave_one_source_out=loso, coverage=_coverage(base_runs, groups, usable),
+        leave_one_source_out=loso, coverage=_coverage(base_runs, group_feats, usable),
     )  # fmt: skip
     return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
 
 
-def _coverage(runs, groups, usable) -> dict[str, list[str]]:
-    """The model classes and clients the global fit's runs covered, and each group's under
-    `model@<group>` and `client@<group>` (a prediction beyond them says so)."""
-    from itlkit.calibration.groups import by_group
-
-    sets = {"": runs, **{f"@{key}": members for key, members in by_group(usable).items()
-                         if key in groups}}  # fmt: skip
+def _coverage(runs, group_feats, usable) -> dict[str, list[str]]:
+    """The model classes and clients the global fit's runs covered, and each group's (its runs:
+    those `group_feats` holds) under `model@<group>` and `client@<group>` (a prediction beyond
+    them says so)."""
+    sets = {"": runs, **{f"@{key}": [run for run in usable if run.id in feats]
+                         for key, feats in group_feats.items()}}  # fmt: skip
     coverage = {}
     for suffix, members in sets.items():
         coverage[f"model{suffix}"] = sorted({run.model.size_class for run in members})
