@@ -94,28 +94,8 @@ class HistogramExplorer:
             options=auto_options((1, 2, 4, 8)), value=AUTO_VALUE,
             description="TP (GPUs)", style=_WIDE, layout=_LAYOUT,
         )  # fmt: skip
-        self.batch = widgets.IntSlider(
-            value=batch_size, min=1, max=1024, description="batch (sequences)",
-            continuous_update=False, style=_WIDE, layout=_LAYOUT,
-        )  # fmt: skip
-        self.context = widgets.IntSlider(
-            value=context_tokens, min=128, max=131072, step=128, description="context (tokens)",
-            continuous_update=False, style=_WIDE, layout=_LAYOUT,
-        )  # fmt: skip
-        self.slow_factor = widgets.FloatSlider(
-            value=slow_factor, min=1.5, max=20.0, step=0.5, description="slow mode (× floor)",
-            continuous_update=False, style=_WIDE, layout=_LAYOUT,
-        )  # fmt: skip
-        # the slow mode a prompt chunk makes under an engine's policy (`physics.stall`), set to
-        # SGLang's where the page is SGLang's, or by hand as a multiple of the floor
-        self.slow_mode = widgets.Dropdown(
-            options=SLOW_MODES, value=BY_HAND, description="slow mode from",
-            style=_WIDE, layout=_LAYOUT,
-        )  # fmt: skip
-        self.chunk = widgets.IntSlider(
-            value=2048, min=256, max=16384, step=256, description="chunk (tokens)",
-            continuous_update=False, disabled=True, style=_WIDE, layout=_LAYOUT,
-        )  # fmt: skip
+        self.batch, self.context, self.slow_factor, self.slow_mode, self.chunk = _step_controls(
+            batch_size, context_tokens, slow_factor)  # fmt: skip
         self.batch.add_class("itlkit-hist-batch")  # a handle for browser tests
         self.status = widgets.HTML()
         self.error = widgets.HTML()
@@ -362,6 +342,34 @@ class HistogramExplorer:
                                 cache_config_of_texts(sorted(texts.items())))  # fmt: skip
         self._engine_defaults()
         self._show()
+
+
+def _step_controls(batch_size: int, context_tokens: int, slow_factor: float) -> tuple:
+    """The load (batch, context) and the slow mode's controls: a multiple of the floor by hand,
+    or an engine's policy with its chunk."""
+    batch = widgets.IntSlider(
+        value=batch_size, min=1, max=1024, description="batch (sequences)",
+        continuous_update=False, style=_WIDE, layout=_LAYOUT,
+    )  # fmt: skip
+    context = widgets.IntSlider(
+        value=context_tokens, min=128, max=131072, step=128, description="context (tokens)",
+        continuous_update=False, style=_WIDE, layout=_LAYOUT,
+    )  # fmt: skip
+    factor = widgets.FloatSlider(
+        value=slow_factor, min=1.5, max=20.0, step=0.5, description="slow mode (× floor)",
+        continuous_update=False, style=_WIDE, layout=_LAYOUT,
+    )  # fmt: skip
+    # the slow mode a prompt chunk makes under an engine's policy (`physics.stall`), set to
+    # SGLang's where the page is SGLang's, or by hand as a multiple of the floor
+    mode = widgets.Dropdown(
+        options=SLOW_MODES, value=BY_HAND, description="slow mode from",
+        style=_WIDE, layout=_LAYOUT,
+    )  # fmt: skip
+    chunk = widgets.IntSlider(
+        value=2048, min=256, max=16384, step=256, description="chunk (tokens)",
+        continuous_update=False, disabled=True, style=_WIDE, layout=_LAYOUT,
+    )  # fmt: skip
+    return batch, context, factor, mode, chunk
 
 
 def _is_sglang(frame) -> bool:
