@@ -76,6 +76,11 @@ def add_engine_arguments(p) -> None:
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
     eng.add_argument("--kv-transfer-bandwidth", type=kv_bandwidth, default=50e9,
                      metavar="BYTES_PER_SECOND", help="prefill-to-decode KV link")  # fmt: skip
+    _add_sglang_arguments(p)
+
+
+def _add_sglang_arguments(p) -> None:
+    """SGLang's own flags (`--engine sglang`)."""
     sg = p.add_argument_group(
         "SGLang (with --engine sglang; SGLang's own flag names and, where not given, its "
         "defaults on --gpu)"
