@@ -31,7 +31,8 @@ import numpy as np
 from itlkit.calibration.parallel import run_all
 from itlkit.calibration.predict import (
     RunPrediction,
-    predict,
+    client_latencies,
+    harness_itl_mean,
     predict_run,
     run_deployment,
     simulate_run,
@@ -112,15 +113,15 @@ def features(run: Run, result: SimulationResult, calibration: Calibration) -> Ru
     weights = result.step_itl_observations.astype(float)
     mean = lambda values: float((values * weights).sum() / weights.sum())  # noqa: E731
     engine_only = replace(calibration, ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.0)
-    prediction = predict(run, result, engine_only)
+    ttft, e2e = client_latencies(run, result, engine_only)
     return RunFeatures(
         gpu_seconds=mean(gpu),
         compute_seconds=mean(compute),
         network_seconds=mean(network),
         link_calls=tuple(float(calls) if dep.link_kind == k else 0.0 for k in INTERCONNECTS),
         sequences=mean(sequences),
-        rest_seconds=prediction.itl_mean_seconds - mean(result.step_duration_seconds),
-        ttft_engine_seconds=prediction.ttft_mean_seconds,
+        rest_seconds=harness_itl_mean(run, ttft, e2e) - mean(result.step_duration_seconds),
+        ttft_engine_seconds=float(ttft.mean()),
         first_step_seconds=first_token_step_seconds(result),
     )
 
@@ -313,9 +314,18 @@ class Fit:
     rounds: int
 
 
-def _simulate_all(runs, calibration, *, seed: int):
-    results = run_all(partial(simulate_run, seed=seed), runs, [calibration] * len(runs))
-    return results, [features(r, res, calibration) for r, res in zip(runs, results, strict=True)]
+def _simulate_all(runs, calibration, *, seed: int) -> tuple[np.ndarray, list[RunFeatures]]:
+    """(predicted ITL means, features) of every run simulated at `calibration`."""
+    done = run_all(partial(_simulated, seed=seed), runs, [calibration] * len(runs))
+    return np.array([itl for itl, _ in done]), [f for _, f in done]
+
+
+def _simulated(run: Run, calibration: Calibration, *, seed: int) -> tuple[float, RunFeatures]:
+    """One run's predicted ITL mean and features, read where it was simulated (a worker sends
+    back these few numbers, not the simulation)."""
+    result = simulate_run(run, calibration, seed=seed)
+    itl = harness_itl_mean(run, *client_latencies(run, result, calibration))
+    return itl, features(run, result, calibration)
 
 
 def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
@@ -333,10 +343,8 @@ def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
 
     calibration, previous, move = replace(start, step_jitter=0.0), None, None
     for rounds in range(1, MAX_ROUNDS + 1):
-        results, feats = _simulate_all(runs, calibration, seed=seed)
+        itl, feats = _simulate_all(runs, calibration, seed=seed)
         values, errors, undetermined = solver(runs, feats)
-        itl = np.array([predict(r, res, calibration).itl_mean_seconds
-                        for r, res in zip(runs, results, strict=True)])  # fmt: skip
         if log:
             log(f"round {rounds}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
         if previous is not None and np.all(np.abs(itl / previous - 1) < CONVERGED):

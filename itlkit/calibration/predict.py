@@ -189,19 +189,31 @@ def pipeline_delay_seconds(result: SimulationResult, calibration: Calibration) -
     return calibration.ttft_pipeline_steps * step + calibration.ttft_pipeline_seconds
 
 
-def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
-    """The runs file's statistics of a simulated run."""
+def client_latencies(run: Run, result: SimulationResult, calibration: Calibration):
+    """(TTFT, E2E) of every finished request as the run's client saw them (pipeline included)."""
     calibration = calibration.for_run(run)
     arrival = result.workload.arrival_seconds
     delay = pipeline_delay_seconds(result, calibration)
     done = result.finished
     if not done.any():
         raise ConfigError(f"run {run.id!r}: none of its {done.size:,} simulated requests finished")
-    ttft = (result.first_token_seconds - arrival + delay)[done]
-    e2e = (result.finish_seconds - arrival + delay)[done]
-    tokens = run.workload.output_tokens_mean  # as the client counted them (the harness's ratio)
+    return (result.first_token_seconds - arrival + delay)[done], (
+        result.finish_seconds - arrival + delay
+    )[done]
+
+
+def harness_itl_mean(run: Run, ttft: np.ndarray, e2e: np.ndarray) -> float:
+    """The runs file's ITL mean: (E2E mean - TTFT mean) / (output tokens mean - 1), the tokens
+    as the client counted them (the harness's ratio)."""
+    return float((e2e.mean() - ttft.mean()) / (run.workload.output_tokens_mean - 1))
+
+
+def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
+    """The runs file's statistics of a simulated run."""
+    ttft, e2e = client_latencies(run, result, calibration)
     values, weights = result.itl_weighted()
-    quantiles = {q: float(weighted_quantile(values, weights, q)) for q in ITL_QUANTILE_LEVELS}
+    levels = list(ITL_QUANTILE_LEVELS)  # one sort for every level
+    quantiles = dict(zip(levels, weighted_quantile(values, weights, levels).tolist(), strict=True))
     decode = result.step_decode_tokens.astype(float)
     running = float((decode * decode).sum() / decode.sum()) if decode.sum() else 0.0
     return RunPrediction(
@@ -210,10 +222,10 @@ def predict(run: Run, result: SimulationResult, calibration: Calibration) -> Run
         e2e_p99_seconds=float(np.quantile(e2e, 0.99)),
         ttft_mean_seconds=float(ttft.mean()),
         ttft_p99_seconds=float(np.quantile(ttft, 0.99)),
-        itl_mean_seconds=float((e2e.mean() - ttft.mean()) / (tokens - 1)),
+        itl_mean_seconds=harness_itl_mean(run, ttft, e2e),
         itl_per_token_quantiles_seconds=quantiles,
-        requests=int(done.size),
-        unfinished=int((~done).sum()),
+        requests=int(result.finished.size),
+        unfinished=int((~result.finished).sum()),
         mean_running=running,
     )
 

@@ -375,10 +375,12 @@ class StepCoefficients:
         gpu = maximum(weight, matmul) + kv + attention + allreduce
         return gpu / self.efficiency + self.host_seconds(sequences)
 
-    def seconds(self, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum, sequences=0):
-        """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all."""
+    def seconds(self, tokens, kv_tokens, attention_flops=0.0, maximum=np.maximum, sequences=0,
+                weight_read=None):  # fmt: skip
+        """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all
+        (`weight_read`: `self.weight_read(tokens)` where the caller already has it)."""
         return self.total(
-            self.weight_read(tokens),
+            self.weight_read(tokens) if weight_read is None else weight_read,
             self.matmul_seconds(tokens, sequences),
             self.kv_read_seconds(self.kv_bytes_per_token * kv_tokens),
             attention_flops / self.flops_per_second,

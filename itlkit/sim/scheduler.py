@@ -122,9 +122,10 @@ def roofline_step_function(
         raise ConfigError(f"host overhead must be a finite number >= 0 seconds, got {host}")
     attention = c.attention_flops_per_token_pair > 0
     if c.moe is not None:
-        scalar = None
+        scalar, weight_read = None, _memoized(c.weight_read)
     else:
         scalar = _engine_scalar_seconds(c) if c.engine else _scalar_seconds(c)
+        weight_read = None
 
     def step(*, decode_tokens, prefill_tokens, kv_tokens):
         if scalar is not None and type(kv_tokens) is int and type(decode_tokens) is int:
@@ -137,13 +138,28 @@ def roofline_step_function(
             return np.where(tokens > 0, seconds, host)
         if tokens <= 0:
             return host if np.ndim(kv_tokens) == 0 else np.full(np.shape(kv_tokens), host)
+        weight = weight_read(tokens) if weight_read is not None else None
         if isinstance(kv_tokens, np.ndarray):  # a stretch of decode steps
-            return c.seconds(tokens, kv_tokens, flops, max, sequences)
-        return float(c.seconds(tokens, kv_tokens, flops, max, sequences))
+            return c.seconds(tokens, kv_tokens, flops, max, sequences, weight)
+        return float(c.seconds(tokens, kv_tokens, flops, max, sequences, weight))
 
     if scalar is not None:
         step.scheduled_seconds = scalar  # the engine's positional call for scheduled steps
     return step
+
+
+def _memoized(weight_read):
+    """`weight_read(tokens)` remembered per token count: an MoE step's weight bytes depend on
+    the experts its tokens touch, the same for every step of that size (the engine asks once a
+    step, with a few thousand distinct sizes in a run)."""
+    known: dict = {}
+
+    def read(tokens):
+        if tokens not in known:
+            known[tokens] = weight_read(tokens)
+        return known[tokens]
+
+    return read
 
 
 def _scalar_constants(c) -> tuple:
