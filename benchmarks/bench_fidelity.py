@@ -10,9 +10,10 @@ fitted on the runs, each run's relative error (predicted / measured - 1) of mean
 defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per GPU family, then the
 leave-one-out median absolute errors (each run predicted by constants fitted without it), the
 leave-one-source-out ones (each publisher's runs predicted by constants fitted without any of them),
-and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine, set for the 113 vLLM
-runs; with the 91 InferenceX runs it took 150-210 s there) and of `itlkit simulate --runs` over the
-files (goal <= 30 s), both as whole processes.
+and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine, on all 204 runs; it took
+150-300 s there before the MoE weight reads, the prefix-cache walks and the confirming rounds
+were saved, about 125 s after) and of `itlkit simulate --runs` over the files (goal <= 30 s), both
+as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
 mean ITL / TTFT / E2E on these runs, and 29% of TTFT p99.

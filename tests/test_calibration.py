@@ -92,6 +92,23 @@ def test_prefix_cache_serves_full_blocks_after_first_use_and_thrashes_when_too_s
     assert thrash.tolist() == [0, 16, 16, 16]
 
 
+def test_prefix_cache_hits_are_remembered_per_prompt_set_and_capacity():
+    # the same walk as above, asked again in another order: each answer is its own capacity's,
+    # and an answer changed by its caller does not change the next one
+    prompts = PromptSet(prompt_tokens=np.array([48, 48]), group=np.array([0, 0]), shared_tokens=20)
+    order = np.array([0, 1, 0, 1])
+    first = prefix_cache_hits(prompts, order, capacity_blocks=100, block_size=16)
+    first[:] = -1
+    assert prefix_cache_hits(prompts, order, capacity_blocks=2, block_size=16).tolist() == [
+        0, 16, 16, 16]  # fmt: skip
+    assert prefix_cache_hits(prompts, order, capacity_blocks=100, block_size=16).tolist() == [
+        0, 16, 32, 32]  # fmt: skip
+    # another prompt set of the same shape: 64-token prompts serve 3 blocks, not 2
+    longer = replace(prompts, prompt_tokens=np.array([64, 64]))
+    assert prefix_cache_hits(longer, order, capacity_blocks=100, block_size=16).tolist() == [
+        0, 16, 48, 48]  # fmt: skip
+
+
 def test_a_runs_system_prompt_hits_are_shared_by_its_group():
     run = short(CODEGEN, seconds=20.0)
     prompts = prompt_set(run)

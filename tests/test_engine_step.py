@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 from _paths import REAL_RUNS
 
-from itlkit.calibration.fit import features
-from itlkit.calibration.predict import simulate_run
+from itlkit.calibration.fit import _step_values, features, fit_step_terms, linear_itl
+from itlkit.calibration.predict import client_latencies, harness_itl_mean, simulate_run
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import Calibration
 from itlkit.physics.roofline import Deployment, step_coefficients, step_time
@@ -154,6 +154,64 @@ def test_the_simulators_fast_step_is_the_formula(model):
             c.seconds(decode + prefill, kv, attention, sequences=decode + (prefill > 0))
         )
         assert step.scheduled_seconds(decode, prefill, kv) == formula
+
+
+def test_the_moe_step_reads_its_weights_once_per_size_and_keeps_the_formulas_floats():
+    # an MoE step's weight bytes depend on the experts its tokens touch: remembered per token
+    # count, the step function must still give the formula's own floats, first call or later
+    from itlkit.sim.scheduler import roofline_step_function
+
+    dep = Deployment.create(model="mixtral-8x7b-v0.1", gpu="h100-sxm", tp=2).as_engine()
+    step = roofline_step_function(dep, efficiency=0.8)
+    c = step_coefficients(dep, efficiency=0.8)
+    for decode, prefill, kv in [(1, 0, 1000), (64, 0, 64_000), (10, 2038, 9000), (1, 0, 5),
+                                (64, 0, 70_000), (3, 0, 100)]:  # fmt: skip
+        attention = c.attention_flops(chunk_tokens=prefill) if prefill else 0.0
+        formula = float(
+            c.seconds(decode + prefill, kv, attention, sequences=decode + (prefill > 0))
+        )
+        for _ in range(2):
+            assert step(decode_tokens=decode, prefill_tokens=prefill, kv_tokens=kv) == formula
+
+
+def test_the_fits_equation_is_the_simulated_itl_mean_at_the_simulated_constants():
+    # the run's ITL mean as the harness defines it, (E2E - TTFT) / (tokens - 1), is what the
+    # fit's linear equation gives at the constants it was simulated with; a lower efficiency
+    # moves it by the memory-side seconds x (1 / 0.5 - 1 / 0.7), the schedule held fixed
+    cal = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, host_seconds_per_step=1e-3,
+                      host_seconds_per_sequence=5e-6,
+                      allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 0.0,
+                                                  "network": 0.0})  # fmt: skip
+    for run in KNOWN[:3]:
+        stages = tuple(Stage(st.rate_per_second, 30.0) for st in run.workload.stages)
+        run = replace(run, workload=replace(run.workload, stages=stages))
+        result = simulate_run(run, cal)
+        f = features(run, result, cal)
+        itl = harness_itl_mean(run, *client_latencies(run, result, cal))
+        values = _step_values(cal)
+        assert linear_itl(f, values) == pytest.approx(itl, rel=1e-9), run.id
+        slower = linear_itl(f, {**values, "efficiency": 0.5})
+        memory = f.gpu_seconds + 20e-6 * f.link_calls[0]
+        assert slower - itl == pytest.approx(memory * (1 / 0.5 - 1 / 0.7), rel=1e-9), run.id
+
+
+def test_a_fit_started_at_its_answer_stops_after_one_simulation():
+    # runs measured at these very constants: the first solve moves nothing, so no second
+    # simulation is run to confirm that the ITL predictions stand still
+    cal = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, host_seconds_per_step=1e-3,
+                      host_seconds_per_sequence=5e-6,
+                      allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 20e-6,
+                                                  "network": 20e-6})  # fmt: skip
+    runs = []
+    for run in KNOWN[:4]:
+        stages = tuple(Stage(st.rate_per_second, 30.0) for st in run.workload.stages)
+        run = replace(run, workload=replace(run.workload, stages=stages))
+        result = simulate_run(run, cal)
+        itl = harness_itl_mean(run, *client_latencies(run, result, cal))
+        runs.append(replace(run, measured={**run.measured, "itl_mean_seconds": itl}))
+    fitted, *_, rounds = fit_step_terms(runs, cal, prior_weight=0.0)
+    assert rounds == 1
+    assert fitted.efficiency == 0.7 and fitted.mfu == 0.6
 
 
 def test_the_fit_reads_the_network_term_of_tp_across_nodes():

@@ -330,7 +330,10 @@ def _simulated(run: Run, calibration: Calibration, *, seed: int) -> tuple[float,
 
 def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
                    prior_weight: float = PRIOR_WEIGHT, solver=None):  # fmt: skip
-    """Alternate simulation and linear solve until the ITL predictions settle.
+    """Alternate simulation and linear solve until the ITL predictions settle: two rounds'
+    simulations agree within CONVERGED, or the next move would change no run's ITL by that
+    much as the linear equation sees it (then the simulated constants are kept, unconfirmed
+    moves being smaller than the tolerance).
 
     A solve ignores that slower steps keep more requests in flight, so the constants can
     overshoot and swing back; a step that reverses the previous one is halved (damped).
@@ -356,8 +359,26 @@ def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
             step = step / 2  # the swing back of an overshoot
         move = step
         new = {k: float(v) for k, v in zip(STEP_TERMS, now + step, strict=True)}
+        if _settled(feats, dict(zip(STEP_TERMS, now, strict=True)), new):
+            break  # the move would change no run's ITL by CONVERGED: no round to confirm it
         calibration = _with_step_terms(calibration, new)
     return calibration, feats, errors, undetermined, rounds
+
+
+def linear_itl(f: RunFeatures, values: dict[str, float]) -> float:
+    """A run's ITL mean at these step constants, its schedule held fixed (the fit's equation)."""
+    e = 1.0 / values["efficiency"]
+    links = sum(calls * values[key] for calls, key in zip(f.link_calls, LINK_TERMS, strict=True))
+    network = f.network_seconds * NETWORK_BYTES_PER_SECOND / values["network_bytes_per_second"]
+    return (e * (f.gpu_seconds + links + network) + f.compute_seconds / values["mfu"]
+            + values["host_seconds_per_step"] + values["host_seconds_per_sequence"] * f.sequences
+            + f.rest_seconds)  # fmt: skip
+
+
+def _settled(feats, now: dict[str, float], new: dict[str, float]) -> bool:
+    """Whether moving the constants from `now` to `new` changes every run's ITL mean by less
+    than CONVERGED, as the linear equation sees it."""
+    return all(abs(linear_itl(f, new) / linear_itl(f, now) - 1) < CONVERGED for f in feats)
 
 
 def _step_values(calibration: Calibration) -> dict[str, float]:
