@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _paths import DATA, REAL_RUNS, REAL_RUNS_INFERENCEX, REAL_RUNS_MORE
+from _paths import BUNDLED_CALIBRATION, DATA, REAL_RUNS, REAL_RUNS_INFERENCEX, REAL_RUNS_MORE
 
 from itlkit.calibration.fit import calibrate
 from itlkit.calibration.predict import predict_run
@@ -572,3 +572,58 @@ def test_the_global_constants_are_vllms():
     # three vLLM runs (MIN_RUNS) fit the global constants alone; with two, every run does
     assert global_runs(vllm + sglang) == vllm
     assert global_runs(vllm[:2] + sglang) == vllm[:2] + sglang
+
+
+def test_a_link_no_run_crossed_takes_the_constant_lent_for_it():
+    from types import SimpleNamespace
+
+    from itlkit.calibration.fit import RunFeatures, lent_links, solve_step_terms
+
+    # three runs, two over NVLink (TP), one on one GPU: PCIe and the network are never crossed
+    def feats(gpu_seconds, calls):
+        return RunFeatures(gpu_seconds=gpu_seconds, compute_seconds=0.0, network_seconds=0.0,
+                           link_calls=(calls, 0.0, 0.0), sequences=8.0, rest_seconds=0.0,
+                           ttft_engine_seconds=0.1, first_step_seconds=0.02)  # fmt: skip
+
+    f = [feats(0.010, 64.0), feats(0.020, 128.0), feats(0.015, 0.0)]
+    # measured as efficiency 0.8 (of the GPU time and the all-reduce calls' 20 us each), 1 ms
+    # per step and 10 us per sequence
+    itl = [(x.gpu_seconds + 20e-6 * x.link_calls[0]) / 0.8 + 1e-3 + 10e-6 * 8 for x in f]
+    runs = [SimpleNamespace(id=str(i), measured={"itl_mean_seconds": v}) for i, v in enumerate(itl)]
+    alone, _, why = solve_step_terms(runs, f, prior_weight=0.0)
+    assert alone["allreduce_seconds_per_call.nvlink"] == pytest.approx(20e-6, rel=1e-6)
+    assert alone["allreduce_seconds_per_call.pcie"] == alone["allreduce_seconds_per_call.nvlink"]
+    assert alone["network_bytes_per_second"] == 12.5e9  # 100 Gb/s, said so
+    # the global fit saw PCIe and a network: its constants are lent, NVLink's is the group's own
+    lent = {"allreduce_seconds_per_call.pcie": 60e-6, "network_bytes_per_second": 2e9}
+    got, _, why = solve_step_terms(runs, f, prior_weight=0.0, lent=lent)
+    assert got["allreduce_seconds_per_call.pcie"] == 60e-6
+    assert got["network_bytes_per_second"] == 2e9
+    assert got["allreduce_seconds_per_call.network"] == got["allreduce_seconds_per_call.nvlink"]
+    assert got["allreduce_seconds_per_call.nvlink"] == pytest.approx(20e-6, rel=1e-6)
+    assert "global constant" in why["allreduce_seconds_per_call.pcie"]
+    # what a fit lends is what it determined: here NVLink's latency, not PCIe's or the network's
+    assert set(lent_links(alone, why)) == {"allreduce_seconds_per_call.nvlink"}
+
+
+def test_the_bundled_groups_borrow_the_links_their_runs_never_crossed():
+    # which links each group's runs crossed comes from the runs files; a group that never
+    # crossed PCIe or a network between nodes carries the global constants for them
+    from itlkit.calibration.groups import by_group
+    from itlkit.calibration.predict import run_deployment
+
+    files = (FIXTURE, REAL_RUNS_MORE / "real_world_more.json",
+             REAL_RUNS_INFERENCEX / "inferencex.json")  # fmt: skip
+    cal = read_calibration(BUNDLED_CALIBRATION)
+    runs = [r for p in files for r in read_runs(p) if r.id in cal.fitted_on]
+    crossed = {key: {run_deployment(r).link_kind for r in members if r.tp > 1}
+               for key, members in by_group(runs).items()}  # fmt: skip
+    assert any("pcie" not in links for links in crossed.values())
+    for key, links in crossed.items():
+        group = cal.groups[key]
+        for link in ("pcie", "network"):
+            if link not in links:
+                assert group["allreduce_seconds_per_call"][link] == (
+                    cal.allreduce_seconds_per_call[link]), (key, link)  # fmt: skip
+        if "network" not in links:
+            assert group["network_bytes_per_second"] == cal.network_bytes_per_second, key

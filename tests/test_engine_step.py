@@ -236,7 +236,7 @@ def test_the_fit_reads_the_network_term_of_tp_across_nodes():
 def test_a_group_keeps_the_step_model_its_held_out_runs_prefer(monkeypatch):
     import itlkit.calibration.groups as groups
 
-    def fake_fit(runs, start, *, seed, prior_weight):
+    def fake_fit(runs, start, *, seed, prior_weight, lent=None):
         # the engine model predicts these held-out runs better (5% against 9%)
         error = {"reference": 0.09, "engine": 0.05}[start.step_model]
         return replace(start, efficiency=error), [None] * len(runs), error

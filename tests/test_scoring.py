@@ -60,7 +60,7 @@ LEVEL_CASES = [(level, name) for level in NOISE_LEVELS for name in sorted(SCENAR
 BLURRED = {
     (level, "mixed"): "in the mixed incident half the prompts are cached and the calibrated "
     "jitter merges the thinner chunk steps into the fast cluster's tail: most windows hold one "
-    "cluster, and the rest a 0.1-3% slow share, below the slow-mode gates"
+    "cluster, and the rest a 0.1-3.5% slow share, below the slow-mode gates"
     for level in ("calibrated", "noisy")
 }
 
@@ -125,9 +125,10 @@ def test_blurred_interference_names_nothing_wrong_and_keeps_its_cluster(level_re
         assert scores[cause] >= 0.7, (cause, scores)
     fp = result.fingerprint
     assert fp.itl_quantiles_seconds[0.99] >= 5 * fp.fast_mode_seconds
-    # the cause of the blur: few windows resolve a slow mode, and those only a thin one
+    # the cause of the blur: few windows resolve a slow mode, and those only a thin one, short
+    # of the 5% share at which interference's shape gate gives full credit (`scoring.RULES`)
     resolved = fp.slow_share_by_window[np.isfinite(fp.slow_share_by_window)]
-    assert resolved.size == 0 or np.median(resolved) < 0.02, resolved
+    assert resolved.size == 0 or np.median(resolved) < 0.05, resolved
 
 
 def test_preemption_recompute_is_not_read_as_prefill_interference(timelines):

@@ -188,9 +188,11 @@ def step_design(runs, feats, measured) -> tuple[np.ndarray, np.ndarray]:
 
 
 def solve_step_terms(
-    runs, feats, *, prior_weight: float = PRIOR_WEIGHT
+    runs, feats, *, prior_weight: float = PRIOR_WEIGHT, lent: dict[str, float] | None = None
 ) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
-    """(constants, standard errors, undetermined) of the step terms from these runs' features."""
+    """(constants, standard errors, undetermined) of the step terms from these runs' features;
+    a link (or network bandwidth) none of them crossed takes its value from `lent` where it has
+    one (a group: the global constants fitted on runs that crossed it), else NVLink's."""
     measured = {run.id: run.measured["itl_mean_seconds"] for run in runs}
     a, y = step_design(runs, feats, measured)
     undetermined = {}
@@ -223,8 +225,12 @@ def solve_step_terms(
     nvlink = LINK_TERMS[0]
     if "network_bytes_per_second" in undetermined:
         values["network_bytes_per_second"] = NETWORK_BYTES_PER_SECOND
+    lent = {key: v for key, v in (lent or {}).items() if key in undetermined}
+    for key, value in lent.items():
+        values[key] = value
+        undetermined[key] = "no run here crossed that link: the global constant is used"
     for key in LINK_TERMS[1:]:  # a link no run crossed: the NVLink latency, said so
-        if key in undetermined and nvlink not in undetermined:
+        if key in undetermined and nvlink not in undetermined and key not in lent:
             values[key] = values[nvlink]
             undetermined[key] = undetermined[key].replace("left at 0", "the NVLink value is used")
     return values, _standard_errors(a, y, x, e), undetermined
@@ -507,7 +513,8 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     if sigma is None:
         undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
     cal = replace(cal, step_jitter=sigma or 0.0)
-    groups, group_feats = ({}, {}) if thin else _groups(usable, cal, seed, prior_weight, log)
+    lent = lent_links(_step_values(cal), undetermined)
+    groups, group_feats = ({}, {}) if thin else _groups(usable, cal, seed, prior_weight, log, lent)
     cal = replace(cal, groups=groups)
     predicted = run_all(partial(predict_run, seed=seed), usable, [cal] * len(usable))
     predictions = {run.id: p for run, p in zip(usable, predicted, strict=True)}
@@ -536,10 +543,18 @@ def _coverage(runs, group_feats, usable) -> dict[str, list[str]]:
     return coverage
 
 
-def _groups(runs, cal, seed, prior_weight, log):
+def _groups(runs, cal, seed, prior_weight, log, lent):
     from itlkit.calibration.groups import fit_groups
 
-    return fit_groups(runs, cal, seed=seed, prior_weight=prior_weight, log=log)
+    return fit_groups(runs, cal, seed=seed, prior_weight=prior_weight, log=log, lent=lent)
+
+
+LENT_TERMS = (*LINK_TERMS, "network_bytes_per_second")
+
+
+def lent_links(values: dict[str, float], undetermined) -> dict[str, float]:
+    """The link constants a fit determined, for the groups whose runs never crossed them."""
+    return {key: values[key] for key in LENT_TERMS if key not in undetermined}
 
 
 def global_runs(runs) -> list:

@@ -30,6 +30,7 @@ from itlkit.calibration.fit import (
     RunFeatures,
     _with_step_terms,
     fit_step_terms,
+    lent_links,
     median_abs,
     residuals,
     solve_pipeline,
@@ -68,12 +69,15 @@ def by_group(runs) -> dict[str, list[Run]]:
             if MIN_RUNS <= len(members) < len(runs)}  # fmt: skip
 
 
-def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float, log=None):
-    """({group: constants}, {group: {run id: features of the group's last simulations}})."""
+def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float, log=None,
+               lent: dict[str, float] | None = None):  # fmt: skip
+    """({group: constants}, {group: {run id: features of the group's last simulations}});
+    `lent`: the global fit's link constants, for a link no run of a group crossed."""
     groups, feats = {}, {}
     for key, group_runs in sorted(by_group(runs).items()):
         fits = [_fit_group(group_runs, replace(calibration, step_model=model), seed=seed,
-                           prior_weight=prior_weight) for model in STEP_MODELS]  # fmt: skip
+                           prior_weight=prior_weight, lent=lent)
+                for model in STEP_MODELS]  # fmt: skip
         cal, group_feats, _ = min(fits, key=lambda fit: fit[2])
         if log:
             log(f"group {key}: {len(group_runs)} runs, {cal.step_model} step model "
@@ -84,47 +88,57 @@ def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float
     return groups, feats
 
 
-def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float):
+def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float, lent=None):
     """(the group's constants under `start`'s step model, their features, their leave-one-out
     median |error| of the mean ITL): each group keeps the step model that predicts its held-out
     runs better (cross-validation; the reference model's one MFU, or the engine's terms)."""
-    cal, feats, *_ = fit_step_terms(runs, start, seed=seed, prior_weight=prior_weight)
+    solver = partial(solve_step_terms, prior_weight=prior_weight, lent=lent)
+    cal, feats, *_ = fit_step_terms(runs, start, seed=seed, solver=solver)
     steps, seconds = solve_pipeline(runs, feats)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds, groups={})
     by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
     folds = held_out_errors(runs, by_id, {}, cal, seed=seed, prior_weight=prior_weight,
-                            key=lambda run: run.id)  # fmt: skip
+                            key=lambda run: run.id, lent=lent)  # fmt: skip
     return cal, feats, median_abs(folds)["itl_mean_seconds"]
 
 
-def _solve(runs, feats, base: Calibration, prior_weight: float) -> Calibration:
-    values, _, _ = solve_step_terms(runs, feats, prior_weight=prior_weight)
+def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None):
+    """(the calibration solved on these runs' features, the link constants it determined)."""
+    values, _, undetermined = solve_step_terms(runs, feats, prior_weight=prior_weight, lent=lent)
     steps, seconds = solve_pipeline(runs, feats)
     cal = _with_step_terms(base, values)
-    return replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
+    cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
+    return cal, lent_links(values, undetermined)
 
 
 def refit_without(runs, feats: dict[str, RunFeatures],
                   group_feats: dict[str, dict[str, RunFeatures]], held: set[str],
-                  calibration: Calibration, prior_weight: float) -> Calibration:  # fmt: skip
+                  calibration: Calibration, prior_weight: float,
+                  lent=None) -> Calibration:  # fmt: skip
     """The calibration re-solved without the `held` runs (global, then each group that keeps
-    `MIN_RUNS` runs)."""
+    `MIN_RUNS` runs, lent the links the re-solved global constants determined)."""
     train = [run for run in runs if run.id not in held]
     base = [run for run in train if run.id in feats]  # the global fit's runs (`global_runs`)
-    cal = _solve(base, [feats[run.id] for run in base], calibration, prior_weight)
+    cal, links = _solve(base, [feats[run.id] for run in base], calibration, prior_weight, lent)
     groups = {}
     for key, key_feats in group_feats.items():
         members = [run for run in train if run.id in key_feats]
         if key in calibration.groups and len(members) >= MIN_RUNS:
-            group_cal = _solve(members, [key_feats[run.id] for run in members],
-                               calibration.group_calibration(key), prior_weight)  # fmt: skip
+            group_cal, _ = _solve(
+                members,
+                [key_feats[run.id] for run in members],
+                calibration.group_calibration(key),
+                prior_weight,
+                links,
+            )
             groups[key] = group_values(group_cal)
     return replace(cal, groups=groups)
 
 
 def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed: int,
-                    prior_weight: float, key) -> dict[str, dict[str, float]]:  # fmt: skip
-    """{held-out set: {metric: median |error|}} holding out each set of runs `key(run)` names."""
+                    prior_weight: float, key, lent=None) -> dict[str, dict]:  # fmt: skip
+    """{held-out set: {metric: median |error|}} holding out each set of runs `key(run)` names
+    (`lent`: link constants for a fit whose runs crossed no such link, `solve_step_terms`)."""
     sets = defaultdict(list)
     for run in runs:
         sets[key(run)].append(run)
@@ -133,7 +147,7 @@ def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed:
         if len(held) == len(runs):
             continue
         cal = refit_without(runs, feats, group_feats, {run.id for run in held}, calibration,
-                            prior_weight)  # fmt: skip
+                            prior_weight, lent)  # fmt: skip
         held_runs += held
         held_cals += [cal] * len(held)
         names += [name] * len(held)
