@@ -329,13 +329,19 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert bundled.groups["gpu:h100"]["step_model"] == "reference"
     # the global constants are vLLM's: SGLang's runs are fitted in their cells only
     assert "113 vLLM runs" in bundled.undetermined["global_fit"]
-    # no H200 vLLM runs: the global constants, with what a new source's runs came out as
-    h200 = bundled.for_gpu("h200-sxm")
-    assert h200.efficiency == bundled.efficiency and h200.group == ""
+    # no L40S runs, nor of its architecture: the global constants, with what a new source's
+    # runs came out as
+    l40s = bundled.for_gpu("l40s")
+    assert l40s.efficiency == bundled.efficiency and l40s.group == ""
     itl = [e["itl_mean_seconds"] for e in bundled.leave_one_source_out.values()]
-    assert h200.describe().endswith(
-        f"no gpu:h200 runs in it: its global constants; a source it was not fitted on came out "
+    assert l40s.describe().endswith(
+        f"no gpu:l40s runs in it: its global constants; a source it was not fitted on came out "
         f"{min(itl):.0%} to {max(itl):.0%} off in mean ITL (leave-one-source-out)")  # fmt: skip
+    # no H200 vLLM runs: the H100's (the same Hopper chip, other HBM)
+    h200 = bundled.for_gpu("h200-sxm")
+    assert h200.group == "gpu:h100" and h200.efficiency == bundled.groups["gpu:h100"]["efficiency"]
+    assert h200.scope == ("no gpu:h200 runs in it: gpu:h100's constants, runs on a GPU of the "
+                          "same architecture")  # fmt: skip
     # vLLM serving an MoE on an H200 borrows SGLang's cell there (the same GPU and kernels)
     lent = bundled.for_gpu("h200-sxm", moe=True)
     assert lent.group == "gpu:h200/SGLang/MoE"
@@ -513,12 +519,16 @@ def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
     # its own engine's cells first (model class, then dense); then, between vLLM V1 and SGLang,
     # the other's on the same family, model class first; V0 neither lends nor borrows
     assert group_keys("a100-80gb-sxm") == ("gpu:a100", "gpu:a100/SGLang")
-    assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0",)
-    assert group_keys("h100-sxm", "V0", moe=True) == ("gpu:h100/V0/MoE", "gpu:h100/V0")
-    assert group_keys("h200-sxm", moe=True) == (
-        "gpu:h200/MoE", "gpu:h200/SGLang/MoE", "gpu:h200", "gpu:h200/SGLang")  # fmt: skip
-    assert group_keys("h200-sxm", "SGLang", moe=True) == (
+    # then the same on the families of the same chip architecture (SIBLINGS), nearest first
+    assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0", "gpu:h200/V0", "gpu:h800/V0")
+    assert group_keys("h100-sxm", "V0", moe=True)[:2] == ("gpu:h100/V0/MoE", "gpu:h100/V0")
+    assert group_keys("h200-sxm", moe=True)[:6] == (
+        "gpu:h200/MoE", "gpu:h200/SGLang/MoE", "gpu:h200", "gpu:h200/SGLang",
+        "gpu:h100/MoE", "gpu:h100/SGLang/MoE")  # fmt: skip
+    assert group_keys("h200-sxm", "SGLang", moe=True)[:4] == (
         "gpu:h200/SGLang/MoE", "gpu:h200/MoE", "gpu:h200/SGLang", "gpu:h200")  # fmt: skip
+    assert group_keys("mi325x", "SGLang") == (
+        "gpu:mi325x/SGLang", "gpu:mi325x", "gpu:mi300x/SGLang", "gpu:mi300x")  # fmt: skip
     assert fit_keys("mi355x", "SGLang", moe=True) == ("gpu:mi355x/SGLang/MoE", "gpu:mi355x/SGLang")
 
 
@@ -540,6 +550,30 @@ def test_for_gpu_takes_the_nearest_group_it_has():
     assert cal.for_gpu("h200-sxm", "V0").group == "" and cal.for_gpu("a100-80gb-sxm").group == ""
     other = cal.for_gpu("b200", moe=True)
     assert other.efficiency == 0.9 and other.scope.startswith("no gpu:b200/MoE runs in it")
+
+
+def test_a_gpu_without_runs_borrows_a_sibling_architectures_cell_before_the_global_one():
+    values = lambda eff: {"efficiency": eff, "mfu": 0.5, "allreduce_seconds_per_call": {},  # noqa: E731
+                          "host_seconds_per_step": 0.0, "host_seconds_per_sequence": 0.0,
+                          "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.0,
+                          "network_bytes_per_second": 1e10, "step_model": "engine"}  # fmt: skip
+    groups = {"gpu:h100": values(0.8), "gpu:mi300x/SGLang/MoE": values(0.5),
+              "gpu:b300": values(0.7)}  # fmt: skip
+    cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
+    assert cal.for_gpu("h200-sxm").efficiency == 0.8  # Hopper
+    assert cal.for_gpu("mi325x", "SGLang", moe=True).efficiency == 0.5  # CDNA 3
+    assert cal.for_gpu("gb200-gpu").efficiency == 0.7  # Blackwell
+    assert cal.for_gpu("mi325x", "SGLang", moe=True).scope.endswith(
+        "runs on a GPU of the same architecture"
+    )
+    assert cal.for_gpu("mi325x", moe=True).scope.endswith(
+        "another engine's runs on a GPU of the same architecture"
+    )
+    # no sibling: the global constants; a family's own cell before any sibling's
+    assert cal.for_gpu("a100-80gb-sxm").efficiency == 0.9
+    assert cal.for_gpu("l40s").efficiency == 0.9
+    own = Calibration(efficiency=0.9, fitted_on=("x",), groups={**groups, "gpu:h200": values(0.6)})
+    assert own.for_gpu("h200-sxm").efficiency == 0.6 and own.for_gpu("h200-sxm").scope == ""
 
 
 def test_a_group_is_a_cell_with_runs_of_its_own():

@@ -122,7 +122,7 @@ class Calibration:
                 if key in fit_keys(gpu, engine, moe=moe):
                     return found
                 return replace(found, scope=f"no {keys[0]} runs in it: {key}'s constants, "
-                               "another engine's runs on the same GPU family")  # fmt: skip
+                               + _lender(key, keys[0]))  # fmt: skip
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
 
     def for_run(self, run) -> Calibration:
@@ -212,6 +212,26 @@ ENGINES_APART = ("V0", "SGLang")  # engines whose host side differs from vLLM V1
 MOE = "MoE"
 
 
+# GPU families built on one chip architecture, the nearest first: a family with no runs of its
+# own borrows a sibling's cells before the global constants. They share the SMs (CUs), the
+# kernels and the host stack, and differ in HBM size and speed, which the step model prices from
+# the datasheet (H200: "based on the NVIDIA Hopper architecture", nvidia.com/en-us/data-center/
+# h200; H800: Hopper for China; B300: Blackwell Ultra; GB200: two B200 GPUs beside a Grace CPU;
+# MI325X: "AMD CDNA 3", as MI300X). Measured on the InferenceX runs, each cell held out and its
+# sibling's constants used: B200 3.6%, B300 3.2%, MI300X 10.3%, MI325X 16.6% median error of
+# mean ITL, against 16.4%, 19.0%, 41.3% and 48.9% with the global constants.
+SIBLINGS = {
+    "gpu:h200": ("gpu:h100", "gpu:h800"),
+    "gpu:h100": ("gpu:h200", "gpu:h800"),
+    "gpu:h800": ("gpu:h100", "gpu:h200"),
+    "gpu:b300": ("gpu:b200", "gpu:gb200"),
+    "gpu:b200": ("gpu:b300", "gpu:gb200"),
+    "gpu:gb200": ("gpu:b200", "gpu:b300"),
+    "gpu:mi325x": ("gpu:mi300x",),
+    "gpu:mi300x": ("gpu:mi325x",),
+}
+
+
 def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
     """The calibration groups a deployment may take its constants from, the nearest first.
 
@@ -223,14 +243,35 @@ def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str,
     vLLM V0's host side is heavier (its scheduler and detokenizer share the model's process:
     its constants put a V1 H100 source 43% off in mean ITL, 300% in TTFT, held out), so V0 cells
     are neither lent nor borrowed. SGLang serving an MoE on an H200: `gpu:h200/SGLang/MoE`,
-    `gpu:h200/MoE`, `gpu:h200/SGLang`, `gpu:h200`."""
-    own = fit_keys(gpu, engine, moe=moe)
+    `gpu:h200/MoE`, `gpu:h200/SGLang`, `gpu:h200`. Then the same on each sibling family
+    (`SIBLINGS`: the same chip architecture), the nearest first: `gpu:h100/SGLang/MoE`, ..."""
+    family = "gpu:" + gpu.split("-")[0]
+    keys = []
+    for member in (family, *SIBLINGS.get(family, ())):
+        keys += _family_keys(member, engine, moe=moe)
+    return tuple(dict.fromkeys(keys))
+
+
+def _family_keys(family: str, engine: str, *, moe: bool) -> list[str]:
+    """`group_keys` within one GPU family."""
+    classes = (MOE, "") if moe else ("",)
+    own = [_key(family, engine if engine in ENGINES_APART else "", c) for c in classes]
     if engine == "V0":
         return own
-    family = "gpu:" + gpu.split("-")[0]
     other = "" if engine in ENGINES_APART else "SGLang"
-    lent = tuple(_key(family, other, c) for c in ((MOE, "") if moe else ("",)))
-    return tuple(dict.fromkeys(own[:1] + lent[:1] + own[1:] + lent[1:]))
+    lent = [_key(family, other, c) for c in classes]
+    return own[:1] + lent[:1] + own[1:] + lent[1:]
+
+
+def _lender(key: str, own: str) -> str:
+    """Whose runs a lent group's constants come from, in words."""
+    sibling = key.split("/")[0] != own.split("/")[0]
+    engine = ("SGLang" in key.split("/")) != ("SGLang" in own.split("/"))
+    if sibling and engine:
+        return "another engine's runs on a GPU of the same architecture"
+    if sibling:
+        return "runs on a GPU of the same architecture"
+    return "another engine's runs on the same GPU family"
 
 
 def fit_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
