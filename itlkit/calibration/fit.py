@@ -23,6 +23,7 @@ simulated and are left out of the fit (said in the output); so is a fit the data
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -509,13 +510,18 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
     else:
         steps, seconds = solve_pipeline(base_runs, feats)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
-    sigma = fit_jitter(base_runs, cal, seed=seed)
+    lent = lent_links(_step_values(cal), undetermined)
+    # The jitter and the groups are independent (a group is fitted jitter-free): fitted side by
+    # side, their simulations share the workers, which one alone leaves idle between rounds.
+    with ThreadPoolExecutor(max_workers=2) as threads:
+        jitter = threads.submit(fit_jitter, base_runs, cal, seed=seed)
+        grouped = None if thin else threads.submit(_groups, usable, cal, seed, prior_weight, log,
+                                                   lent)  # fmt: skip
+        sigma = jitter.result()
+        groups, group_feats = ({}, {}) if grouped is None else grouped.result()
     if sigma is None:
         undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
-    cal = replace(cal, step_jitter=sigma or 0.0)
-    lent = lent_links(_step_values(cal), undetermined)
-    groups, group_feats = ({}, {}) if thin else _groups(usable, cal, seed, prior_weight, log, lent)
-    cal = replace(cal, groups=groups)
+    cal = replace(cal, step_jitter=sigma or 0.0, groups=groups)
     predicted = run_all(partial(predict_run, seed=seed), usable, [cal] * len(usable))
     predictions = {run.id: p for run, p in zip(usable, predicted, strict=True)}
     rows = {run.id: residuals(run, predictions[run.id]) for run in usable}

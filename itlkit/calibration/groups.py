@@ -22,6 +22,7 @@ for a user's own runs.
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 
@@ -73,11 +74,15 @@ def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float
                lent: dict[str, float] | None = None):  # fmt: skip
     """({group: constants}, {group: {run id: features of the group's last simulations}});
     `lent`: the global fit's link constants, for a link no run of a group crossed."""
+    cells = sorted(by_group(runs).items())
+    fit = partial(_fit_group, seed=seed, prior_weight=prior_weight, lent=lent)
+    # every cell under every step model at once: their simulations share the workers
+    with ThreadPoolExecutor(max_workers=max(len(cells) * len(STEP_MODELS), 1)) as threads:
+        pending = [[threads.submit(fit, members, replace(calibration, step_model=model))
+                    for model in STEP_MODELS] for _, members in cells]  # fmt: skip
+        done = [[future.result() for future in futures] for futures in pending]
     groups, feats = {}, {}
-    for key, group_runs in sorted(by_group(runs).items()):
-        fits = [_fit_group(group_runs, replace(calibration, step_model=model), seed=seed,
-                           prior_weight=prior_weight, lent=lent)
-                for model in STEP_MODELS]  # fmt: skip
+    for (key, group_runs), fits in zip(cells, done, strict=True):
         cal, group_feats, _ = min(fits, key=lambda fit: fit[2])
         if log:
             log(f"group {key}: {len(group_runs)} runs, {cal.step_model} step model "
