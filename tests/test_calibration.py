@@ -532,13 +532,17 @@ def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
     assert fit_keys("mi355x", "SGLang", moe=True) == ("gpu:mi355x/SGLang/MoE", "gpu:mi355x/SGLang")
 
 
+def group_of(efficiency: float) -> dict:
+    """A calibration group's constants, all but the efficiency at round values."""
+    return {"efficiency": efficiency, "mfu": 0.5, "allreduce_seconds_per_call": {},
+            "host_seconds_per_step": 0.0, "host_seconds_per_sequence": 0.0,
+            "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.0,
+            "network_bytes_per_second": 1e10, "step_model": "engine"}  # fmt: skip
+
+
 def test_for_gpu_takes_the_nearest_group_it_has():
-    values = lambda eff: {"efficiency": eff, "mfu": 0.5, "allreduce_seconds_per_call": {},  # noqa: E731
-                          "host_seconds_per_step": 0.0, "host_seconds_per_sequence": 0.0,
-                          "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.0,
-                          "network_bytes_per_second": 1e10, "step_model": "engine"}  # fmt: skip
-    groups = {"gpu:h200": values(0.8), "gpu:h200/SGLang/MoE": values(0.4),
-              "gpu:h200/SGLang": values(0.7), "gpu:a100/V0": values(0.6)}  # fmt: skip
+    groups = {"gpu:h200": group_of(0.8), "gpu:h200/SGLang/MoE": group_of(0.4),
+              "gpu:h200/SGLang": group_of(0.7), "gpu:a100/V0": group_of(0.6)}  # fmt: skip
     cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
     assert cal.for_gpu("h200-sxm").efficiency == 0.8
     assert cal.for_gpu("h200-sxm", "SGLang").efficiency == 0.7
@@ -553,12 +557,8 @@ def test_for_gpu_takes_the_nearest_group_it_has():
 
 
 def test_a_gpu_without_runs_borrows_a_sibling_architectures_cell_before_the_global_one():
-    values = lambda eff: {"efficiency": eff, "mfu": 0.5, "allreduce_seconds_per_call": {},  # noqa: E731
-                          "host_seconds_per_step": 0.0, "host_seconds_per_sequence": 0.0,
-                          "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.0,
-                          "network_bytes_per_second": 1e10, "step_model": "engine"}  # fmt: skip
-    groups = {"gpu:h100": values(0.8), "gpu:mi300x/SGLang/MoE": values(0.5),
-              "gpu:b300": values(0.7)}  # fmt: skip
+    groups = {"gpu:h100": group_of(0.8), "gpu:mi300x/SGLang/MoE": group_of(0.5),
+              "gpu:b300": group_of(0.7)}  # fmt: skip
     cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
     assert cal.for_gpu("h200-sxm").efficiency == 0.8  # Hopper
     assert cal.for_gpu("mi325x", "SGLang", moe=True).efficiency == 0.5  # CDNA 3
@@ -572,7 +572,8 @@ def test_a_gpu_without_runs_borrows_a_sibling_architectures_cell_before_the_glob
     # no sibling: the global constants; a family's own cell before any sibling's
     assert cal.for_gpu("a100-80gb-sxm").efficiency == 0.9
     assert cal.for_gpu("l40s").efficiency == 0.9
-    own = Calibration(efficiency=0.9, fitted_on=("x",), groups={**groups, "gpu:h200": values(0.6)})
+    groups["gpu:h200"] = group_of(0.6)
+    own = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
     assert own.for_gpu("h200-sxm").efficiency == 0.6 and own.for_gpu("h200-sxm").scope == ""
 
 

@@ -105,16 +105,24 @@ def test_tp_across_nodes_prices_the_all_reduce_over_the_network():
         Deployment.create(model="llama-3.1-8b", gpu="h100-sxm", tp=2, interconnect="infiniband")
 
 
+STEP_CAL = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, host_seconds_per_step=1e-3,
+                       host_seconds_per_sequence=5e-6,
+                       allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 0.0,
+                                                   "network": 0.0})  # fmt: skip
+
+
+def cut(runs, seconds: float = 30.0):
+    """The runs with each stage cut to `seconds` (same rates): fast stand-ins."""
+    for run in runs:
+        stages = tuple(Stage(st.rate_per_second, seconds) for st in run.workload.stages)
+        yield replace(run, workload=replace(run.workload, stages=stages))
+
+
 def test_the_fit_reads_a_simulated_step_back_into_its_terms():
     # jitter-free, the step terms rebuild the ITL-weighted mean step exactly:
     # e x memory + u x compute + latency x calls + host + host/sequence x sequences
-    cal = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, host_seconds_per_step=1e-3,
-                      host_seconds_per_sequence=5e-6,
-                      allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 0.0,
-                                                  "network": 0.0})  # fmt: skip
-    for run in KNOWN[:3]:
-        stages = tuple(Stage(st.rate_per_second, 30.0) for st in run.workload.stages)
-        run = replace(run, workload=replace(run.workload, stages=stages))
+    cal = STEP_CAL
+    for run in cut(KNOWN[:3]):
         result = simulate_run(run, cal)
         f = features(run, result, cal)
         weights = result.step_itl_observations.astype(float)
@@ -178,13 +186,8 @@ def test_the_fits_equation_is_the_simulated_itl_mean_at_the_simulated_constants(
     # the run's ITL mean as the harness defines it, (E2E - TTFT) / (tokens - 1), is what the
     # fit's linear equation gives at the constants it was simulated with; a lower efficiency
     # moves it by the memory-side seconds x (1 / 0.5 - 1 / 0.7), the schedule held fixed
-    cal = Calibration(step_model="engine", efficiency=0.7, mfu=0.6, host_seconds_per_step=1e-3,
-                      host_seconds_per_sequence=5e-6,
-                      allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 0.0,
-                                                  "network": 0.0})  # fmt: skip
-    for run in KNOWN[:3]:
-        stages = tuple(Stage(st.rate_per_second, 30.0) for st in run.workload.stages)
-        run = replace(run, workload=replace(run.workload, stages=stages))
+    cal = STEP_CAL
+    for run in cut(KNOWN[:3]):
         result = simulate_run(run, cal)
         f = features(run, result, cal)
         itl = harness_itl_mean(run, *client_latencies(run, result, cal))
@@ -203,9 +206,7 @@ def test_a_fit_started_at_its_answer_stops_after_one_simulation():
                       allreduce_seconds_per_call={"nvlink": 20e-6, "pcie": 20e-6,
                                                   "network": 20e-6})  # fmt: skip
     runs = []
-    for run in KNOWN[:4]:
-        stages = tuple(Stage(st.rate_per_second, 30.0) for st in run.workload.stages)
-        run = replace(run, workload=replace(run.workload, stages=stages))
+    for run in cut(KNOWN[:4]):
         result = simulate_run(run, cal)
         itl = harness_itl_mean(run, *client_latencies(run, result, cal))
         runs.append(replace(run, measured={**run.measured, "itl_mean_seconds": itl}))
