@@ -10,7 +10,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-TEST_TIMEOUT ?= 600
+TEST_TIMEOUT ?= 1200
 LAB_NOTEBOOK ?= 01_decode_floor.ipynb
 
 # A stamp per install: re-running a target reinstalls only when pyproject.toml changed.
