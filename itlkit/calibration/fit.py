@@ -37,6 +37,7 @@ from itlkit.calibration.predict import (
     predict_run,
     run_deployment,
     simulate_run,
+    token_quantiles,
 )
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import BOUNDS, INTERCONNECTS, Calibration
@@ -47,7 +48,7 @@ from itlkit.physics.roofline import (
     NETWORK_BYTES_PER_SECOND,
     step_coefficients,
 )
-from itlkit.sim.results import SimulationResult, weighted_quantile
+from itlkit.sim.results import SimulationResult
 from itlkit.sim.run_workload import unknown_workload
 from itlkit.sim.runs import Run
 
@@ -360,13 +361,14 @@ def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
         if previous is not None and np.all(np.abs(itl / previous - 1) < CONVERGED):
             break
         previous = itl
-        now = np.array([_step_values(calibration)[k] for k in STEP_TERMS])
+        current = _step_values(calibration)
+        now = np.array([current[k] for k in STEP_TERMS])
         step = np.array([values[k] for k in STEP_TERMS]) - now
         if move is not None and float(step @ (move / SCALE**2)) < 0:
             step = step / 2  # the swing back of an overshoot
         move = step
         new = {k: float(v) for k, v in zip(STEP_TERMS, now + step, strict=True)}
-        if _settled(feats, dict(zip(STEP_TERMS, now, strict=True)), new):
+        if _settled(feats, current, new):
             break  # the move would change no run's ITL by CONVERGED: no round to confirm it
         calibration = _with_step_terms(calibration, new)
     return calibration, feats, errors, undetermined, rounds
@@ -451,14 +453,8 @@ def fit_jitter(runs, calibration: Calibration, *, seed: int = 0) -> float | None
 
 
 def _jitter_error(run: Run, calibration: Calibration, *, seed: int) -> float:
-    levels = tuple(run.itl_per_token_quantiles_seconds)
-    return quantile_error(run, token_quantiles(run, calibration, levels, seed=seed))
-
-
-def token_quantiles(run: Run, calibration: Calibration, levels, *, seed: int = 0) -> dict:
-    """Per-token ITL quantiles of a simulated run at these levels."""
-    values, weights = simulate_run(run, calibration, seed=seed).itl_weighted()
-    return {q: float(weighted_quantile(values, weights, q)) for q in levels}
+    result = simulate_run(run, calibration, seed=seed)
+    return quantile_error(run, token_quantiles(result, run.itl_per_token_quantiles_seconds))
 
 
 METRICS = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p99_seconds",

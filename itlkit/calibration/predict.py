@@ -208,12 +208,17 @@ def harness_itl_mean(run: Run, ttft: np.ndarray, e2e: np.ndarray) -> float:
     return float((e2e.mean() - ttft.mean()) / (run.workload.output_tokens_mean - 1))
 
 
+def token_quantiles(result: SimulationResult, levels) -> dict[float, float]:
+    """Per-token ITL quantiles of a simulated run at these levels (one sort for them all)."""
+    values, weights = result.itl_weighted()
+    levels = list(levels)
+    return dict(zip(levels, weighted_quantile(values, weights, levels).tolist(), strict=True))
+
+
 def predict(run: Run, result: SimulationResult, calibration: Calibration) -> RunPrediction:
     """The runs file's statistics of a simulated run."""
     ttft, e2e = client_latencies(run, result, calibration)
-    values, weights = result.itl_weighted()
-    levels = list(ITL_QUANTILE_LEVELS)  # one sort for every level
-    quantiles = dict(zip(levels, weighted_quantile(values, weights, levels).tolist(), strict=True))
+    quantiles = token_quantiles(result, ITL_QUANTILE_LEVELS)
     decode = result.step_decode_tokens.astype(float)
     running = float((decode * decode).sum() / decode.sum()) if decode.sum() else 0.0
     return RunPrediction(

@@ -53,6 +53,7 @@ points (`simulate`, `simulate_deployment`) and the roofline step function.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Callable
@@ -122,7 +123,9 @@ def roofline_step_function(
         raise ConfigError(f"host overhead must be a finite number >= 0 seconds, got {host}")
     attention = c.attention_flops_per_token_pair > 0
     if c.moe is not None:
-        scalar, weight_read = None, _memoized(c.weight_read)
+        # an MoE step's weight bytes depend on the experts its tokens touch: the same for every
+        # step of that size (a few thousand sizes in a run), so remembered per size
+        scalar, weight_read = None, functools.cache(c.weight_read)
     else:
         scalar = _engine_scalar_seconds(c) if c.engine else _scalar_seconds(c)
         weight_read = None
@@ -146,20 +149,6 @@ def roofline_step_function(
     if scalar is not None:
         step.scheduled_seconds = scalar  # the engine's positional call for scheduled steps
     return step
-
-
-def _memoized(weight_read):
-    """`weight_read(tokens)` remembered per token count: an MoE step's weight bytes depend on
-    the experts its tokens touch, the same for every step of that size (the engine asks once a
-    step, with a few thousand distinct sizes in a run)."""
-    known: dict = {}
-
-    def read(tokens):
-        if tokens not in known:
-            known[tokens] = weight_read(tokens)
-        return known[tokens]
-
-    return read
 
 
 def _scalar_constants(c) -> tuple:
