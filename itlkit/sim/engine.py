@@ -119,17 +119,7 @@ class Engine:
         end_seconds: float,
         jitter: np.ndarray | None = None,
     ):
-        self.step_function = step_function
-        # One step's time, positional (decode, prefill, KV tokens as ints): the step function's
-        # own fast path where it has one (`roofline_step_function`'s `scheduled_seconds`).
-        self.scheduled_seconds = getattr(step_function, "scheduled_seconds", None) or (
-            lambda d, p, kv: step_function(decode_tokens=d, prefill_tokens=p, kv_tokens=kv)
-        )
-        self.decode_times = DecodeTimes(step_function)
-        # Step s lasts its formula's time x jitter[s % len(jitter)] (a calibrated spread).
-        self.jitter = None if jitter is None else np.asarray(jitter, dtype=float)
-        self.jitter_list = None if jitter is None else self.jitter.tolist()
-        self.jitter_min = 1.0 if jitter is None else float(self.jitter.min())
+        self._set_timing(step_function, jitter)
         self.capacity = int(capacity_tokens)
         self.budget_total = int(config.max_num_batched_tokens)
         self.width = 1 + int(getattr(config, "speculative_tokens", 0))  # budget per decode
@@ -139,27 +129,7 @@ class Engine:
         self.paused: list[_Request] = []  # decoders waiting out prefill-only steps (V0)
         self.resumed: list[_Request] = []  # ... that decode again in the step being run
         self.end_limit = end_seconds
-        remote = bool(config.disaggregated)
-        prompt, cached = workload.prompt_tokens.tolist(), workload.cached_prompt_tokens.tolist()
-        columns = (prompt, workload.output_tokens.tolist(), cached, cached, prompt,
-                   [remote] * len(prompt), workload.shared_prompt_tokens.tolist(),
-                   workload.prefix_group.tolist())  # fmt: skip
-        self.requests = list(map(_Request, range(len(prompt)), *columns))
-        self.ready_array = np.asarray(ready_seconds, dtype=float)
-        self.ready_seconds = self.ready_array.tolist()
-        self.ready_order = [self.requests[i] for i in np.asarray(ready_order).tolist()]
-        self.next_ready = 0
-        # A closed-loop client (`Workload.max_concurrency`) sends its first N requests at their
-        # arrival and each later one when a request in flight finishes (`send_next`): until
-        # then its ready time is unknown (inf). Ready times stay sorted: later arrivals, and
-        # finishes in time order.
-        self.slots = workload.max_concurrency
-        if self.slots is not None:
-            self.wanted = self.ready_seconds  # when the client wants to send each request
-            self.ready_array = self.ready_array.copy()
-            self.ready_array[self.slots :] = math.inf
-            self.ready_seconds = self.ready_array.tolist()
-            self.unsent = min(self.slots, len(self.ready_seconds))
+        self._set_requests(workload, bool(config.disaggregated), ready_seconds, ready_order)
         self.waiting: deque[_Request] = deque()
         self.running: list[_Request] = []
         self.partial: list[_Request] = []  # running, part-way through a prefill, oldest first
@@ -182,6 +152,45 @@ class Engine:
         self.log = StepLog(self.ready_array)
         self.segments = Segments()
         self.first_tokens = 0  # requests that got their first token so far
+        self._set_sglang(config)
+
+    def _set_timing(self, step_function, jitter) -> None:
+        self.step_function = step_function
+        # One step's time, positional (decode, prefill, KV tokens as ints): the step function's
+        # own fast path where it has one (`roofline_step_function`'s `scheduled_seconds`).
+        self.scheduled_seconds = getattr(step_function, "scheduled_seconds", None) or (
+            lambda d, p, kv: step_function(decode_tokens=d, prefill_tokens=p, kv_tokens=kv)
+        )
+        self.decode_times = DecodeTimes(step_function)
+        # Step s lasts its formula's time x jitter[s % len(jitter)] (a calibrated spread).
+        self.jitter = None if jitter is None else np.asarray(jitter, dtype=float)
+        self.jitter_list = None if jitter is None else self.jitter.tolist()
+        self.jitter_min = 1.0 if jitter is None else float(self.jitter.min())
+
+    def _set_requests(self, workload, remote: bool, ready_seconds, ready_order) -> None:
+        """The request table and when each request reaches the engine."""
+        prompt, cached = workload.prompt_tokens.tolist(), workload.cached_prompt_tokens.tolist()
+        columns = (prompt, workload.output_tokens.tolist(), cached, cached, prompt,
+                   [remote] * len(prompt), workload.shared_prompt_tokens.tolist(),
+                   workload.prefix_group.tolist())  # fmt: skip
+        self.requests = list(map(_Request, range(len(prompt)), *columns))
+        self.ready_array = np.asarray(ready_seconds, dtype=float)
+        self.ready_seconds = self.ready_array.tolist()
+        self.ready_order = [self.requests[i] for i in np.asarray(ready_order).tolist()]
+        self.next_ready = 0
+        # A closed-loop client (`Workload.max_concurrency`) sends its first N requests at their
+        # arrival and each later one when a request in flight finishes (`send_next`): until
+        # then its ready time is unknown (inf). Ready times stay sorted: later arrivals, and
+        # finishes in time order.
+        self.slots = workload.max_concurrency
+        if self.slots is not None:
+            self.wanted = self.ready_seconds  # when the client wants to send each request
+            self.ready_array = self.ready_array.copy()
+            self.ready_array[self.slots :] = math.inf
+            self.ready_seconds = self.ready_array.tolist()
+            self.unsent = min(self.slots, len(self.ready_seconds))
+
+    def _set_sglang(self, config) -> None:
         # SGLang's KV reservation and retraction order (`sim.sglang.NewTokenRatio`); None: vLLM's
         self.reservation = getattr(config, "new_token_ratio", None)
         self.ratio = self.reservation.init if self.reservation is not None else 0.0
