@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from _lab import TITLES
+from _lab import TITLES, open_in_lab
 from test_present import serve_voila
 
 pytestmark = pytest.mark.browser
@@ -136,5 +136,89 @@ def test_a_view_drawn_again_keeps_updating(browser, slow_page_url):
         # the second cause: plotly's removed view throws on its purged plot, the live one waits
         assert not _settles_on(page, "stock", "stock 2", timeout_ms=3_000)
         assert any("_guiEditing" in e for e in errors), errors
+    finally:
+        page.close()
+
+
+# --- A model made just before plotly's bundle blocks the page ------------------------------------
+# Loading plotly's bundle blocks the page's one thread for 1.4-2.5 s (traced: a long task). A
+# model made before that block whose own small ESM has not loaded yet waits behind it and misses
+# anywidget's 2-s deadline ("[anywidget] Failed to initialize model.": notebook 06's second
+# figure and its width-fitting widget failed a fresh-clone CI run so). Here one cell makes three
+# figures and a width-fitting widget some time apart, each small ESM loads in five steps (a
+# model's loading takes several tasks, and after a block the deadline's timer runs before the
+# next step), and the bundle starts 50 ms after it is asked for, then blocks for 2.5 s. Without
+# the wait for every listed model (or without the quiet quarter second, or without the kernel's
+# list), a model in flight is caught behind the block.
+SPACED_CELL = """
+import time
+import ipywidgets as w
+import plotly.graph_objects as go
+from itlkit.widgets._figure import FitFiguresToWidth, figure_widget
+
+figures = []
+for i in range(3):
+    figures.append(figure_widget(go.Figure(go.Scatter(x=[1, 2], y=[1, i]),
+                                           layout=dict(title=f"spaced {i} 0"))))
+    time.sleep(SPACING_S)
+slider = w.IntSlider()
+slider.add_class("slider-spaced")
+slider.observe(lambda change: [setattr(f.layout.title, "text", f"spaced {i} {change.new}")
+                               for i, f in enumerate(figures)], "value")
+w.VBox([slider, *figures, FitFiguresToWidth()])
+"""
+
+BUNDLE_BLOCKS_SMALL_ESMS_SLOW = """(() => {
+    const texts = new WeakMap();  // a module blob's source (JupyterLab's worker blobs are left be)
+    const NativeBlob = Blob;
+    globalThis.Blob = class extends NativeBlob {
+        constructor(parts, options) {
+            super(parts, options);
+            if (options?.type === 'text/javascript' && typeof parts?.[0] === 'string') {
+                texts.set(this, parts[0]);
+            }
+        }
+    };
+    const create = URL.createObjectURL.bind(URL);
+    URL.createObjectURL = (blob) => {
+        const url = create(blob);
+        if (!/export *(default|\\{[^}]* as default *\\})/.test(texts.get(blob) ?? '')) return url;
+        const hops = window.SMALL_ESM_MS / 5;  // loading takes tasks: one runs, then the next
+        const wrapper = blob.size < 1e6
+            ? `for (let hop = 0; hop < 5; hop++) await new Promise((r) => setTimeout(r, ${hops}));
+export * from "${url}"; export { default } from "${url}";`
+            : `await new Promise((r) => setTimeout(r, 50));
+const t = performance.now(); while (performance.now() - t < 2500);
+const bundle = await import("${url}"); export default bundle.default;`;
+        return create(new NativeBlob([wrapper], { type: 'text/javascript' }));
+    };
+})();"""
+
+
+# (seconds between figures, ms a small ESM takes): a model made while the first waits for its
+# ESM; one made just after the first has loaded (the quiet quarter second); one whose ESM is
+# still loading a quarter second after the last model loaded (only the kernel's list knows it)
+@pytest.mark.parametrize(("spacing_s", "small_esm_ms"), [(0.1, 150), (0.13, 100), (0.35, 400)])
+def test_models_made_before_the_bundle_blocks_the_page_load_in_time(
+    browser, lab_server, spacing_s, small_esm_ms
+):
+    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cells = [f"SPACING_S = {spacing_s}", SPACED_CELL]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = kernel
+    nbformat.write(notebook, lab_server.root / "spaced.ipynb")
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.add_init_script(f"window.SMALL_ESM_MS = {small_esm_ms};")
+    page.add_init_script(BUNDLE_BLOCKS_SMALL_ESMS_SLOW)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        open_in_lab(page, lab_server, "spaced.ipynb", figures=3)
+        page.wait_for_timeout(1_000)
+        assert errors == []
+        page.locator(".slider-spaced .noUi-handle").first.focus()
+        page.keyboard.press("ArrowRight")
+        for i in range(3):  # every model hears the kernel
+            assert _settles_on(page, f"spaced {i}", f"spaced {i} 1"), page.evaluate(TITLES)
     finally:
         page.close()

@@ -13,10 +13,12 @@ curve costs about 1 ms), so a slider that moves one marker would pay for every c
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from importlib.resources import files
 
 import anywidget
+import ipywidgets
 import numpy as np
 import plotly
 import plotly.graph_objects as go
@@ -51,18 +53,70 @@ def plain(value):
 # view's listeners on the model for good, so after a view is removed (its cell re-run, a box
 # re-filled) the dead view's listener throws on its purged plot before the live view's runs
 # ("Error setting state: ... '_guiEditing'"); here each view's listeners go with the view.
+#
+# Loading the bundle blocks the page: 1.4-1.7 s in a blank Chromium page on a 2-core machine,
+# 2.4 s while JupyterLab ran notebook 06 (a long task, traced with a PerformanceObserver). A
+# model made before that block whose small ESM has not loaded yet waits behind it and misses its
+# deadline all the same (06's second figure and its width-fitting widget: a fresh-clone CI run
+# failed on it, and so did 06's first opening here, idle).
+# So the bundle waits for every itlkit widget the kernel has open: each one's `_page_key` is
+# listed on the PlotlyBundle model when it opens, and its ESM announces the key on the page when
+# it loads. Once every listed key has been announced and no new one has come for a quarter
+# second, the bundle loads; a model the kernel makes after that waits out the block before its
+# deadline starts (the page handles no kernel message while it is blocked). A model that never
+# loads holds the bundle back 10 s at most.
+_LOADED_JS = """
+const LOADED = Symbol.for("itlkit.widget-models-loaded");
+
+function loadedModels() {  // the page keys of the itlkit models whose ESM has loaded here
+  return (globalThis[LOADED] ??= { keys: new Set(), events: new EventTarget() });
+}
+
+function announce(model) {  // called as a model's ESM initialises: anywidget's deadline is met
+  const page = loadedModels();
+  page.keys.add(model.get("_page_key"));
+  page.events.dispatchEvent(new Event("loaded"));
+}
+"""
+
 _FIGURE_ESM = """
 const KEY = Symbol.for("itlkit.plotly-widget-bundle/%(digest)s");
 const MESSAGES = ["_py2js_addTraces", "_py2js_deleteTraces", "_py2js_moveTraces",
   "_py2js_restyle", "_py2js_relayout", "_py2js_update", "_py2js_animate",
   "_py2js_removeLayoutProps", "_py2js_removeTraceProps"];
 
-function plotlyBundle(source) {  // one module per page, whichever figure asks first
-  if (!globalThis[KEY]) {
-    const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
-    globalThis[KEY] = import(url).finally(() => URL.revokeObjectURL(url));
-  }
-  return globalThis[KEY];
+function everyModelLoaded(bundle) {  // see the notes above _LOADED_JS
+  const page = loadedModels();
+  return new Promise((resolve) => {
+    let quiet = null;
+    const check = () => {
+      clearTimeout(quiet);
+      if (bundle.get("members").every((key) => page.keys.has(key))) quiet = setTimeout(done, 250);
+    };
+    const giveUp = setTimeout(() => done(), 10000);
+    const done = () => {
+      clearTimeout(quiet);
+      clearTimeout(giveUp);
+      bundle.off("change:members", check);
+      page.events.removeEventListener("loaded", check);
+      resolve();
+    };
+    bundle.on("change:members", check);
+    page.events.addEventListener("loaded", check);
+    check();
+  });
+}
+
+async function loadBundle(model) {
+  const ref = model.get("_plotly_bundle");  // "IPY_MODEL_<id>" of the kernel's PlotlyBundle
+  const bundle = await model.widget_manager.get_model(ref.slice("IPY_MODEL_".length));
+  await everyModelLoaded(bundle);
+  const url = URL.createObjectURL(new Blob([bundle.get("source")], { type: "text/javascript" }));
+  return import(url).finally(() => URL.revokeObjectURL(url));
+}
+
+function plotlyBundle(model) {  // one module per page, whichever figure asks first
+  return (globalThis[KEY] ??= loadBundle(model));
 }
 
 export default () => {
@@ -71,6 +125,7 @@ export default () => {
   let viewListeners = null;  // while a view renders, the listeners it adds
   return {
     initialize({ model }) {
+      announce(model);
       const early = [];  // messages that came before plotly's model listened: [name, value]
       const hold = MESSAGES.map((name) => {
         const listener = () => early.push([name, model.get(name)]);
@@ -91,7 +146,7 @@ export default () => {
         off: (...args) => model.off(...args),
         widget_manager: model.widget_manager,
       };
-      loaded = plotlyBundle(model.get("_plotly_bundle")).then((bundle) => {
+      loaded = plotlyBundle(model).then((bundle) => {
         plotly = bundle.default();
         plotly.initialize({ model: proxy });
         hold.forEach(([name, listener]) => model.off(`change:${name}`, listener));
@@ -131,16 +186,62 @@ def _plotly_bundle() -> str:
 
 def _figure_esm(bundle: str) -> str:
     digest = hashlib.sha256(bundle.encode()).hexdigest()[:16]
-    return _FIGURE_ESM % {"digest": f"{plotly.__version__}-{digest}"}
+    return _LOADED_JS + _FIGURE_ESM % {"digest": f"{plotly.__version__}-{digest}"}
 
 
-class FigureWidget(go.FigureWidget):
+class PlotlyBundle(ipywidgets.Widget):
+    """plotly's widget bundle as a model of its own (a plain `WidgetModel`, no view, no ESM):
+    the kernel sends its 4.9 MB once, and every figure refers to it. `members` lists the page
+    keys of itlkit's open widgets, which the page lets load before the bundle."""
+
+    source = traitlets.Unicode(_plotly_bundle()).tag(sync=True)
+    members = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+
+_shared: list[PlotlyBundle] = []  # the kernel's one open PlotlyBundle
+
+
+def shared_bundle() -> PlotlyBundle:
+    """The kernel's PlotlyBundle, opened anew if it was closed (`Widget.close_all()`)."""
+    if not _shared or _shared[0].comm is None:
+        _shared[:] = [PlotlyBundle()]
+    return _shared[0]
+
+
+class _Member(ipywidgets.Widget):
+    """An itlkit widget with an ESM: listed on the PlotlyBundle while it is open."""
+
+    _page_key = traitlets.Unicode().tag(sync=True)
+
+    @traitlets.default("_page_key")
+    def _new_page_key(self) -> str:
+        return uuid.uuid4().hex
+
+    def open(self) -> None:
+        super().open()
+        bundle = shared_bundle()
+        bundle.members = [*bundle.members, self._page_key]
+
+    def close(self) -> None:
+        if _shared and _shared[0].comm is not None and self._page_key in _shared[0].members:
+            _shared[0].members = [key for key in _shared[0].members if key != self._page_key]
+        super().close()
+
+
+class FigureWidget(_Member, go.FigureWidget):
     """plotly's FigureWidget with a small ESM (see `_FIGURE_ESM`): it meets anywidget's 2-s
-    load deadline, loads plotly's bundle once per page, and drops a removed view's listeners.
-    Both are class attributes, so the model's first state carries them (no second ESM)."""
+    load deadline, loads plotly's bundle once per page from the kernel's one PlotlyBundle, and
+    drops a removed view's listeners. The ESM is a class attribute, so the model's first state
+    carries it (no second ESM)."""
 
-    _plotly_bundle = traitlets.Unicode(_plotly_bundle()).tag(sync=True)
-    _esm = _figure_esm(_plotly_bundle.default_value)
+    _plotly_bundle = traitlets.Instance(PlotlyBundle).tag(
+        sync=True, **ipywidgets.widget_serialization
+    )
+    _esm = _figure_esm(PlotlyBundle.source.default_value)
+
+    @traitlets.default("_plotly_bundle")
+    def _open_bundle(self) -> PlotlyBundle:
+        return shared_bundle()
 
 
 def figure_widget(figure: go.Figure) -> FigureWidget:
@@ -197,8 +298,13 @@ def update_figure(figure: go.FigureWidget, spec: Mapping) -> None:
 # drawn while still hidden ignores the first refit). A responsive figure keeps its refit handler
 # on its element (`_responsiveChartHandler`); the window resize event it listens to is the
 # fallback.
-_FIT_ESM = """
+_FIT_ESM = (
+    _LOADED_JS
+    + """
 export default {
+  initialize({ model }) {
+    announce(model);
+  },
   render({ el }) {
     el.classList.add("itlkit-fit-figures");
     let box = null, tries = 0, checks = [];
@@ -238,9 +344,10 @@ export default {
   }
 };
 """
+)
 
 
-class FitFiguresToWidth(anywidget.AnyWidget):
+class FitFiguresToWidth(_Member, anywidget.AnyWidget):
     """An invisible widget: responsive figures in the same box follow the box's width."""
 
     _esm = traitlets.Unicode(_FIT_ESM).tag(sync=True)
