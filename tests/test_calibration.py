@@ -346,7 +346,9 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     lent = bundled.for_gpu("h200-sxm", moe=True)
     assert lent.group == "gpu:h200/SGLang/MoE"
     assert lent.scope == ("no gpu:h200/MoE runs in it: gpu:h200/SGLang/MoE's constants, another "
-                          "engine's runs on the same GPU family")  # fmt: skip
+                          "engine's runs on the same GPU family; the TTFT pipeline gpu:h100's "
+                          "(its own engine's)")  # fmt: skip
+    assert lent.ttft_pipeline_seconds == bundled.groups["gpu:h100"]["ttft_pipeline_seconds"]
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {
@@ -566,8 +568,8 @@ def test_a_gpu_without_runs_borrows_a_sibling_architectures_cell_before_the_glob
     assert cal.for_gpu("mi325x", "SGLang", moe=True).scope.endswith(
         "runs on a GPU of the same architecture"
     )
-    assert cal.for_gpu("mi325x", moe=True).scope.endswith(
-        "another engine's runs on a GPU of the same architecture"
+    assert "another engine's runs on a GPU of the same architecture;" in (
+        cal.for_gpu("mi325x", moe=True).scope
     )
     # no sibling: the global constants; a family's own cell before any sibling's
     assert cal.for_gpu("a100-80gb-sxm").efficiency == 0.9
@@ -662,3 +664,36 @@ def test_the_bundled_groups_borrow_the_links_their_runs_never_crossed():
                     cal.allreduce_seconds_per_call[link]), (key, link)  # fmt: skip
         if "network" not in links:
             assert group["network_bytes_per_second"] == cal.network_bytes_per_second, key
+
+
+def test_a_cell_lent_across_engines_keeps_the_borrowers_own_ttft_pipeline():
+    # the TTFT pipeline (API server, tokenizer, the first token's way out) is the engine's own:
+    # vLLM serving an MoE on an H200 takes the step constants of SGLang's MoE cell and the
+    # pipeline of the nearest vLLM cell (the sibling H100's), else of the global fit (vLLM's)
+    sglang_moe = group_of(0.4) | {"ttft_pipeline_steps": 0.42, "ttft_pipeline_seconds": 0.14}
+    h100 = group_of(0.8) | {"ttft_pipeline_steps": 1.05, "ttft_pipeline_seconds": 0.007}
+    groups = {
+        "gpu:h200/SGLang/MoE": sglang_moe,
+        "gpu:h100": h100,
+        "gpu:b200/SGLang/MoE": sglang_moe,
+    }
+    cal = Calibration(efficiency=0.9, ttft_pipeline_steps=2.0, ttft_pipeline_seconds=0.02,
+                      fitted_on=("x",), groups=groups)  # fmt: skip
+    vllm = cal.for_gpu("h200-sxm", moe=True)
+    assert (vllm.efficiency, vllm.ttft_pipeline_steps, vllm.ttft_pipeline_seconds) == (
+        0.4,
+        1.05,
+        0.007,
+    )
+    assert vllm.scope.endswith("the TTFT pipeline gpu:h100's (its own engine's)")
+    blackwell = cal.for_gpu("b200", moe=True)  # no vLLM cell on Blackwell: the global pipeline
+    assert (blackwell.efficiency, blackwell.ttft_pipeline_steps) == (0.4, 2.0)
+    assert blackwell.ttft_pipeline_seconds == 0.02
+    assert blackwell.scope.endswith("the TTFT pipeline the global fit's (vLLM's runs)")
+    # SGLang borrowing vLLM's cell: no SGLang cell in reach, the lender's pipeline stays
+    sglang = cal.for_gpu("h200-sxm", "SGLang")
+    assert (sglang.efficiency, sglang.ttft_pipeline_steps) == (0.8, 1.05)
+    assert "TTFT pipeline" not in sglang.scope
+    # the engine's own cell: nothing replaced
+    own = cal.for_gpu("h200-sxm", "SGLang", moe=True)
+    assert (own.ttft_pipeline_steps, own.scope) == (0.42, "")

@@ -121,9 +121,32 @@ class Calibration:
                 found = self.group_calibration(key)
                 if key in fit_keys(gpu, engine, moe=moe):
                     return found
-                return replace(found, scope=f"no {keys[0]} runs in it: {key}'s constants, "
-                               + _lender(key, keys[0]))  # fmt: skip
+                scope = f"no {keys[0]} runs in it: {key}'s constants, " + _lender(key, keys[0])
+                pipeline, where = self._own_pipeline(keys, key)
+                scope += f"; the TTFT pipeline {where}" if where else ""
+                return replace(found, scope=scope, **pipeline)
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
+
+    def _own_pipeline(self, keys: tuple[str, ...], lender: str) -> tuple[dict, str]:
+        """The TTFT pipeline constants for a deployment whose step constants `lender` lends.
+
+        They hold what a client's TTFT has beyond the engine's steps: the API server, the
+        tokenizer, the first token's way out; each engine has its own (SGLang's tokenizer and
+        detokenizer run as processes of their own). So they come from the nearest cell of the
+        deployment's own engine in `keys`, else, for vLLM, from the global fit (vLLM's runs);
+        an SGLang deployment with no SGLang cell keeps the lender's. Also says whence, in words
+        ("" where the lender's are kept)."""
+        sglang = "SGLang" in keys[0].split("/")
+        if ("SGLang" in lender.split("/")) == sglang:
+            return {}, ""
+        same = [k for k in keys if k in self.groups and ("SGLang" in k.split("/")) == sglang]
+        if same:
+            source, where = self.groups[same[0]], f"{same[0]}'s (its own engine's)"
+        elif not sglang:
+            source, where = vars(self), "the global fit's (vLLM's runs)"
+        else:
+            return {}, ""
+        return {k: source[k] for k in PIPELINE_KEYS}, where
 
     def for_run(self, run) -> Calibration:
         """`for_gpu` for a real run (`sim.runs.Run`): its GPU, engine and model class."""
@@ -193,6 +216,9 @@ class Calibration:
         doc = asdict(self)
         doc["fitted_on"] = list(self.fitted_on)
         return {"format": FORMAT, **doc}
+
+
+PIPELINE_KEYS = ("ttft_pipeline_steps", "ttft_pipeline_seconds")
 
 
 def _check(key: str, value) -> None:
