@@ -136,10 +136,10 @@ class Calibration:
         deployment's own engine in `keys`, else, for vLLM, from the global fit (vLLM's runs);
         an SGLang deployment with no SGLang cell keeps the lender's. Also says whence, in words
         ("" where the lender's are kept)."""
-        sglang = "SGLang" in keys[0].split("/")
-        if ("SGLang" in lender.split("/")) == sglang:
+        sglang = _is_sglang(keys[0])
+        if _is_sglang(lender) == sglang:
             return {}, ""
-        same = [k for k in keys if k in self.groups and ("SGLang" in k.split("/")) == sglang]
+        same = [k for k in keys if k in self.groups and _is_sglang(k) == sglang]
         if same:
             source, where = self.groups[same[0]], f"{same[0]}'s (its own engine's)"
         elif not sglang:
@@ -292,12 +292,17 @@ def _family_keys(family: str, engine: str, *, moe: bool) -> list[str]:
 def _lender(key: str, own: str) -> str:
     """Whose runs a lent group's constants come from, in words."""
     sibling = key.split("/")[0] != own.split("/")[0]
-    engine = ("SGLang" in key.split("/")) != ("SGLang" in own.split("/"))
+    engine = _is_sglang(key) != _is_sglang(own)
     if sibling and engine:
         return "another engine's runs on a GPU of the same architecture"
     if sibling:
         return "runs on a GPU of the same architecture"
     return "another engine's runs on the same GPU family"
+
+
+def _is_sglang(key: str) -> bool:
+    """Whether group `key` is a cell of SGLang runs (`gpu:h200/SGLang/MoE`)."""
+    return "SGLang" in key.split("/")
 
 
 def fit_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:

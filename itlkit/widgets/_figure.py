@@ -201,9 +201,14 @@ class PlotlyBundle(ipywidgets.Widget):
 _shared: list[PlotlyBundle] = []  # the kernel's one open PlotlyBundle
 
 
+def _bundle_if_open() -> PlotlyBundle | None:
+    """The kernel's PlotlyBundle while it is open, else None."""
+    return _shared[0] if _shared and _shared[0].comm is not None else None
+
+
 def shared_bundle() -> PlotlyBundle:
     """The kernel's PlotlyBundle, opened anew if it was closed (`Widget.close_all()`)."""
-    if not _shared or _shared[0].comm is None:
+    if _bundle_if_open() is None:
         _shared[:] = [PlotlyBundle()]
     return _shared[0]
 
@@ -223,8 +228,9 @@ class _Member(ipywidgets.Widget):
         bundle.members = [*bundle.members, self._page_key]
 
     def close(self) -> None:
-        if _shared and _shared[0].comm is not None and self._page_key in _shared[0].members:
-            _shared[0].members = [key for key in _shared[0].members if key != self._page_key]
+        bundle = _bundle_if_open()
+        if bundle is not None and self._page_key in bundle.members:
+            bundle.members = [key for key in bundle.members if key != self._page_key]
         super().close()
 
 
