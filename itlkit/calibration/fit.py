@@ -10,8 +10,9 @@ its token-weighted means of GPU time, calls and sequences are the coefficients. 
 alternates: simulate every run at the current constants, solve the bounded least squares of the
 relative ITL errors for new constants, simulate again, until the constants stop moving (the
 schedule's response to slower steps, more sequences in flight, is what the repeat catches).
-The TTFT pipeline (steps + seconds) is then the least squares of the relative TTFT errors; it
-moves no step, so no repeat is needed. The step jitter is fitted last, to the per-token ITL
+The TTFT pipeline (steps + seconds) is then fitted to the relative TTFT errors by least absolute
+deviations (runs whose TTFT beats an uncached prefill are left out, `ttft_floor`); it moves no
+step, so no repeat is needed. The step jitter is fitted last, to the per-token ITL
 quantiles of the runs that report them (a one-dimensional search, each point a simulation).
 
 Leave-one-out: for each run, the constants are refitted on the other runs from the features of
@@ -39,6 +40,7 @@ from itlkit.calibration.predict import (
     simulate_run,
     token_quantiles,
 )
+from itlkit.calibration.ttft_floor import served_from_cache
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import BOUNDS, INTERCONNECTS, Calibration
 from itlkit.physics.roofline import (
@@ -70,6 +72,10 @@ MIN_RUNS = 3
 PRIOR_MEAN = np.array([1.0, 1.0 / ENGINE_MFU, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 PRIOR_SPREAD = np.array([0.5, 0.5, 30e-6, 100e-6, 500e-6, 2e-3, 50e-6, 10.0])
 PRIOR_WEIGHT = 0.1
+# The TTFT pipeline's least absolute deviations: reweighting rounds, and the smallest residual
+# a weight divides by (1 % relative error; below it a run counts as fitted).
+LAD_ROUNDS = 20
+LAD_FLOOR = 0.01
 
 
 @dataclass(frozen=True)
@@ -296,16 +302,31 @@ def solve_pipeline_thin(runs, feats, base: Calibration) -> tuple[float, float]:
 
 
 def solve_pipeline(runs, feats) -> tuple[float, float]:
-    """TTFT pipeline (steps, seconds) from the relative TTFT errors."""
+    """TTFT pipeline (steps, seconds) from the relative TTFT errors, leaving out the runs whose
+    TTFT the prefix cache served (`ttft_floor`)."""
     rows, rhs = [], []
     for run, f in zip(runs, feats, strict=True):
+        if served_from_cache(run):
+            continue
         m = run.measured["ttft_mean_seconds"]
         rows.append([f.first_step_seconds / m, 1.0 / m])
         rhs.append(1.0 - f.ttft_engine_seconds / m)
     low = np.array([BOUNDS["ttft_pipeline_steps"][0], BOUNDS["ttft_pipeline_seconds"][0]])
     high = np.array([BOUNDS["ttft_pipeline_steps"][1], BOUNDS["ttft_pipeline_seconds"][1]])
-    steps, seconds = _bounded_lstsq(np.array(rows), np.array(rhs), low, high)
+    steps, seconds = _bounded_lad(np.array(rows), np.array(rhs), low, high)
     return float(steps), float(seconds)
+
+
+def _bounded_lad(a: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Least absolute deviations with box bounds, by iteratively reweighted least squares (each
+    row weighted 1 / sqrt(|residual|), floored at LAD_FLOOR). Relative TTFT errors have heavy
+    tails (a run the fit cannot explain is off by 10x), which pin a least-squares fit to a
+    bound; the median |error| that calibrate reports is what this fit lowers."""
+    x = _bounded_lstsq(a, y, low, high)
+    for _ in range(LAD_ROUNDS):
+        w = 1.0 / np.sqrt(np.maximum(np.abs(a @ x - y), LAD_FLOOR))
+        x = _bounded_lstsq(a * w[:, None], y * w, low, high)
+    return x
 
 
 # ---- the fit -------------------------------------------------------------------------------
@@ -587,6 +608,12 @@ def _scope_notes(runs) -> dict[str, str]:
     if apart:
         notes["global_fit"] = (f"the global constants are fitted on the {len(runs) - apart} vLLM "
                                f"runs; the {apart} SGLang runs only in their cells")  # fmt: skip
+    cached = [run.id for run in runs if served_from_cache(run)]
+    if cached:
+        notes["ttft_from_cache"] = (
+            f"the TTFT of {len(cached)} runs ({', '.join(cached)}) is not fitted: each is below "
+            "the uncached prefill's floor (the prefix cache held their prompts)"
+        )
     gpus = sorted({run.gpu for run in runs})
     if len(gpus) == 1:
         notes["per_gpu_family"] = f"every run is on {gpus[0]}: one global fit, used for all GPUs"
