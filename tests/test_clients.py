@@ -15,12 +15,13 @@ import copy
 import io
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from _paths import REAL_RUNS
 
-from itlkit.calibration.predict import predict_run
+from itlkit.calibration.predict import predict_run, run_config
 from itlkit.cli import main
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig
@@ -34,7 +35,7 @@ from itlkit.sim.lengths import (
     vllm_random_prompt_lengths,
 )
 from itlkit.sim.run_workload import repeat_prompts, run_workload
-from itlkit.sim.runs import parse_runs
+from itlkit.sim.runs import Stage, parse_runs
 from itlkit.sim.scheduler import constant_step_function, simulate
 from itlkit.sim.workload import bench_arrivals, bench_workload, make_workload, synthetic_workload
 
@@ -326,10 +327,41 @@ def test_a_runs_file_closed_loop_burst_simulates_as_sent():
     assert parsed.workload.requests == 40
     w = run_workload(parsed, capacity_blocks=10**5)
     assert w.max_concurrency == 4 and np.all(w.arrival_seconds == 0.0)
-    assert np.all(w.prompt_tokens == 700) and np.all(w.cached_prompt_tokens == 0)
+    assert np.all(w.prompt_tokens == 700)
+    # vllm bench serve sent request 0's prompt before measuring: (700 - 1) // 16 = 43 full
+    # blocks of it are cached (the last token is always computed); no other prompt is
+    assert w.cached_prompt_tokens[0] == 43 * 16 and np.all(w.cached_prompt_tokens[1:] == 0)
+    # a prompt of whole blocks keeps its last block to compute: 1,024 tokens, 63 blocks cached
+    whole = run_workload(only_run(bench_run(prompt_tokens_mean=1024.0)), capacity_blocks=10**5)
+    assert whole.cached_prompt_tokens[0] == 63 * 16
     prediction = predict_run(parsed)
     assert prediction.requests == 40 and prediction.unfinished == 0
     assert prediction.mean_running <= 4
+
+
+def test_the_ready_check_prompt_is_served_from_cache_only_with_prefix_caching():
+    doc = bench_run(num_prompts=1)
+    on = predict_run(only_run(doc))
+    doc["runs"][0]["engine"]["prefix_caching"] = False
+    off = predict_run(only_run(doc))
+    # without it, a preempted request finds none of its blocks again either
+    assert not run_config(only_run(doc)).enable_prefix_caching
+    # one 700-token prompt: with the prefix cache its first step computes 12 tokens (a decode-
+    # sized step), without it all 700; TTFT is that first step
+    assert on.ttft_mean_seconds < 0.5 * off.ttft_mean_seconds
+    # an inference-perf client sends no ready check: nothing cached before its first request
+    perf = only_run({**BASE, "runs": [RUN]})
+    short = replace(perf, workload=replace(perf.workload, stages=(Stage(1.0, 10.0),)))
+    assert run_workload(short, capacity_blocks=10**5).cached_prompt_tokens[0] == 0
+    # ... nor when it draws its prompts from a distribution
+    drawn = bench_run(prompt_tokens_distribution={"kind": "fixed", "tokens": 700})
+    drawn["runs"][0]["workload"].update(
+        arrival="poisson-fixed-count",
+        num_prompts=None,
+        request_rate_per_second=None,
+        stages=[{"rate_per_second": 1.0, "duration_seconds": 10.0}],
+    )
+    assert not run_workload(only_run(drawn), capacity_blocks=10**5).cached_prompt_tokens.any()
 
 
 def test_a_runs_file_draws_lengths_and_repeats():

@@ -61,12 +61,13 @@ def test_the_oldest_request_is_never_the_one_preempted():
 # vllm/v1/core/block_pool.py, kv_cache_manager.py, scheduler.py at v0.10.1.1).
 
 
-def _refind_run():
+def _refind_run(prefix_caching: bool = True):
     # A and B: 64-token prompts, 43 and 100 output tokens, 200 KV tokens, a large budget
     w = make_workload(arrival_seconds=[0.0, 0.0], prompt_tokens=[64, 64], output_tokens=[43, 100])
+    config = SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=4,
+                             enable_prefix_caching=prefix_caching)  # fmt: skip
     return simulate(w, step_function=constant_step_function(STEP_SECONDS),
-                    kv_capacity_tokens=200,
-                    config=SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=4))  # fmt: skip
+                    kv_capacity_tokens=200, config=config)  # fmt: skip
 
 
 def test_a_preempted_request_recomputes_only_what_was_evicted():
@@ -90,5 +91,12 @@ def test_without_the_blocks_found_again_the_whole_context_is_recomputed(monkeypa
 
     monkeypatch.setattr(engine.Engine, "_refound", lambda self, r: r.cached)
     r = _refind_run()
+    prefills = np.flatnonzero(r.step_prefill_tokens)
+    assert list(r.step_prefill_tokens[prefills]) == [128, 101]
+
+
+def test_with_the_prefix_cache_off_the_whole_context_is_recomputed():
+    # vLLM V0's default, or --no-enable-prefix-caching: freed blocks keep no hash to be found by
+    r = _refind_run(prefix_caching=False)
     prefills = np.flatnonzero(r.step_prefill_tokens)
     assert list(r.step_prefill_tokens[prefills]) == [128, 101]

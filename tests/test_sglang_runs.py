@@ -55,9 +55,26 @@ def test_an_sglang_run_replays_with_prefill_batches_alone():
     assert np.any((mixed.step_prefill_tokens > 0) & (mixed.step_decode_tokens > 0))
 
 
+def test_disable_radix_cache_turns_the_prefix_cache_off():
+    on, off = (
+        _as_sglang(chunked_prefill_size=2048),
+        _as_sglang(chunked_prefill_size=2048, disable_radix_cache=True),
+    )
+    assert on.prefix_caching and not off.prefix_caching
+    assert not run_config(off, kv_tokens=10**6).enable_prefix_caching
+    # trainval:64 cycles 100 prompts over 10 shared system prompts: with the radix cache the
+    # repeats are served from it, without it every prompt token is computed
+    computed_on = simulate_run(on).step_prefill_tokens.sum()
+    computed_off = simulate_run(off).step_prefill_tokens.sum()
+    prompts = off.workload.prompt_tokens * off.workload.requests
+    assert computed_off == pytest.approx(prompts, rel=0.01) and computed_on < 0.7 * computed_off
+
+
 def test_a_bad_sglang_field_is_named():
     with pytest.raises(ConfigError, match="engine.enable_mixed_chunk.*true or false"):
         _as_sglang(enable_mixed_chunk="yes")
+    with pytest.raises(ConfigError, match="engine.disable_radix_cache.*true or false"):
+        _as_sglang(disable_radix_cache="yes")
     with pytest.raises(ConfigError, match="engine.chunked_prefill_size"):
         _as_sglang(chunked_prefill_size=-5)
 

@@ -98,12 +98,13 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
         )  # fmt: skip
         if settings.max_running_requests is None:
             settings = settings.with_kv_tokens(int(kv_tokens), context_tokens=run.max_model_len)
-        return settings.scheduler_config()
+        return settings.scheduler_config(enable_prefix_caching=run.prefix_caching)
     return SchedulerConfig(
         max_num_batched_tokens=run.max_num_batched_tokens,
         max_num_seqs=min(run.max_num_seqs, run.max_num_batched_tokens),
         enable_chunked_prefill=run.chunked_prefill,
         prefill_only_steps=run.engine == "V0" and not run.chunked_prefill,
+        enable_prefix_caching=run.prefix_caching,
     )
 
 

@@ -51,15 +51,20 @@ def ttft_floor_seconds(run: Run) -> float | None:
     prompt_seconds = (
         tokens * prefill_flops_per_token(run) / (floor_peak_flops_per_second(run) * run.tp)
     )
-    return _prompts_waited(w) * prompt_seconds
+    return _prompts_waited(run) * prompt_seconds
 
 
-def _prompts_waited(w) -> float:
+def _prompts_waited(run: Run) -> float:
     """Prompts' worth of prefill the mean request waits for, at least."""
+    w = run.workload
+    n = w.num_prompts or 0
+    # `vllm bench serve` sent request 0's prompt before measuring: with the prefix cache on,
+    # request 0 waits for none of it (`run_workload.ready_check_cached`)
+    warm = w.arrival == "vllm-bench" and run.prefix_caching and n > 0
     one_length = w.prompt_distribution is None or isinstance(w.prompt_distribution, Fixed)
-    if w.client == "burst" and w.num_prompts and one_length:
-        return (w.num_prompts + 1) / 2
-    return 1.0
+    if w.client == "burst" and n and one_length:
+        return (n - 1) / 2 if warm else (n + 1) / 2
+    return (n - 1) / n if warm else 1.0
 
 
 def served_from_cache(run: Run) -> bool:

@@ -32,6 +32,9 @@ class SchedulerConfig:
     # 1 + them of the token budget (`sim.speculative`); 0: one token each
     speculative_tokens: int = 0
     kv_transfer_bytes_per_second: float = DEFAULT_KV_TRANSFER_BYTES_PER_SECOND
+    # The prefix cache: off, a preempted request finds none of its freed blocks again
+    # (`Engine.refind`) and recomputes its whole context
+    enable_prefix_caching: bool = True
 
     def validate(self) -> None:
         """Raise ConfigError for knobs vLLM would reject or that cannot run."""

@@ -20,7 +20,8 @@ Runs may describe other clients (the format's optional fields, `runs.ARRIVALS`):
 serve`'s (`arrival` "vllm-bench": `num_prompts` at `request_rate_per_second`, inf a burst), a
 closed loop (`max_concurrency`), prompts and outputs drawn per request from a distribution,
 and a share of requests that resend an earlier prompt, which the same prefix-cache replay
-serves (`repeat_prompts`).
+serves (`repeat_prompts`). `vllm bench serve` sends its first prompt once before it starts
+measuring, so its request 0 finds that prompt cached (`ready_check_cached`).
 """
 
 from __future__ import annotations
@@ -263,10 +264,31 @@ def _drawn_prompts(run: Run, arrival, *, capacity_blocks: int, rng) -> Workload:
         output_tokens=_outputs(run, n, rng),
         max_concurrency=w.max_concurrency,
     )
+    if w.arrival == "vllm-bench":
+        workload = ready_check_cached(workload, capacity_blocks=capacity_blocks,
+                                      block_size=run.block_size)  # fmt: skip
     if not w.repeat_share:
         return workload
     return repeat_prompts(workload, share=w.repeat_share, capacity_blocks=capacity_blocks,
                           block_size=run.block_size, seed=rng)  # fmt: skip
+
+
+def ready_check_cached(workload: Workload, *, capacity_blocks: int, block_size: int) -> Workload:
+    """`workload` whose first request finds its prompt's full blocks in the prefix cache.
+
+    `vllm bench serve` sends its first prompt once, and waits for the answer, before the
+    measured requests start ("Starting initial single prompt test run...": `benchmark()` in
+    vllm/benchmarks/serve.py @def9ce85, unless --ready-check-timeout-sec 0; unconditionally in
+    benchmarks/benchmark_serving.py @8668d7c0), then sends that prompt again as request 0. With
+    the prefix cache on, request 0 computes only what follows its last full cached block (and
+    the last token); a server without it computes it whole (the caller clears the hits)."""
+    if not workload.num_requests:
+        return workload
+    tokens = int(workload.prompt_tokens[0])
+    blocks = min((tokens - 1) // block_size, capacity_blocks)
+    cached = workload.cached_prompt_tokens.copy()
+    cached[0] = max(int(cached[0]), blocks * block_size)
+    return replace(workload, cached_prompt_tokens=cached)
 
 
 def generated_tokens(run: Run) -> int:

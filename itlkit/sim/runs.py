@@ -557,9 +557,11 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
     for vllm_name, own in SGLANG_NAMES_OF_VLLM.items():
         if doc.get(vllm_name) is not None:
             raise r.fail(f"engine.{vllm_name}", f"is vLLM's setting; an SGLang run gives {own}")
-    mixed = doc.get("enable_mixed_chunk")
+    mixed, no_radix = doc.get("enable_mixed_chunk"), doc.get("disable_radix_cache", False)
     if mixed is not None and not isinstance(mixed, bool):
         raise r.fail("engine.enable_mixed_chunk", f"must be true or false, got {mixed!r:.60}")
+    if not isinstance(no_radix, bool):
+        raise r.fail("engine.disable_radix_cache", f"must be true or false, got {no_radix!r:.60}")
     given = {
         "chunked_prefill_size": count("chunked_prefill_size", MOST_BATCHED_TOKENS),
         "max_prefill_tokens": count("max_prefill_tokens", MOST_BATCHED_TOKENS),
@@ -582,7 +584,7 @@ def _sglang_engine(r: _Reader, doc: dict, defaults: dict, gpu: str) -> dict:
         "gpu_memory_utilization": settings.mem_fraction_static,
         "block_size": 1,
         "chunked_prefill": True,
-        "prefix_caching": True,
+        "prefix_caching": not no_radix,  # SGLang's radix cache, unless --disable-radix-cache
         "serving_engine": "sglang",
         "mixed_chunk": settings.enable_mixed_chunk,
         "schedule_conservativeness": settings.schedule_conservativeness,
