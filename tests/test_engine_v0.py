@@ -109,3 +109,55 @@ def test_v0_runs_keep_their_books(arrivals, prompts, outputs, capacity, seqs):
     assert r.step_kv_tokens[-1] == 0
     # no step both prefills and decodes
     assert not ((r.step_prefill_tokens > 0) & (r.step_decode_tokens > 0)).any()
+
+
+# ---- V0's admission watermark ---------------------------------------------------------------
+# `can_allocate` (vllm/core/block_manager.py, vllm-project/vllm @9a4b60a4) admits a prompt only
+# if the free blocks less the prompt's stay >= int(0.01 x all blocks).
+
+
+def _watermark_run(share: float):
+    # 100 blocks of 16 (1,600 tokens): a 1 % watermark keeps 1 block (16 tokens) free.
+    # A (1,000-token prompt, 10 outputs) and B (590, 2 outputs) arrive together.
+    config = SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=4,
+                             enable_chunked_prefill=False, prefill_only_steps=True,
+                             admission_watermark=share)  # fmt: skip
+    w = make_workload(arrival_seconds=[0.0, 0.0], prompt_tokens=[1000, 590], output_tokens=[10, 2])
+    return simulate(w, step_function=constant_step_function(1.0), kv_capacity_tokens=1600,
+                    config=config)  # fmt: skip
+
+
+def test_the_watermark_holds_a_prompt_back_until_the_headroom_is_free():
+    # without it both prompts fit (1,590 <= 1,600): one prefill step of both
+    free = _watermark_run(0.0)
+    assert free.step_prefill_tokens[0] == 1590
+    # with it B needs 590 + 16 free beside A's 1,000 (600 are): it waits for A. A prefills at
+    # step 0 (its 1st token), decodes its other 9 at steps 1-9 and leaves; B's prompt at step 10
+    held = _watermark_run(0.01)
+    steps = [int(s) for s in held.step_prefill_tokens.nonzero()[0]]
+    assert steps == [0, 10] and list(held.step_prefill_tokens[steps]) == [1000, 590]
+    assert held.finished.all()
+
+
+def test_only_v0_keeps_a_watermark():
+    from itlkit.sim.versions import engine_defaults
+
+    def config(version):
+        settings = engine_defaults(version, gpu_memory_bytes=85e9, gpu_name="NVIDIA H100",
+                                   max_model_len=4096)  # fmt: skip
+        return settings.scheduler_config()
+
+    assert config("0.6.3").admission_watermark == 0.01
+    assert config("0.10.1").admission_watermark == 0.0
+
+
+def test_the_watermark_is_whole_blocks_rounded_down():
+    # 3,190 tokens are 199 whole blocks: int(0.01 x 199) = 1 block (16 tokens), not 31 tokens.
+    # A (2,000) and B (1,170) leave 20 free: B is admitted beside A in step 0.
+    config = SchedulerConfig(max_num_batched_tokens=4096, max_num_seqs=4,
+                             enable_chunked_prefill=False, prefill_only_steps=True,
+                             admission_watermark=0.01)  # fmt: skip
+    w = make_workload(arrival_seconds=[0.0, 0.0], prompt_tokens=[2000, 1170], output_tokens=2)
+    r = simulate(w, step_function=constant_step_function(1.0), kv_capacity_tokens=3190,
+                 config=config)  # fmt: skip
+    assert r.step_prefill_tokens[0] == 3170

@@ -13,6 +13,13 @@ from itlkit.errors import ConfigError
 DEFAULT_KV_TRANSFER_BYTES_PER_SECOND = 50e9
 
 
+# vLLM V0 admits a prompt only if the free KV blocks less the prompt's leave 1 % of all blocks
+# free ("Use watermark to avoid frequent cache eviction": `can_allocate` in
+# vllm/core/block_manager.py, vllm-project/vllm @9a4b60a4, watermark 0.01); a request just
+# preempted waits for that headroom too, which spaces V0's preemptions out.
+V0_WATERMARK = 0.01
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """The engine's knobs (vLLM names). The defaults are V1 `vllm serve`'s on a GPU of at least
@@ -35,6 +42,8 @@ class SchedulerConfig:
     # The prefix cache: off, a preempted request finds none of its freed blocks again
     # (`Engine.refind`) and recomputes its whole context
     enable_prefix_caching: bool = True
+    # The share of KV blocks an admission must leave free (`V0_WATERMARK`; V1 keeps none)
+    admission_watermark: float = 0.0
 
     def validate(self) -> None:
         """Raise ConfigError for knobs vLLM would reject or that cannot run."""

@@ -141,6 +141,9 @@ class Engine:
         self.allocated = 0
         self.refind = bool(getattr(config, "enable_prefix_caching", True))
         self.page_tokens = int(getattr(config, "kv_page_tokens", BLOCK_TOKENS))  # found in these
+        # KV an admission leaves free (V0's watermark: `config.V0_WATERMARK`), in whole blocks
+        share = float(getattr(config, "admission_watermark", 0.0))
+        self.watermark = int(share * (self.capacity // self.page_tokens)) * self.page_tokens
         # Per prefix group, the shared tokens of each running request counted in it: the group
         # holds the longest of them (the others are its prefixes), as vLLM's block pool keeps one
         # copy of a block however many requests reference it.
@@ -359,7 +362,10 @@ class Engine:
                 elif batch.prefill > 0:
                     break
             held = r.computed if not r.shared else self._hold_cost(r)  # its cached prefix's KV
-            if self.used + held + chunk > self.capacity:
+            # (an empty engine admits without the watermark: V0 would refuse such a prompt
+            # for good, and the simulator would wait for it forever)
+            headroom = self.watermark if running else 0
+            if self.used + held + chunk + headroom > self.capacity:
                 break
             if self.reservation is not None and self.reservation_refuses(r, held, batch):
                 break

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from itlkit.errors import ConfigError
-from itlkit.sim.config import SchedulerConfig
+from itlkit.sim.config import V0_WATERMARK, SchedulerConfig
 
 GIB = 2**30  # vLLM compares the CUDA total in GiB (`GiB_bytes`, vllm/utils)
 
@@ -331,6 +331,8 @@ class EngineSettings:
             "max_num_seqs": self.max_num_seqs,
             "enable_chunked_prefill": self.enable_chunked_prefill,
             "prefill_only_steps": self.engine == "V0" and not self.enable_chunked_prefill,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "admission_watermark": V0_WATERMARK if self.engine == "V0" else 0.0,
         }
 
     def scheduler_config(self, **rest) -> SchedulerConfig:
