@@ -7,6 +7,9 @@ test chose; never from an earlier output of the code.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -155,3 +158,20 @@ def test_pipeline_seconds_are_the_median_gap_not_the_mean():
     feats = [_features(1.0 - gap, 0.0) for gap in gaps]
     steps, seconds = solve_pipeline(runs, feats)
     assert steps == 0.0 and seconds == pytest.approx(0.05, abs=0.005)
+
+
+def test_simulate_runs_says_when_the_measured_ttft_beats_the_floor(tmp_path):
+    doc = json.loads((REAL_RUNS_MORE / "real_world_more.json").read_text())
+    doc["runs"] = [run for run in doc["runs"] if run["id"] in ("D37", "D48")]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(doc))
+    done = subprocess.run([sys.executable, "-m", "itlkit", "simulate", "--runs", str(path),
+                           "--json", "--calibration", "none"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = {line["id"]: line for line in map(json.loads, done.stdout.splitlines())}
+    # D48: a burst of 20 prompts of 1,023 tokens, request 0's cached by the ready check: the
+    # mean request waits for 9.5 prompts, 9.5 x 1,023 x 13.05 GFLOP / 312 TFLOP/s = 407 ms,
+    # where the server answered in 195 ms
+    assert "195 ms" in lines["D48"]["caveat"] and "below the 407 ms" in lines["D48"]["caveat"]
+    assert "caveat" not in lines["D37"]  # 10 prompts in 504 ms: above its 193 ms floor

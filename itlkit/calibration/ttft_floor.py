@@ -71,3 +71,17 @@ def served_from_cache(run: Run) -> bool:
     """Whether the run's measured TTFT mean is below what uncached prompts need."""
     floor = ttft_floor_seconds(run)
     return floor is not None and run.measured["ttft_mean_seconds"] < floor
+
+
+def cache_caveat(run: Run) -> str | None:
+    """One line for a run whose measured TTFT beats the floor (None otherwise): why its
+    predicted TTFT, for prompts computed, must come out higher than the measured one."""
+    if not served_from_cache(run):
+        return None
+    measured_ms = run.measured["ttft_mean_seconds"] * 1e3
+    return (
+        f"the measured TTFT mean ({measured_ms:.0f} ms) is below the "
+        f"{ttft_floor_seconds(run) * 1e3:.0f} ms its prompts' matmuls need at the GPU's dense "
+        "peak: the prefix cache held them (an earlier run's, e.g. a repeated --seed), which the "
+        "run does not say; the predicted TTFT is for prompts computed"
+    )

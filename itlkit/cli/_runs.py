@@ -10,6 +10,7 @@ from itlkit.physics.calibration import load_calibration
 def simulate_runs(args) -> int:
     """Print one JSON object per run: the prediction, or the run's id and why it cannot run."""
     from itlkit.calibration.predict import predict_run
+    from itlkit.calibration.ttft_floor import cache_caveat
     from itlkit.errors import ConfigError
     from itlkit.sim.runs import RunError, read_runs
 
@@ -22,6 +23,8 @@ def simulate_runs(args) -> int:
             line = predict_run(run, calibration, seed=args.seed).to_json()
             if run.engine_assumptions:  # the engine defaults its vLLM version gave it
                 line["assumed"] = list(run.engine_assumptions)
+            if caveat := cache_caveat(run):
+                line["caveat"] = caveat
         except ConfigError as exc:  # unknown rates, a model that does not fit, ...
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
