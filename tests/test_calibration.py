@@ -619,6 +619,7 @@ def test_a_link_no_run_crossed_takes_the_constant_lent_for_it():
     # three runs, two over NVLink (TP), one on one GPU: PCIe and the network are never crossed
     def feats(gpu_seconds, calls):
         return RunFeatures(gpu_seconds=gpu_seconds, compute_seconds=0.0, network_seconds=0.0,
+                           pcie_seconds=0.0,
                            link_calls=(calls, 0.0, 0.0), sequences=8.0, rest_seconds=0.0,
                            ttft_engine_seconds=0.1, first_step_seconds=0.02)  # fmt: skip
 
@@ -664,6 +665,69 @@ def test_the_bundled_groups_borrow_the_links_their_runs_never_crossed():
                     cal.allreduce_seconds_per_call[link]), (key, link)  # fmt: skip
         if "network" not in links:
             assert group["network_bytes_per_second"] == cal.network_bytes_per_second, key
+        if "pcie" not in links:
+            assert group["pcie_bandwidth_share"] == cal.pcie_bandwidth_share, key
+
+
+def test_the_pcie_bandwidth_share_is_recovered_from_runs_over_pcie():
+    from types import SimpleNamespace
+
+    from itlkit.calibration.fit import RunFeatures, solve_step_terms, thin_solver
+
+    # four runs: all-reduce bytes over PCIe worth 0, 2, 6 and 10 ms at the datasheet bandwidth,
+    # measured as if the link reached 30 % of it, all traffic at efficiency 0.8 (the step
+    # prices link bytes over the efficiency too), 1 ms of host time per step, 10 us per sequence
+    def feats(gpu_seconds, pcie_seconds, sequences):
+        return RunFeatures(gpu_seconds=gpu_seconds, compute_seconds=0.0, network_seconds=0.0,
+                           pcie_seconds=pcie_seconds, link_calls=(0.0, 0.0, 0.0),
+                           sequences=sequences, rest_seconds=0.0, ttft_engine_seconds=0.1,
+                           first_step_seconds=0.02)  # fmt: skip
+
+    f = [feats(0.010, 0.0, 8.0), feats(0.012, 0.002, 16.0), feats(0.015, 0.006, 4.0),
+         feats(0.020, 0.010, 32.0)]  # fmt: skip
+    itl = [(x.gpu_seconds + x.pcie_seconds / 0.3) / 0.8 + 1e-3 + 10e-6 * x.sequences for x in f]
+    runs = [SimpleNamespace(id=str(i), measured={"itl_mean_seconds": v}) for i, v in enumerate(itl)]
+    got, _, why = solve_step_terms(runs, f, prior_weight=0.0)
+    assert got["pcie_bandwidth_share"] == pytest.approx(0.3, rel=1e-6)
+    assert got["efficiency"] == pytest.approx(0.8, rel=1e-6) and "pcie_bandwidth_share" not in why
+    # from two runs, the thin solve refits the efficiency (and host per step) around a base
+    # that holds the share
+    base = Calibration(pcie_bandwidth_share=0.3, host_seconds_per_sequence=10e-6, mfu=0.8)
+    thin, _, _ = thin_solver(base)(runs[2:], f[2:])
+    assert thin["efficiency"] == pytest.approx(0.8, rel=1e-6)
+    # the global fit leaves the share at the datasheet's, its bytes still priced: runs measured
+    # at the datasheet's bandwidth give back efficiency 0.8
+    at_datasheet = [SimpleNamespace(id=str(i), measured={"itl_mean_seconds": (
+        x.gpu_seconds + x.pcie_seconds) / 0.8 + 1e-3 + 10e-6 * x.sequences})
+        for i, x in enumerate(f)]  # fmt: skip
+    kept, _, why = solve_step_terms(at_datasheet, f, prior_weight=0.0, pcie_share=False)
+    assert kept["efficiency"] == pytest.approx(0.8, rel=1e-6)
+    assert kept["pcie_bandwidth_share"] == 1.0 and "cell only" in why["pcie_bandwidth_share"]
+    # no run over PCIe: the datasheet's bandwidth, said so
+    none, _, why = solve_step_terms(runs[:1] * 3, f[:1] * 3, prior_weight=0.0)
+    assert none["pcie_bandwidth_share"] == 1.0 and "PCIe" in why["pcie_bandwidth_share"]
+
+
+def test_a_pcie_deployment_moves_its_bytes_at_the_calibrated_share():
+    from itlkit.physics.roofline import Deployment
+
+    # two A100 80 GB SXM in pods of one GPU each, TP over PCIe Gen4 x16: 64 GB/s both ways
+    dep = Deployment.create(model="llama-3.1-8b", gpu="a100-80gb-sxm", tp=2, interconnect="pcie")
+    assert dep.link_kind == "pcie" and dep.link_bytes_per_second == 32e9
+    applied = Calibration(pcie_bandwidth_share=0.25).apply(dep)
+    assert applied.link_bytes_per_second == 8e9
+    with pytest.raises(ConfigError, match="pcie_bandwidth_share"):
+        Calibration(pcie_bandwidth_share=0.0)
+
+
+def test_a_calibration_file_written_before_the_pcie_share_still_reads(tmp_path):
+    doc = json.loads(BUNDLED_CALIBRATION.read_text())
+    for group in doc["groups"].values():
+        del group["pcie_bandwidth_share"]
+    del doc["pcie_bandwidth_share"]
+    old = calibration_from_json(doc)
+    assert old.pcie_bandwidth_share == 1.0
+    assert old.group_calibration("gpu:a100").pcie_bandwidth_share == 1.0
 
 
 def test_a_cell_lent_across_engines_keeps_the_borrowers_own_ttft_pipeline():

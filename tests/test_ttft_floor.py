@@ -103,7 +103,8 @@ def test_the_runs_that_beat_the_floor_are_the_repeated_seed_ones():
 
 
 def _features(engine_seconds: float, first_step_seconds: float) -> RunFeatures:
-    return RunFeatures(gpu_seconds=0.0, compute_seconds=0.0, network_seconds=0.0, link_calls=(),
+    return RunFeatures(gpu_seconds=0.0, compute_seconds=0.0, network_seconds=0.0,
+                       pcie_seconds=0.0, link_calls=(),
                        sequences=1.0, rest_seconds=0.0, ttft_engine_seconds=engine_seconds,
                        first_step_seconds=first_step_seconds)  # fmt: skip
 

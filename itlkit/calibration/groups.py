@@ -27,6 +27,7 @@ from dataclasses import replace
 from functools import partial
 
 from itlkit.calibration.fit import (
+    GLOBAL_PCIE_SHARE,
     MIN_RUNS,
     RunFeatures,
     _with_step_terms,
@@ -103,13 +104,14 @@ def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float, lent
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds, groups={})
     by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
     folds = held_out_errors(runs, by_id, {}, cal, seed=seed, prior_weight=prior_weight,
-                            key=lambda run: run.id, lent=lent)  # fmt: skip
+                            key=lambda run: run.id, lent=lent, pcie_share=True)  # fmt: skip
     return cal, feats, median_abs(folds)["itl_mean_seconds"]
 
 
-def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None):
+def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None, pcie_share=True):
     """(the calibration solved on these runs' features, the link constants it determined)."""
-    values, _, undetermined = solve_step_terms(runs, feats, prior_weight=prior_weight, lent=lent)
+    values, _, undetermined = solve_step_terms(runs, feats, prior_weight=prior_weight, lent=lent,
+                                               pcie_share=pcie_share)  # fmt: skip
     steps, seconds = solve_pipeline(runs, feats)
     cal = _with_step_terms(base, values)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
@@ -119,12 +121,14 @@ def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None):
 def refit_without(runs, feats: dict[str, RunFeatures],
                   group_feats: dict[str, dict[str, RunFeatures]], held: set[str],
                   calibration: Calibration, prior_weight: float,
-                  lent=None) -> Calibration:  # fmt: skip
+                  lent=None, pcie_share: bool = GLOBAL_PCIE_SHARE) -> Calibration:  # fmt: skip
     """The calibration re-solved without the `held` runs (global, then each group that keeps
-    `MIN_RUNS` runs, lent the links the re-solved global constants determined)."""
+    `MIN_RUNS` runs, lent the links the re-solved global constants determined); `pcie_share`:
+    whether the first solve fits the PCIe share (a group's own folds: it does)."""
     train = [run for run in runs if run.id not in held]
     base = [run for run in train if run.id in feats]  # the global fit's runs (`global_runs`)
-    cal, links = _solve(base, [feats[run.id] for run in base], calibration, prior_weight, lent)
+    cal, links = _solve(base, [feats[run.id] for run in base], calibration, prior_weight, lent,
+                        pcie_share=pcie_share)  # fmt: skip
     groups = {}
     for key, key_feats in group_feats.items():
         members = [run for run in train if run.id in key_feats]
@@ -141,7 +145,8 @@ def refit_without(runs, feats: dict[str, RunFeatures],
 
 
 def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed: int,
-                    prior_weight: float, key, lent=None) -> dict[str, dict]:  # fmt: skip
+                    prior_weight: float, key, lent=None,
+                    pcie_share: bool = GLOBAL_PCIE_SHARE) -> dict[str, dict]:  # fmt: skip
     """{held-out set: {metric: median |error|}} holding out each set of runs `key(run)` names
     (`lent`: link constants for a fit whose runs crossed no such link, `solve_step_terms`)."""
     sets = defaultdict(list)
@@ -152,7 +157,7 @@ def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed:
         if len(held) == len(runs):
             continue
         cal = refit_without(runs, feats, group_feats, {run.id for run in held}, calibration,
-                            prior_weight, lent)  # fmt: skip
+                            prior_weight, lent, pcie_share)  # fmt: skip
         held_runs += held
         held_cals += [cal] * len(held)
         names += [name] * len(held)

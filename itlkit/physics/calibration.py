@@ -26,6 +26,8 @@ uncalibrated value and itlkit is the plain roofline model of the reference analy
 * `mfu`: in the engine model, the share of dense peak a large GEMM reaches. Uncalibrated: 0.8.
 * `network_bytes_per_second`: what TP's all-reduce bytes move at between nodes (runs whose
   interconnect is `network`). Uncalibrated: 12.5e9 (100 Gb/s Ethernet).
+* `pcie_bandwidth_share`: the share of the GPU's datasheet PCIe bandwidth (one direction) that
+  TP's all-reduce bytes reach over PCIe (runs whose interconnect is `pcie`). Uncalibrated: 1.
 * `groups`: the same constants refitted on the runs of one GPU family (`gpu:a100`, `gpu:h100`,
   ...); a deployment on a family with a group uses its constants (`for_gpu`), any other the
   global ones, and says so (`describe`).
@@ -63,6 +65,7 @@ BOUNDS = {
     "step_jitter": (0.0, 1.0),
     "mfu": (0.05, 1.0),
     "network_bytes_per_second": (1e8, 1e12),
+    "pcie_bandwidth_share": (0.01, 1.0),
 }
 
 
@@ -82,6 +85,7 @@ class Calibration:
     step_model: str = REFERENCE
     mfu: float = ENGINE_MFU
     network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
+    pcie_bandwidth_share: float = 1.0
     name: str = "uncalibrated (the roofline model as is)"
     fitted_on: tuple[str, ...] = ()  # run ids (or files) the constants came from
     uncertainty: dict[str, float] = field(default_factory=dict)  # one standard error each
@@ -191,6 +195,7 @@ class Calibration:
             host_seconds_per_sequence=self.host_seconds_per_sequence,
             allreduce_latency_seconds=self.allreduce_for(deployment),
             network_bytes_per_second=self.network_bytes_per_second,
+            pcie_bandwidth_share=self.pcie_bandwidth_share,
         )
         if self.step_model == REFERENCE:
             return calibrated
@@ -231,7 +236,10 @@ def _check(key: str, value) -> None:
 
 GROUP_KEYS = ("efficiency", "mfu", "allreduce_seconds_per_call", "host_seconds_per_step",
               "host_seconds_per_sequence", "ttft_pipeline_steps",
-              "ttft_pipeline_seconds", "network_bytes_per_second", "step_model")  # fmt: skip
+              "ttft_pipeline_seconds", "network_bytes_per_second", "pcie_bandwidth_share",
+              "step_model")  # fmt: skip
+# Group constants a calibration file written before them may lack, and their value then.
+LATER_GROUP_KEYS = {"pcie_bandwidth_share": 1.0}
 
 
 ENGINES_APART = ("V0", "SGLang")  # engines whose host side differs from vLLM V1's
@@ -320,6 +328,8 @@ def _key(family: str, engine: str, model_class: str) -> str:
 
 def _group_values(values, key: str) -> dict:
     """A group's constants, checked: every GROUP_KEYS entry and nothing else."""
+    if isinstance(values, dict):
+        values = {**{k: v for k, v in LATER_GROUP_KEYS.items() if k not in values}, **values}
     if not isinstance(values, dict) or set(values) != set(GROUP_KEYS):
         raise ConfigError(f"calibration: groups.{key} must hold exactly {', '.join(GROUP_KEYS)}")
     return dict(values)

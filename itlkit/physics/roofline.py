@@ -63,6 +63,9 @@ class Deployment:
     mfu_half_tokens: float = 0.0  # engine: a GEMM over n tokens reaches mfu x n / (n + this)
     interconnect: str | None = None  # None: the GPU's own link; or one of INTERCONNECT_KINDS
     network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
+    # The share of the GPU's datasheet PCIe bandwidth (one direction) TP's all-reduce bytes
+    # reach over PCIe (a calibration's `pcie_bandwidth_share`; 1: the datasheet)
+    pcie_bandwidth_share: float = 1.0
 
     @classmethod
     def create(
@@ -106,6 +109,8 @@ class Deployment:
                               f"got {self.interconnect!r}")  # fmt: skip
         if not (self.network_bytes_per_second > 0 and math.isfinite(self.network_bytes_per_second)):
             raise ConfigError("network_bytes_per_second must be a finite number > 0")
+        if not 0 < self.pcie_bandwidth_share <= 1:
+            raise ConfigError("pcie_bandwidth_share must be > 0 and at most 1")
         for name in (
             "mfu_half_tokens",
             "host_overhead_seconds",
@@ -140,7 +145,7 @@ class Deployment:
         if self.link_kind == "network":
             return self.network_bytes_per_second
         if self.link_kind == "pcie":
-            return self.gpu.pcie_bytes_per_second_bidir / 2
+            return self.gpu.pcie_bytes_per_second_bidir / 2 * self.pcie_bandwidth_share
         return self.gpu.link_bytes_per_second
 
     @property
