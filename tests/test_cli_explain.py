@@ -185,3 +185,30 @@ def test_the_budget_is_split_as_vllm_splits_it(capsys):
     assert doc["prefill_steps"] == math.ceil(4096 / 1984) == 3
     assert main(["explain", "--batch", "64", "--max-num-batched-tokens", "64"]) == 2
     assert "leaves no room for a chunk beside 64 decodes" in capsys.readouterr().err
+
+
+def test_the_link_tp_crosses_is_named_and_priced_with_its_calibrated_bandwidth():
+    from _paths import BUNDLED_CALIBRATION
+
+    # Qwen2.5-7B, TP2 on A100s: 2 all-reduces x 28 layers; each moves 2 (tp - 1) / tp x 3,584
+    # x 2 B per token, 64 tokens: 56 x 917,504 B = 25.69 MB per decode step
+    args = ("--model", "qwen2.5-7b", "--gpu", "a100-80gb-sxm", "--tp", "2", "--batch", "64",
+            "--calibration", "bundled")  # fmt: skip
+    share = json.loads(BUNDLED_CALIBRATION.read_text())["groups"]["gpu:a100"][
+        "pcie_bandwidth_share"]  # fmt: skip
+    pcie = explain_json(*args, "--interconnect", "pcie")
+    # the datasheet's PCIe Gen4 x16: 64 GB/s both ways, 32 GB/s each; the A100 cell's share of it
+    assert pcie["link"] == "pcie" and pcie["link_bytes_per_second"] == pytest.approx(32e9 * share)
+    assert explain_json(*args)["link"] == "nvlink"  # the SXM board's own link
+    text = itlkit("explain", *args, "--interconnect", "pcie").stdout
+    assert "56 calls x" in text and "25.69 MB over PCIe" in text
+    assert f"{share:.3g} of the datasheet's 32 GB/s, fitted" in text
+    network = explain_json(*args, "--interconnect", "network")
+    assert network["link"] == "network" and network["calibrated_step_seconds"] > (
+        pcie["calibrated_step_seconds"])  # fmt: skip
+
+
+def test_an_unknown_interconnect_is_one_line():
+    result = itlkit("explain", "--tp", "2", "--interconnect", "infiniband")
+    assert result.returncode == 2
+    assert "--interconnect" in result.stderr and len(result.stderr.strip().splitlines()) == 1

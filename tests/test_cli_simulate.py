@@ -155,3 +155,13 @@ def test_the_clients_ttft_includes_the_calibrations_pipeline(tmp_path, capsys):
     assert pipe["e2e_mean_seconds"] == pytest.approx(plain["e2e_mean_seconds"] + delay)
     assert pipe["itl_mean_seconds"] == plain["itl_mean_seconds"]
     assert pipe["ttft_buckets"] == plain["ttft_buckets"]  # the engine's histogram
+
+
+def test_tp_over_pcie_or_a_network_is_slower_than_over_nvlink(capsys):
+    # the same TP2 deployment with its all-reduces over each link (uncalibrated: NVLink 300 GB/s
+    # and PCIe 32 GB/s one way on the A100, the network 100 Gb/s): per-token ITL in that order
+    base = ("--model", "qwen2.5-7b", "--gpu", "a100-80gb-sxm", "--tp", "2", "--duration", "30",
+            "--rate", "2")  # fmt: skip
+    links = ((), ("--interconnect", "pcie"), ("--interconnect", "network"))
+    means = [_json(capsys, *base, *link)["itl_mean_seconds"] for link in links]
+    assert means[0] < means[1] < means[2]

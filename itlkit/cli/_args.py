@@ -88,10 +88,12 @@ DEFAULT_DEPLOYMENT = {
 }
 
 
-def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = False) -> None:
+def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = False,
+                             link: bool = False) -> None:  # fmt: skip
     """--model --gpu --weights-precision --kv-precision --tp --mfu (with `memory`, also
-    --gpu-memory-utilization): what `deployment_from_args` reads. With `inferred`, the first
-    three default to None, for the command to take them from its input or state its assumption.
+    --gpu-memory-utilization; with `link`, --interconnect): what `deployment_from_args` reads.
+    With `inferred`, the first three default to None, for the command to take them from its
+    input or state its assumption.
     """
     d = {k: None if inferred else v for k, v in DEFAULT_DEPLOYMENT.items()}
     parser.add_argument("--model", default=d["model"], help="catalog name or path to config.json")
@@ -102,6 +104,11 @@ def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = F
                         help="bf16, fp16, fp8")  # fmt: skip
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
     parser.add_argument("--mfu", type=fraction, default=0.5, help="matmul efficiency (0, 1]")
+    if link:
+        parser.add_argument("--interconnect", choices=("nvlink", "pcie", "network"),
+                            help="the link TP's all-reduces cross (default: the GPU's own, "
+                                 "NVLink where it has it): pcie for GPUs in pods or cards "
+                                 "without a bridge, network for TP across nodes")  # fmt: skip
     if memory:
         parser.add_argument(
             "--gpu-memory-utilization",
@@ -117,6 +124,8 @@ def deployment_from_args(args, **settings):
 
     if hasattr(args, "gpu_memory_utilization"):
         settings.setdefault("gpu_memory_utilization", args.gpu_memory_utilization)
+    if getattr(args, "interconnect", None) is not None:
+        settings.setdefault("interconnect", args.interconnect)
     return Deployment.create(
         model=args.model,
         gpu=args.gpu,

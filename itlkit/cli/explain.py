@@ -28,7 +28,7 @@ def add_parser(subparsers) -> None:
         help="decompose one engine step (floor, chunked-prefill step, prefill cost, MBU)",
         description="Decompose one engine step into weight reads, KV reads and prefill work.",
     )
-    add_deployment_arguments(p, memory=True)
+    add_deployment_arguments(p, memory=True, link=True)
     p.add_argument("--batch", type=sequences, default=64, help="running sequences")
     p.add_argument("--context", type=tokens, default=4096, help="tokens per sequence")
     chunked = p.add_mutually_exclusive_group()

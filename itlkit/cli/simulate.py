@@ -88,7 +88,7 @@ def add_parser(subparsers) -> None:
         ),
     )
     dep = p.add_argument_group("deployment")
-    add_deployment_arguments(dep, memory=True)
+    add_deployment_arguments(dep, memory=True, link=True)
     dep.add_argument(
         "--efficiency",
         type=fraction,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from itlkit.physics.calibration import Calibration
 from itlkit.physics.engine_memory import vllm_kv_cache
 from itlkit.physics.roofline import (
+    ALLREDUCES_PER_LAYER,
     Deployment,
     StepTime,
     capacity,
@@ -225,7 +226,39 @@ def _calibrated_section(
         f"{gpu} + host {format_seconds(c.host_seconds(batch_size))} ({calibration.describe()})",
         format_seconds(seconds),
     )
-    return [line], {"calibrated_step_seconds": seconds, "calibration": calibration.name}
+    lines, values = [line], {"calibrated_step_seconds": seconds, "calibration": calibration.name}
+    if calibrated.tp > 1 and calibrated.allreduce:
+        lines.append(_calibrated_link_line(calibrated, calibration, c, batch_size))
+        values["link"] = calibrated.link_kind
+        values["link_bytes_per_second"] = float(calibrated.link_bytes_per_second)
+    return lines, values
+
+
+LINK_NAMES = {"nvlink": "NVLink", "pcie": "PCIe", "network": "the network between nodes"}
+
+
+def _calibrated_link_line(dep: Deployment, calibration: Calibration, c, batch: int):
+    """The calibrated step's all-reduce: its calls' latency and its bytes over the link, and
+    where the link's bandwidth comes from (datasheet, a fitted share of it, a fitted network)."""
+    kind = dep.link_kind
+    if kind == "pcie":
+        sheet = dep.gpu.pcie_bytes_per_second_bidir / 2
+        share = calibration.pcie_bandwidth_share
+        source = (f"{share:.3g} of the datasheet's {format_bandwidth(sheet)}, fitted"
+                  if share < 1 else "the datasheet's, one way")  # fmt: skip
+    elif kind == "network":
+        fitted = "network_bytes_per_second" not in calibration.undetermined
+        source = "fitted" if calibration.is_calibrated and fitted else "100 Gb/s, assumed"
+    else:
+        source = "the datasheet's, one way"
+    bytes_ = float(c.allreduce_bytes(batch))
+    return ExplainLine(
+        "calibrated all-reduce",
+        f"{ALLREDUCES_PER_LAYER * dep.model.num_layers} calls x "
+        f"{format_seconds(dep.allreduce_latency_seconds)} + {format_bytes(bytes_)} over "
+        f"{LINK_NAMES[kind]} at {format_bandwidth(dep.link_bytes_per_second)} ({source})",
+        format_seconds(float(c.allreduce_seconds(batch))),
+    )
 
 
 def _mbu_section(step: StepTime, *, measured_step_seconds: float) -> _Section:
