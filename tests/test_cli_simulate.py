@@ -165,3 +165,20 @@ def test_tp_over_pcie_or_a_network_is_slower_than_over_nvlink(capsys):
     links = ((), ("--interconnect", "pcie"), ("--interconnect", "network"))
     means = [_json(capsys, *base, *link)["itl_mean_seconds"] for link in links]
     assert means[0] < means[1] < means[2]
+
+
+def test_a_simulation_without_exports_does_not_import_the_exporters():
+    # the simulated hour's whole-process time is the goal; prometheus_client and the
+    # exporters are ~50 ms of imports that a run without --prom-out / --openmetrics-out skips
+    import subprocess
+    import sys
+
+    code = ("import sys, io, contextlib\nfrom itlkit.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['simulate', '--duration', '5', '--json'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('prometheus_client', "
+            "'itlkit.sim.export'))))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

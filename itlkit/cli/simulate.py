@@ -361,6 +361,8 @@ def _check_client(args) -> None:
 def _check_outputs(args, seconds: float) -> None:
     """Refuse, before the work (and again once the run's end is known), exports that cannot be
     written or would write too many scrapes."""
+    if not (args.prom_out or args.openmetrics_out):
+        return  # (and the exporters, prometheus_client among them, are not imported)
     from itlkit.sim.export import output_problem
 
     for flag, path, folder in (("--prom-out", args.prom_out, True),
