@@ -173,7 +173,7 @@ def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency
         return memory, compute, np.where(ran, link * c.link_bytes_per_second
                                          / NETWORK_BYTES_PER_SECOND, 0.0), none  # fmt: skip
     if link_kind == "pcie":
-        datasheet = dep.gpu.pcie_bytes_per_second_bidir / 2
+        datasheet = dep.gpu.pcie_bytes_per_second
         return memory, compute, none, np.where(ran, link * c.link_bytes_per_second / datasheet, 0.0)
     return memory, compute, none, none
 

@@ -18,7 +18,7 @@ from itlkit.errors import ConfigError
 from itlkit.physics.calibration import UNCALIBRATED, Calibration
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.roofline import Deployment
-from itlkit.sim.config import V0_WATERMARK, SchedulerConfig
+from itlkit.sim.config import SchedulerConfig, admission_watermark
 from itlkit.sim.results import SimulationResult, weighted_quantile
 from itlkit.sim.run_workload import (
     UnknownWorkload,
@@ -105,7 +105,7 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
         enable_chunked_prefill=run.chunked_prefill,
         prefill_only_steps=run.engine == "V0" and not run.chunked_prefill,
         enable_prefix_caching=run.prefix_caching,
-        admission_watermark=V0_WATERMARK if run.engine == "V0" else 0.0,
+        admission_watermark=admission_watermark(run.engine),
     )
 
 

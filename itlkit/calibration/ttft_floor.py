@@ -11,7 +11,10 @@ The floor keeps only the matmuls every prompt token must pass through, at the GP
 logits only for the positions it samples), split over the TP GPUs; no attention, no memory
 reads, no all-reduce, no host time. Served first come first served, request i of a burst of n
 prompts finishes no sooner than i + 1 prompts' worth of that work, so the burst's mean is
-(n + 1) / 2 prompts; any other client's mean is at least one prompt's.
+(n + 1) / 2 prompts when they are all one length (with drawn lengths, shortest first would beat
+that order, so the floor keeps one prompt); any other client's mean is at least one prompt's.
+`vllm bench serve` sends its first prompt once before measuring, so with the prefix cache on,
+request 0 waits for no prompt: (n - 1) / 2 prompts for its burst, (n - 1) / n otherwise.
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ def _calibrated_link_line(dep: Deployment, calibration: Calibration, c, batch: i
     where the link's bandwidth comes from (datasheet, a fitted share of it, a fitted network)."""
     kind = dep.link_kind
     if kind == "pcie":
-        sheet = dep.gpu.pcie_bytes_per_second_bidir / 2
+        sheet = dep.gpu.pcie_bytes_per_second
         share = calibration.pcie_bandwidth_share
         source = (f"{share:.3g} of the datasheet's {format_bandwidth(sheet)}, fitted"
                   if share < 1 else "the datasheet's, one way")  # fmt: skip

@@ -39,6 +39,11 @@ class Hardware:
         bidir = self.interconnect_bytes_per_second_bidir or self.pcie_bytes_per_second_bidir
         return bidir / 2
 
+    @property
+    def pcie_bytes_per_second(self) -> float:
+        """One direction of the GPU's PCIe link, as its datasheet gives it."""
+        return self.pcie_bytes_per_second_bidir / 2
+
 
 def compute_precision(gpu: Hardware, weights: Precision) -> str:
     """The tensor-core precision a matmul with these weights runs at on this GPU.

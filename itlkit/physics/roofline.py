@@ -145,7 +145,7 @@ class Deployment:
         if self.link_kind == "network":
             return self.network_bytes_per_second
         if self.link_kind == "pcie":
-            return self.gpu.pcie_bytes_per_second_bidir / 2 * self.pcie_bandwidth_share
+            return self.gpu.pcie_bytes_per_second * self.pcie_bandwidth_share
         return self.gpu.link_bytes_per_second
 
     @property

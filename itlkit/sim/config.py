@@ -20,6 +20,11 @@ DEFAULT_KV_TRANSFER_BYTES_PER_SECOND = 50e9
 V0_WATERMARK = 0.01
 
 
+def admission_watermark(engine: str) -> float:
+    """The share of KV blocks an admission leaves free on `engine` ("V0", "V1", "SGLang")."""
+    return V0_WATERMARK if engine == "V0" else 0.0
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """The engine's knobs (vLLM names). The defaults are V1 `vllm serve`'s on a GPU of at least

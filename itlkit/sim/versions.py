@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from itlkit.errors import ConfigError
-from itlkit.sim.config import V0_WATERMARK, SchedulerConfig
+from itlkit.sim.config import SchedulerConfig, admission_watermark
 
 GIB = 2**30  # vLLM compares the CUDA total in GiB (`GiB_bytes`, vllm/utils)
 
@@ -332,7 +332,7 @@ class EngineSettings:
             "enable_chunked_prefill": self.enable_chunked_prefill,
             "prefill_only_steps": self.engine == "V0" and not self.enable_chunked_prefill,
             "enable_prefix_caching": self.enable_prefix_caching,
-            "admission_watermark": V0_WATERMARK if self.engine == "V0" else 0.0,
+            "admission_watermark": admission_watermark(self.engine),
         }
 
     def scheduler_config(self, **rest) -> SchedulerConfig:
