@@ -47,6 +47,20 @@ def test_tpot_is_one_mean_per_request_and_mlperf_takes_its_99th_percentile():
     assert V.quantile("mlperf_p99_tpot", 0.5) == pytest.approx(0.68)  # always the 99th
 
 
+def test_each_definition_keeps_its_own_weights_when_views_share_the_values():
+    # One array of gaps, weighted 1 each per output and 1, 1, 8 per token: the per-output
+    # median is 0.2 (the 2nd of 0.1 0.2 0.3), the per-token one 0.3 (8 of the 10 observations).
+    # Asked in either order on one object, each definition answers with its own weights.
+    from itlkit.metrics.itl_vocabulary import ItlViews
+
+    gaps, tpot = np.array([0.3, 0.1, 0.2]), np.array([0.2])
+    for order in (("vllm_event", "sglang_token"), ("sglang_token", "vllm_event")):
+        v = ItlViews(gaps, np.ones(3), gaps, np.array([8.0, 1.0, 1.0]), tpot)
+        got = {key: v.quantile(key, 0.5) for key in order}
+        assert got == {"vllm_event": pytest.approx(0.2), "sglang_token": pytest.approx(0.3)}
+        assert v.quantile("request_tpot", 0.5) == pytest.approx(0.2)
+
+
 def test_a_per_event_histogram_becomes_per_token_when_every_event_carries_k():
     # 10 gaps of 30 ms in (25, 50] and 2 of 200 ms in (100, 250] ms, each event 2 tokens:
     # 24 observations, bounds halved, the same 0.7 s in all

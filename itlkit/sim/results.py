@@ -153,10 +153,11 @@ class SimulationResult:
         tpot = (self.finish_seconds[done] - self.first_token_seconds[done]) / (
             self.generated_tokens[done] - 1
         )
-        if self.token_events is None:
-            return ItlViews(values, weights.astype(float), values, weights.astype(float), tpot)
+        weights = weights.astype(float)
+        if self.token_events is None:  # the same arrays twice: their quantiles sort once
+            return ItlViews(values, weights, values, weights, tpot)
         gaps, tokens = self._event_gaps()
-        return ItlViews(values, weights.astype(float), gaps / tokens, tokens, tpot)
+        return ItlViews(values, weights, gaps / tokens, tokens, tpot)
 
     def output_events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every output event, by request then time: (request, step it ended, its ordinal among
