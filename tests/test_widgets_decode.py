@@ -206,3 +206,25 @@ def test_speculation_controls_draw_per_token_latency_and_the_crossover():
     assert "stops paying at batch 99" in e.figure.layout.title.text
     assert np.all(spec[x < 99] < plain[x < 99]) and np.all(spec[x >= 99] >= plain[x >= 99])
     assert spec[x == 1][0] == pytest.approx(plain[x == 1][0] / 2.176)  # batch 1: the step / E
+
+
+def test_the_tp_link_prices_the_all_reduce_bytes_over_nvlink_pcie_or_the_network():
+    # Llama 3.1 8B at TP 2, batch 64: two all-reduces per layer x 32 layers of 64 tokens x 4,096
+    # hidden x 2 bytes; a ring sends 2 (tp - 1) / tp = 1 of that message per GPU: 33,554,432 B.
+    # One direction: H100 NVLink 450 GB/s, its PCIe Gen5 x16 64 GB/s, 100 Gb/s Ethernet 12.5 GB/s.
+    sent = 2 * 32 * 64 * 4096 * 2
+    ex = DecodeExplorer(tp=2)
+    seconds = {}
+    for link, bytes_per_second in (("own", 450e9), ("pcie", 64e9), ("network", 12.5e9)):
+        ex.link.value = link
+        bar = _bar(ex.figure, "all-reduce").y[0]  # ms, the decode step's
+        assert bar == pytest.approx(sent / bytes_per_second * 1e3, rel=1e-6), link
+        assert "33.55 MB" in ex.status.value and f"{bytes_per_second / 1e9:.1f} GB/s" in (
+            ex.status.value
+        )
+        seconds[link] = bar
+    assert seconds["own"] < seconds["pcie"] < seconds["network"]
+    # a single GPU sends nothing, whatever the link says
+    ex.tp.value = 1
+    assert _bar(ex.figure, "all-reduce").y[0] == 0
+    assert "all-reduce in the decode step" not in ex.status.value

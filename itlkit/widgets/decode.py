@@ -1,5 +1,5 @@
-"""Notebook 01's explorer: model, GPU, precisions, batch, context, TP, chunk and MFU controls
-driving one FigureWidget (terms | roofline | step vs batch) and a status panel."""
+"""Notebook 01's explorer: model, GPU, precisions, batch, context, TP and its link, chunk and MFU
+controls driving one FigureWidget (terms | roofline | step vs batch) and a status panel."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import html
 import ipywidgets as widgets
 
 from itlkit.errors import ConfigError, UnknownNameError
-from itlkit.physics.roofline import Deployment, compute_bound_tokens_per_step, ridge_tokens_per_step
+from itlkit.physics.roofline import (
+    NETWORK_BYTES_PER_SECOND,
+    Deployment,
+    compute_bound_tokens_per_step,
+    ridge_tokens_per_step,
+)
 from itlkit.physics.speculative import Speculation
 from itlkit.plots.decode import (
     DecodeView,
@@ -27,7 +32,16 @@ from itlkit.units import (
 )
 from itlkit.widgets._deployment import deployment_picker
 from itlkit.widgets._figure import FitFiguresToWidth, figure_widget, update_traces
-from itlkit.widgets._style import checkbox, columns, error_banner, slider
+from itlkit.widgets._style import checkbox, columns, error_banner, labelled, slider
+
+# The link TP's all-reduces cross, as `itlkit explain --interconnect` names it; "own" (not None,
+# which a Dropdown reads as no selection): the GPU's scale-up link, or PCIe on a card without one.
+# (Each label fits the 250 px box beside its label.)
+LINKS = (
+    ("own: NVLink / Infinity Fabric", "own"),
+    ("PCIe (no NVLink between GPUs)", "pcie"),
+    (f"network between nodes, {NETWORK_BYTES_PER_SECOND * 8 / 1e9:.0f} Gb/s", "network"),
+)
 
 
 class DecodeExplorer:
@@ -65,6 +79,7 @@ class DecodeExplorer:
             self.context,
             self.chunk,
             self.tp,
+            self.link,
             self.mfu,
             self.host_overhead,
             self.allreduce_latency,
@@ -107,10 +122,12 @@ class DecodeExplorer:
         )
 
     def _build_engine_controls(self, *, tp: int, mfu: float) -> None:
-        """TP, MFU, host overhead (ms), all-reduce latency (µs) and the two accounting switches."""
+        """TP and its link, MFU, host overhead (ms), all-reduce latency (µs) and the two
+        accounting switches."""
         self.tp = slider(
             widgets.SelectionSlider, "TP (GPUs)", options=[1, 2, 4, 8, 16, 32], value=tp
         )
+        self.link = labelled(widgets.Dropdown, "TP link", options=list(LINKS), value="own")
         self.mfu = slider(
             widgets.FloatSlider, "MFU (fraction)", value=mfu, min=0.05, max=1.0, step=0.05
         )
@@ -133,6 +150,7 @@ class DecodeExplorer:
         """The Deployment the controls describe (raises ConfigError/UnknownNameError)."""
         return self.picker.deployment(
             tp=int(self.tp.value),
+            interconnect=None if self.link.value == "own" else self.link.value,
             mfu=float(self.mfu.value),
             host_overhead_seconds=self.host_overhead.value * MILLISECOND,
             allreduce_latency_seconds=self.allreduce_latency.value * MICROSECOND,
@@ -167,6 +185,16 @@ class DecodeExplorer:
         self.status.value = status_html(view)
 
 
+def _allreduce_rows(view: DecodeView) -> list[tuple[str, str, str]]:
+    """Under TP, the decode step's all-reduce: its bytes per GPU over the link at its speed."""
+    dep, dec = view.deployment, view.decode
+    if dep.tp == 1 or not dep.allreduce:
+        return []
+    speed = f"{dep.link_kind} at {dep.link_bytes_per_second / 1e9:.1f} GB/s"
+    return [(f"all-reduce in the decode step ({speed})", format_bytes(dec.allreduce_bytes),
+             format_seconds(dec.allreduce_seconds))]  # fmt: skip
+
+
 def status_html(view: DecodeView) -> str:
     """The numbers behind the figure as a small table, and a red banner when it does not fit."""
     dep, dec, mix = view.deployment, view.decode, view.mixed
@@ -192,6 +220,7 @@ def status_html(view: DecodeView) -> str:
             f"{mix.matmul_flops / 1e12:.1f} TFLOP",
             f"{format_seconds(mix.step_seconds)} ({mix.over_floor:.1f}× floor)",
         ),
+        *_allreduce_rows(view),
         (
             "ridge point",
             f"{dep.ridge_flops_per_byte:.0f} FLOP/B",
