@@ -761,3 +761,46 @@ def test_a_cell_lent_across_engines_keeps_the_borrowers_own_ttft_pipeline():
     # the engine's own cell: nothing replaced
     own = cal.for_gpu("h200-sxm", "SGLang", moe=True)
     assert (own.ttft_pipeline_steps, own.scope) == (0.42, "")
+
+
+def test_a_prediction_from_its_own_cell_says_how_far_off_that_cells_runs_came_out(tmp_path):
+    from itlkit.calibration.groups import group_values
+
+    cell = group_values(Calibration(efficiency=0.7))
+    cal = Calibration(
+        fitted_on=("a", "b", "c", "d"),
+        groups={"gpu:a100": cell, "gpu:h100": cell},
+        group_leave_one_out={"gpu:a100": {"runs": 4, "itl_mean_seconds": 0.036,
+                                          "ttft_mean_seconds": 0.1234}},
+    )  # fmt: skip
+    own = cal.for_gpu("a100-80gb-sxm").describe()
+    assert own.endswith(
+        "constants of gpu:a100 (its 4 runs, each predicted by constants fitted "
+        "without it, came out mean ITL 3.6%, mean TTFT 12.3% off at the median)"
+    )
+    # a cell lent to another GPU states no such figure: its runs are not the borrower's
+    known = replace(cal, group_leave_one_out={"gpu:h100": {"runs": 4, "itl_mean_seconds": 0.05}})
+    lent = known.for_gpu("h200-sxm")
+    assert "came out" not in lent.describe() and "no gpu:h200 runs in it" in lent.describe()
+    assert lent.own_error() == {} and known.for_gpu("h100-sxm").own_error()["runs"] == 4
+    # a file written before the figures were kept says nothing of them
+    assert cal.for_gpu("h100-sxm").describe().endswith("constants of gpu:h100")
+    # simulate --runs gives them as numbers too: an H100 run from the H100 cell (4 runs, the
+    # ITL 5% and the TTFT 8% off), an L40S run from the global constants (no figure of a cell)
+    errors = {"runs": 4, "itl_mean_seconds": 0.05, "ttft_mean_seconds": 0.08}
+    write_calibration(replace(cal, group_leave_one_out={"gpu:h100": errors}),
+                      path := tmp_path / "cal.json")  # fmt: skip
+    doc = json.loads(FIXTURE.read_text())
+    doc["runs"] = [run for run in doc["runs"] if run["id"] == "trainval:64"]
+    doc["runs"][0]["workload"]["stages"] = [{"rate_per_second": 2.0, "duration_seconds": 10.0}]
+    doc["runs"].append({**doc["runs"][0], "id": "on-l40s", "gpu": "l40s"})
+    (runs := tmp_path / "runs.json").write_text(json.dumps(doc))
+    done = itlkit("simulate", "--runs", str(runs), "--calibration", str(path))
+    lines = {line["id"]: line for line in map(json.loads, done.stdout.splitlines())}
+    assert lines["trainval:64"]["calibration_leave_one_out"] == errors
+    assert "mean ITL 5.0%, mean TTFT 8.0% off" in lines["trainval:64"]["calibration_scope"]
+    assert "calibration_leave_one_out" not in lines["on-l40s"], lines["on-l40s"]
+    # and the figures must be numbers by metric
+    with pytest.raises(ConfigError, match="group_leave_one_out has the wrong shape"):
+        calibration_from_json({"format": "itlkit-calibration/1",
+                               "group_leave_one_out": {"gpu:a100": 0.1}})  # fmt: skip

@@ -572,7 +572,7 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
         grouped = None if thin else threads.submit(_groups, usable, cal, seed, prior_weight, log,
                                                    lent)  # fmt: skip
         sigma = jitter.result()
-        groups, group_feats = ({}, {}) if grouped is None else grouped.result()
+        groups, group_feats, group_errors = ({}, {}, {}) if grouped is None else grouped.result()
     if sigma is None:
         undetermined["step_jitter"] = "no run reports per-token ITL quantiles: left at 0"
     cal = replace(cal, step_jitter=sigma or 0.0, groups=groups)
@@ -586,6 +586,7 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
         cal, name=name, fitted_on=tuple(run.id for run in usable), uncertainty=errors,
         undetermined={**undetermined, **_scope_notes(usable)}, residuals=rows, leave_one_out=loo,
         leave_one_source_out=loso, coverage=_coverage(base_runs, group_feats, usable),
+        group_leave_one_out=group_errors,
     )  # fmt: skip
     return Fit(cal, tuple(usable), tuple(skipped), predictions, rounds)
 

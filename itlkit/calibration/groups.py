@@ -44,6 +44,10 @@ from itlkit.physics.calibration import GROUP_KEYS, Calibration, fit_keys
 from itlkit.physics.roofline import STEP_MODELS
 from itlkit.sim.runs import Run
 
+ITL = "itl_mean_seconds"  # the metric a group's step model is chosen by
+# What a prediction from a group's own constants is told of their error (`fit_groups`)
+GROUP_ERROR_METRICS = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds")
+
 
 def group_values(calibration: Calibration) -> dict:
     """The constants a group holds (`GROUP_KEYS`)."""
@@ -73,8 +77,9 @@ def by_group(runs) -> dict[str, list[Run]]:
 
 def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float, log=None,
                lent: dict[str, float] | None = None):  # fmt: skip
-    """({group: constants}, {group: {run id: features of the group's last simulations}});
-    `lent`: the global fit's link constants, for a link no run of a group crossed."""
+    """({group: constants}, {group: {run id: features of the group's last simulations}},
+    {group: its runs and their leave-one-out median |error| by metric, under the step model
+    kept}); `lent`: the global fit's link constants, for a link no run of a group crossed."""
     cells = sorted(by_group(runs).items())
     fit = partial(_fit_group, seed=seed, prior_weight=prior_weight, lent=lent)
     # every cell under every step model at once: their simulations share the workers
@@ -82,22 +87,24 @@ def fit_groups(runs, calibration: Calibration, *, seed: int, prior_weight: float
         pending = [[threads.submit(fit, members, replace(calibration, step_model=model))
                     for model in STEP_MODELS] for _, members in cells]  # fmt: skip
         done = [[future.result() for future in futures] for futures in pending]
-    groups, feats = {}, {}
+    groups, feats, errors = {}, {}, {}
     for (key, group_runs), fits in zip(cells, done, strict=True):
-        cal, group_feats, _ = min(fits, key=lambda fit: fit[2])
+        cal, group_feats, loo = min(fits, key=lambda fit: fit[2][ITL])
         if log:
             log(f"group {key}: {len(group_runs)} runs, {cal.step_model} step model "
-                "(leave-one-out ITL " + ", ".join(f"{f[0].step_model} {f[2]:.1%}" for f in fits)
-                + ")")  # fmt: skip
+                "(leave-one-out ITL "
+                + ", ".join(f"{f[0].step_model} {f[2][ITL]:.1%}" for f in fits) + ")")  # fmt: skip
         groups[key] = group_values(cal)
         feats[key] = {run.id: f for run, f in zip(group_runs, group_feats, strict=True)}
-    return groups, feats
+        errors[key] = {"runs": len(group_runs),
+                       **{k: loo[k] for k in GROUP_ERROR_METRICS if k in loo}}  # fmt: skip
+    return groups, feats, errors
 
 
 def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float, lent=None):
     """(the group's constants under `start`'s step model, their features, their leave-one-out
-    median |error| of the mean ITL): each group keeps the step model that predicts its held-out
-    runs better (cross-validation; the reference model's one MFU, or the engine's terms)."""
+    median |error| by metric): each group keeps the step model that predicts its held-out runs'
+    mean ITL better (cross-validation; the reference model's one MFU, or the engine's terms)."""
     solver = partial(solve_step_terms, prior_weight=prior_weight, lent=lent)
     cal, feats, *_ = fit_step_terms(runs, start, seed=seed, solver=solver)
     steps, seconds = solve_pipeline(runs, feats)
@@ -105,7 +112,7 @@ def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float, lent
     by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
     folds = held_out_errors(runs, by_id, {}, cal, seed=seed, prior_weight=prior_weight,
                             key=lambda run: run.id, lent=lent, pcie_share=True)  # fmt: skip
-    return cal, feats, median_abs(folds)["itl_mean_seconds"]
+    return cal, feats, median_abs(folds)
 
 
 def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None, pcie_share=True):

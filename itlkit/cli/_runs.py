@@ -32,5 +32,7 @@ def simulate_runs(args) -> int:
             scope = calibration.for_run(run)
             beyond = scope.beyond(model=run.model.size_class, client=run.workload.client)
             line["calibration_scope"] = scope.describe() + (f"; {beyond}" if beyond else "")
+            if errors := scope.own_error():  # the same, as numbers
+                line["calibration_leave_one_out"] = errors
         print(json.dumps(line), flush=True)
     return 0
