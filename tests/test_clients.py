@@ -364,6 +364,66 @@ def test_the_ready_check_prompt_is_served_from_cache_only_with_prefix_caching():
     assert not run_workload(only_run(drawn), capacity_blocks=10**5).cached_prompt_tokens.any()
 
 
+def test_prompts_an_earlier_run_sent_are_found_in_the_prefix_cache_newest_first():
+    from itlkit.sim.run_workload import sent_before_cached
+
+    # prompts of 100, 40 and 32 tokens hold 6, 2 and 1 full blocks of 16 before their last
+    # token, which is always computed: (100 - 1) // 16, (40 - 1) // 16, (32 - 1) // 16
+    w = make_workload(arrival_seconds=[0.0, 0.0, 0.0], prompt_tokens=[100, 40, 32],
+                      output_tokens=4)  # fmt: skip
+    roomy = sent_before_cached(w, 3, capacity_blocks=100, block_size=16)
+    assert list(roomy.cached_prompt_tokens) == [96, 32, 16]
+    # an LRU of 4 blocks keeps the two sent last; the first was evicted
+    small = sent_before_cached(w, 3, capacity_blocks=4, block_size=16)
+    assert list(small.cached_prompt_tokens) == [0, 32, 16]
+    # an older prompt than an evicted one was evicted before it, however small: 20 tokens (1
+    # block) sent before 100 (6) and 40 (2), with room for 4 blocks, keep only the last
+    older = make_workload(arrival_seconds=[0.0, 0.0, 0.0], prompt_tokens=[20, 100, 40],
+                          output_tokens=4)  # fmt: skip
+    lru = sent_before_cached(older, 3, capacity_blocks=4, block_size=16)
+    assert list(lru.cached_prompt_tokens) == [0, 0, 32]
+    # only the prompts sent before: the first two
+    assert list(sent_before_cached(w, 2, capacity_blocks=100, block_size=16)
+                .cached_prompt_tokens) == [96, 32, 0]  # fmt: skip
+
+
+def test_a_run_after_one_with_the_same_seed_finds_its_prompts_cached():
+    # vllm bench serve with the seed of a run before it on the same server: its 40 prompts of
+    # 700 tokens were all sent before, 43 blocks each cached; every first step is decode-sized
+    again = bench_run(prompts_sent_before=40)
+    w = run_workload(only_run(again), capacity_blocks=10**5)
+    assert np.all(w.cached_prompt_tokens == 43 * 16)
+    cold, warm = predict_run(only_run(bench_run())), predict_run(only_run(again))
+    assert warm.ttft_mean_seconds < 0.5 * cold.ttft_mean_seconds
+    # without a prefix cache the earlier run leaves nothing behind
+    for doc in (again, bench_run()):
+        doc["runs"][0]["engine"]["prefix_caching"] = False
+    off, off_again = predict_run(only_run(bench_run())), predict_run(only_run(again))
+    assert off_again.ttft_mean_seconds == pytest.approx(
+        predict_run(
+            only_run(
+                {
+                    **again,
+                    "runs": [
+                        {
+                            **again["runs"][0],
+                            "workload": {
+                                **again["runs"][0]["workload"],
+                                "prompts_sent_before": None,
+                            },
+                        }
+                    ],
+                }
+            )
+        ).ttft_mean_seconds
+    )
+    assert off.ttft_mean_seconds > warm.ttft_mean_seconds
+    # bad counts get one line naming the field
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ConfigError, match="workload.prompts_sent_before"):
+            only_run(bench_run(prompts_sent_before=bad))
+
+
 def test_a_runs_file_draws_lengths_and_repeats():
     parsed = only_run(bench_run(
         num_prompts=4000, request_rate_per_second=50,

@@ -58,6 +58,10 @@ def test_one_prompt_floor_is_its_matmuls_at_dense_peak():
     assert served_from_cache(UNCACHED)
     slower = replace(UNCACHED, measured={**D36.measured, "ttft_mean_seconds": 0.050})
     assert not served_from_cache(slower)
+    # a run that says an earlier run sent its prompts has no uncached floor: it is not
+    # screened out as served from a cache it does not state
+    said = replace(UNCACHED, workload=replace(D36.workload, prompts_sent_before=1))
+    assert ttft_floor_seconds(said) is None and not served_from_cache(said)
 
 
 def test_the_ready_check_prompt_waits_for_nothing():

@@ -49,7 +49,8 @@ def ttft_floor_seconds(run: Run) -> float | None:
     prompts share prefixes (system prompts, repeats) or its prompt length is unknown."""
     w = run.workload
     tokens = w.prompt_tokens
-    if tokens is None or w.repeat_share > 0 or w.cycles_prompts or w.system_prompt_tokens:
+    reused = w.repeat_share > 0 or w.prompts_sent_before > 0
+    if tokens is None or reused or w.cycles_prompts or w.system_prompt_tokens:
         return None
     prompt_seconds = (
         tokens * prefill_flops_per_token(run) / (floor_peak_flops_per_second(run) * run.tp)
@@ -86,5 +87,6 @@ def cache_caveat(run: Run) -> str | None:
         f"the measured TTFT mean ({measured_ms:.0f} ms) is below the "
         f"{ttft_floor_seconds(run) * 1e3:.0f} ms its prompts' matmuls need at the GPU's dense "
         "peak: the prefix cache held them (an earlier run's, e.g. a repeated --seed), which the "
-        "run does not say; the predicted TTFT is for prompts computed"
+        "run does not say (workload.prompts_sent_before would); the predicted TTFT is for "
+        "prompts computed"
     )

@@ -267,6 +267,13 @@ def _drawn_prompts(run: Run, arrival, *, capacity_blocks: int, rng) -> Workload:
     if w.arrival == "vllm-bench":
         workload = ready_check_cached(workload, capacity_blocks=capacity_blocks,
                                       block_size=run.block_size)  # fmt: skip
+    if w.prompts_sent_before:
+        workload = sent_before_cached(
+            workload,
+            w.prompts_sent_before,
+            capacity_blocks=capacity_blocks,
+            block_size=run.block_size,
+        )
     if not w.repeat_share:
         return workload
     return repeat_prompts(workload, share=w.repeat_share, capacity_blocks=capacity_blocks,
@@ -288,6 +295,26 @@ def ready_check_cached(workload: Workload, *, capacity_blocks: int, block_size: 
     blocks = min((tokens - 1) // block_size, capacity_blocks)
     cached = workload.cached_prompt_tokens.copy()
     cached[0] = max(int(cached[0]), blocks * block_size)
+    return replace(workload, cached_prompt_tokens=cached)
+
+
+def sent_before_cached(workload: Workload, sent: int, *, capacity_blocks: int,
+                       block_size: int) -> Workload:  # fmt: skip
+    """`workload` whose first `sent` requests find their prompts' full blocks in the prefix
+    cache: an earlier run on the same server sent those prompts, as a repeated `vllm bench
+    serve --seed` does (the random and ShareGPT datasets draw the same prompts from the same
+    seed: vllm/benchmarks/datasets.py @ 0056b87fc1fda2642f39dda4392824c425dd1638). The cache is
+    an LRU: the prompts sent last survive first, as many as `capacity_blocks` hold (the earlier
+    run's outputs are not counted against it). A server without a prefix cache computes them
+    whole (the caller clears the hits)."""
+    cached = workload.cached_prompt_tokens.copy()
+    room = capacity_blocks
+    for k in range(min(sent, workload.num_requests) - 1, -1, -1):
+        blocks = (int(workload.prompt_tokens[k]) - 1) // block_size  # the last token recomputed
+        if blocks > room:
+            break
+        room -= blocks
+        cached[k] = max(int(cached[k]), blocks * block_size)
     return replace(workload, cached_prompt_tokens=cached)
 
 

@@ -127,6 +127,8 @@ class RunWorkload:
     prompt_distribution: Lengths | None = None  # per-request prompt lengths
     output_distribution: Lengths | None = None  # per-request output lengths
     repeat_share: float = 0.0  # requests that resend an earlier request's prompt
+    # the first N requests' prompts, sent to the server by an earlier run (a repeated --seed)
+    prompts_sent_before: int = 0
 
     @property
     def client(self) -> str:
@@ -169,7 +171,8 @@ class RunWorkload:
         """Whether each request's prompt is drawn on its own (vllm bench serve's datasets, or a
         run that gives a prompt distribution or a repeat share): no prompt cycle."""
         asked = self.arrival == "vllm-bench" or self.prompt_distribution is not None
-        return not self.cycles_prompts and (asked or self.repeat_share > 0)
+        reused = self.repeat_share > 0 or self.prompts_sent_before > 0
+        return not self.cycles_prompts and (asked or reused)
 
 
 @dataclass(frozen=True)
@@ -358,9 +361,18 @@ def _client(r: _Reader, doc: dict) -> dict:
     if share is not None and not 0 <= share <= 1:  # NaN fails too
         raise r.fail("workload.repeat_share", f"must be a share from 0 to 1, got {share!r}")
     out["repeat_share"] = share or 0.0
+    before = r.get(doc, "prompts_sent_before", int, optional=True,
+                   name="workload.prompts_sent_before")  # fmt: skip
+    if before is not None and not 0 <= before <= MOST_RUN_REQUESTS:
+        raise r.fail(
+            "workload.prompts_sent_before",
+            f"must be a count of requests from 0 to {MOST_RUN_REQUESTS:,}, got {before}",
+        )
+    out["prompts_sent_before"] = before or 0
     cycled = any(doc.get(k) is not None for k in ("system_prompts", "prompts_per_system_prompt"))
     for key, drawn in (("prompt_tokens_distribution", out["prompt_distribution"]),
-                       ("repeat_share", out["repeat_share"])):  # fmt: skip
+                       ("repeat_share", out["repeat_share"]),
+                       ("prompts_sent_before", out["prompts_sent_before"])):  # fmt: skip
         if cycled and drawn:
             raise r.fail(f"workload.{key}", "applies to prompts drawn per request, but this run "
                          "cycles system_prompts x prompts_per_system_prompt prompts (give one "
