@@ -2,8 +2,9 @@
 
 Run: .venv/bin/python benchmarks/bench_loso.py [RUNS.json ...]
 
-Default runs: the three files the bundled calibration is fitted on (data/real-runs,
-data/real-runs-more, data/real-runs-inferencex). For each publisher (`source.repo`), the whole
+Default runs: the four files the bundled calibration is fitted on (data/real-runs,
+data/real-runs-more, data/real-runs-inferencex, data/real-runs-llmk8s). For each publisher
+(`source.repo`), the whole
 calibration (global constants, cells, jitter) is fitted again on the other publishers' runs, and
 that publisher's runs are simulated with it. Prints, per source x GPU x model class, the number
 of runs, the median and the worst |error| (predicted / measured - 1) of mean ITL and mean TTFT,
@@ -29,7 +30,8 @@ from itlkit.sim.runs import read_runs
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = (ROOT / "data" / "real-runs" / "real_runs_trainval.json",
            ROOT / "data" / "real-runs-more" / "real_world_more.json",
-           ROOT / "data" / "real-runs-inferencex" / "inferencex.json")  # fmt: skip
+           ROOT / "data" / "real-runs-inferencex" / "inferencex.json",
+           ROOT / "data" / "real-runs-llmk8s" / "llmk8s.json")  # fmt: skip
 
 
 def held_out_rows(runs) -> list[dict]:

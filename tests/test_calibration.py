@@ -16,7 +16,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _paths import BUNDLED_CALIBRATION, DATA, REAL_RUNS, REAL_RUNS_INFERENCEX, REAL_RUNS_MORE
+from _paths import (
+    BUNDLED_CALIBRATION,
+    DATA,
+    REAL_RUNS,
+    REAL_RUNS_INFERENCEX,
+    REAL_RUNS_LLMK8S,
+    REAL_RUNS_MORE,
+)
 
 from itlkit.calibration.fit import calibrate
 from itlkit.calibration.predict import predict_run
@@ -313,13 +320,14 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     bundled = load_calibration("bundled")
     more = read_runs(REAL_RUNS_MORE / "real_world_more.json")
     inferencex = read_runs(REAL_RUNS_INFERENCEX / "inferencex.json")
-    # the 6 simulable fixture runs (H100, vLLM 0.15.1), the 107 A100 / H100 64 GB bursts and
-    # the 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX
+    llmk8s = read_runs(REAL_RUNS_LLMK8S / "llmk8s.json")
+    # the 6 simulable fixture runs (H100, vLLM 0.15.1), the 107 A100 / H100 64 GB bursts, the
+    # 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX and llm-k8s' 4 TP 8 runs on A100
     assert bundled.is_calibrated
-    assert set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more, *inferencex)}
+    assert set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more, *inferencex, *llmk8s)}
     assert bundled.step_model == "engine"
-    # one cell per GPU family, V0 and SGLang apart, MoE apart, with >= 3 runs: A100 vLLM 0.10
-    # dense (71) and MoE (10: gpt-oss, Scout), H100 vLLM 0.15 (6, its 2 MoE runs with its
+    # one cell per GPU family, V0 and SGLang apart, MoE apart, with >= 3 runs: A100 vLLM 0.8
+    # and 0.10 dense (75) and MoE (10: gpt-oss), H100 vLLM 0.15 (6, its 2 MoE runs with its
     # dense ones), H100 64 GB V0 (26), and SGLang's DeepSeek-R1 on each of six GPUs
     assert set(bundled.groups) == {
         "gpu:a100", "gpu:a100/MoE", "gpu:h100", "gpu:h100/V0", "gpu:h200/SGLang/MoE",
@@ -328,7 +336,7 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     # the H100 vLLM 0.15 corner keeps the step model that predicts its held-out runs better
     assert bundled.groups["gpu:h100"]["step_model"] == "reference"
     # the global constants are vLLM's: SGLang's runs are fitted in their cells only
-    assert "113 vLLM runs" in bundled.undetermined["global_fit"]
+    assert "117 vLLM runs" in bundled.undetermined["global_fit"]
     # no L40S runs, nor of its architecture: the global constants, with what a new source's
     # runs came out as
     l40s = bundled.for_gpu("l40s")
@@ -353,7 +361,8 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {
         "inference-sim/sim-to-real-accuracy-validation", "dennislee22/vLLM-benchmarking",
-        "FerranAgulloLopez/vLLMBatchingMemoryGap", "SemiAnalysisAI/InferenceX-app"}  # fmt: skip
+        "FerranAgulloLopez/vLLMBatchingMemoryGap", "SemiAnalysisAI/InferenceX-app",
+        "surajssd/llm-k8s"}  # fmt: skip
 
 
 def test_explain_shows_the_calibrated_step_beside_the_reference():
@@ -651,7 +660,8 @@ def test_the_bundled_groups_borrow_the_links_their_runs_never_crossed():
     from itlkit.calibration.predict import run_deployment
 
     files = (FIXTURE, REAL_RUNS_MORE / "real_world_more.json",
-             REAL_RUNS_INFERENCEX / "inferencex.json")  # fmt: skip
+             REAL_RUNS_INFERENCEX / "inferencex.json",
+             REAL_RUNS_LLMK8S / "llmk8s.json")  # fmt: skip
     cal = read_calibration(BUNDLED_CALIBRATION)
     runs = [r for p in files for r in read_runs(p) if r.id in cal.fitted_on]
     crossed = {key: {run_deployment(r).link_kind for r in members if r.tp > 1}
