@@ -11,10 +11,10 @@ fitted on the runs, each run's relative error (predicted / measured - 1) of mean
 defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per GPU family, then the
 leave-one-out median absolute errors (each run predicted by constants fitted without it), the
 leave-one-source-out ones (each publisher's runs predicted by constants fitted without any of them),
-and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine, on all 208 runs; it took
-150-300 s there before the MoE weight reads, the prefix-cache walks and the confirming rounds
-were saved, about 125 s after; 89-115 s on 204 runs, 106 s on 208) and of `itlkit simulate --runs` over the files (goal <= 30 s), both
-as whole processes.
+and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine, on all 208 runs; it
+took 150-300 s there before the MoE weight reads, the prefix-cache walks and the confirming
+rounds were saved, about 125 s after; 89-115 s on 204 runs, 106 s on 208) and of `itlkit
+simulate --runs` over the files (goal <= 30 s), both as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
 mean ITL / TTFT / E2E on these runs, and 29% of TTFT p99.
