@@ -274,3 +274,27 @@ def test_a_group_keeps_the_step_model_its_held_out_runs_prefer(monkeypatch):
     # each group keeps its runs' count and the kept model's errors, the mean metrics only
     expected = {"runs": len(runs), "itl_mean_seconds": 0.05, "ttft_mean_seconds": 0.09}
     assert errors == {"gpu:a100": pytest.approx(expected), "gpu:h100": pytest.approx(expected)}
+
+
+def test_a_groups_own_leave_one_out_refits_its_pcie_share(monkeypatch):
+    # A cell fits its PCIe bandwidth share (the global fit does not: GLOBAL_PCIE_SHARE), so the
+    # folds that choose its step model must refit the share too, or a PCIe cell's held-out
+    # runs would be judged with the datasheet's bandwidth its constants were not fitted at.
+    import itlkit.calibration.groups as groups
+    from itlkit.calibration.fit import GLOBAL_PCIE_SHARE
+
+    asked = {}
+
+    def folds(runs, feats, group_feats, cal, **kwargs):
+        asked.update(kwargs)
+        return {run.id: {"itl_mean_seconds": 0.1} for run in runs}
+
+    monkeypatch.setattr(
+        groups, "fit_step_terms", lambda runs, start, **_: (start, [None] * len(runs), {}, {}, 1)
+    )
+    monkeypatch.setattr(groups, "solve_pipeline", lambda runs, feats: (0.0, 0.01))
+    monkeypatch.setattr(groups, "held_out_errors", folds)
+    runs = [r for r in read_runs(REAL_RUNS / "real_runs_trainval.json") if r.workload.stages]
+    _, _, loo = groups._fit_group(runs, Calibration(), seed=0, prior_weight=0.1)
+    assert asked["pcie_share"] is True and GLOBAL_PCIE_SHARE is False
+    assert loo == {"itl_mean_seconds": pytest.approx(0.1)}
