@@ -186,9 +186,10 @@ class DecodeExplorer:
 
 
 def _allreduce_rows(view: DecodeView) -> list[tuple[str, str, str]]:
-    """Under TP, the decode step's all-reduce: its bytes per GPU over the link at its speed."""
+    """Under TP, the decode step's all-reduce: its bytes per GPU over the link at its speed
+    (none where the step sends none: one GPU, or the all-reduce switched off)."""
     dep, dec = view.deployment, view.decode
-    if dep.tp == 1 or not dep.allreduce:
+    if not dec.allreduce_bytes:
         return []
     speed = f"{dep.link_kind} at {dep.link_bytes_per_second / 1e9:.1f} GB/s"
     return [(f"all-reduce in the decode step ({speed})", format_bytes(dec.allreduce_bytes),
