@@ -9,6 +9,7 @@ from itlkit.physics.calibration import load_calibration
 
 def simulate_runs(args) -> int:
     """Print one JSON object per run: the prediction, or the run's id and why it cannot run."""
+    from itlkit.calibration.intake import intake_caveat
     from itlkit.calibration.predict import predict_run
     from itlkit.calibration.ttft_floor import cache_caveat
     from itlkit.errors import ConfigError
@@ -25,6 +26,8 @@ def simulate_runs(args) -> int:
                 line["assumed"] = list(run.engine_assumptions)
             if caveat := cache_caveat(run):
                 line["caveat"] = caveat
+            if intake := intake_caveat(run, line["ttft_mean_seconds"]):
+                line["intake"] = intake
         except ConfigError as exc:  # unknown rates, a model that does not fit, ...
             line = {"id": run.id, "error": str(exc)}
         line["calibration"] = calibration.name
