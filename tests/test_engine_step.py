@@ -292,7 +292,7 @@ def test_a_groups_own_leave_one_out_refits_its_pcie_share(monkeypatch):
     monkeypatch.setattr(
         groups, "fit_step_terms", lambda runs, start, **_: (start, [None] * len(runs), {}, {}, 1)
     )
-    monkeypatch.setattr(groups, "solve_pipeline", lambda runs, feats: (0.0, 0.01))
+    monkeypatch.setattr(groups, "solve_pipeline", lambda runs, feats, **_: (0.0, 0.01))
     monkeypatch.setattr(groups, "held_out_errors", folds)
     runs = [r for r in read_runs(REAL_RUNS / "real_runs_trainval.json") if r.workload.stages]
     _, _, loo = groups._fit_group(runs, Calibration(), seed=0, prior_weight=0.1)

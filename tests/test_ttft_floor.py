@@ -16,12 +16,19 @@ import numpy as np
 import pytest
 from _paths import REAL_RUNS, REAL_RUNS_MORE
 
-from itlkit.calibration.fit import RunFeatures, solve_pipeline
+from itlkit.calibration import groups
+from itlkit.calibration.fit import (
+    PIPELINE_MAX_TTFT_SECONDS,
+    RunFeatures,
+    resolves_pipeline,
+    solve_pipeline,
+)
 from itlkit.calibration.ttft_floor import (
     prefill_flops_per_token,
     served_from_cache,
     ttft_floor_seconds,
 )
+from itlkit.physics.calibration import BOUNDS, INTERCONNECTS, Calibration
 from itlkit.sim.lengths import Uniform
 from itlkit.sim.runs import read_runs
 
@@ -107,8 +114,8 @@ def test_the_runs_that_beat_the_floor_are_the_repeated_seed_ones():
 
 
 def _features(engine_seconds: float, first_step_seconds: float) -> RunFeatures:
-    return RunFeatures(gpu_seconds=0.0, compute_seconds=0.0, network_seconds=0.0,
-                       pcie_seconds=0.0, link_calls=(),
+    return RunFeatures(gpu_seconds=0.01, compute_seconds=0.0, network_seconds=0.0,
+                       pcie_seconds=0.0, link_calls=(0.0,) * len(INTERCONNECTS),
                        sequences=1.0, rest_seconds=0.0, ttft_engine_seconds=engine_seconds,
                        first_step_seconds=first_step_seconds)  # fmt: skip
 
@@ -180,3 +187,73 @@ def test_simulate_runs_says_when_the_measured_ttft_beats_the_floor(tmp_path):
     # where the server answered in 195 ms
     assert "195 ms" in lines["D48"]["caveat"] and "below the 407 ms" in lines["D48"]["caveat"]
     assert "caveat" not in lines["D37"]  # 10 prompts in 504 ms: above its 193 ms floor
+
+
+# ---- which runs can tell the pipeline's size -------------------------------------------------
+
+
+def _queued_runs(count: int, *, ttft_seconds: float = 60.0):
+    """Runs of a burst that waited `ttft_seconds` on average, the engine's TTFT 5% short of it:
+    their relative errors pull the pipeline up, which their TTFT cannot resolve."""
+    runs = [replace(run, measured={**run.measured, "ttft_mean_seconds": ttft_seconds})
+            for run in TRAINVAL[:count]]  # fmt: skip
+    return runs, [_features(0.95 * ttft_seconds, 0.03) for _ in runs]
+
+
+def test_only_runs_of_short_ttft_resolve_the_pipeline():
+    runs, _ = _queued_runs(2, ttft_seconds=PIPELINE_MAX_TTFT_SECONDS)
+    assert resolves_pipeline(runs[0])
+    longer = replace(runs[0], measured={**runs[0].measured, "ttft_mean_seconds": 2.001})
+    assert not resolves_pipeline(longer)
+    cached = next(run for run in MORE.values() if served_from_cache(run))
+    assert cached.measured["ttft_mean_seconds"] < 2 and not resolves_pipeline(cached)
+
+
+def test_queued_runs_alone_keep_the_fallback_pipeline():
+    runs, feats = _queued_runs(6)
+    fallback = Calibration(ttft_pipeline_steps=0.5, ttft_pipeline_seconds=0.021)
+    assert solve_pipeline(runs, feats, fallback=fallback) == (0.5, 0.021)
+    # the global fit has no fallback: it takes them, and their 5% pull drives the steps to 10
+    steps, _ = solve_pipeline(runs, feats)
+    assert steps == BOUNDS["ttft_pipeline_steps"][1]
+
+
+def test_queued_runs_do_not_move_a_pipeline_short_runs_fix():
+    short, short_feats = _pipeline_runs(steps=1.0, seconds=0.030)
+    queued, queued_feats = _queued_runs(10)
+    runs, feats = [*short[1:6], *queued], [*short_feats[1:6], *queued_feats]
+    steps, seconds = solve_pipeline(runs, feats, fallback=Calibration())
+    assert steps == pytest.approx(1.0, rel=0.01) and seconds == pytest.approx(0.030, rel=0.01)
+
+
+def test_one_or_two_short_runs_fit_the_seconds_alone():
+    short, short_feats = _pipeline_runs(steps=1.0, seconds=0.030)
+    queued, queued_feats = _queued_runs(6)
+    fallback = Calibration(ttft_pipeline_steps=1.0, ttft_pipeline_seconds=0.5)
+    runs, feats = [*short[1:3], *queued], [*short_feats[1:3], *queued_feats]
+    # the steps kept (1.0), the seconds the two short runs' mean gap once those steps are taken
+    assert solve_pipeline(runs, feats, fallback=fallback) == pytest.approx((1.0, 0.030))
+
+
+def test_a_cell_of_queued_runs_takes_the_global_pipeline(monkeypatch):
+    runs, feats = _queued_runs(6)
+    start = Calibration(ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.021)
+    monkeypatch.setattr(
+        groups, "fit_step_terms", lambda runs, start, **_: (start, feats, {}, {}, 1)
+    )
+    monkeypatch.setattr(groups, "held_out_errors", lambda *args, **kwargs: {})
+    cal, _, _ = groups._fit_group(runs, start, seed=0, prior_weight=0.1)
+    assert (cal.ttft_pipeline_steps, cal.ttft_pipeline_seconds) == (0.0, 0.021)
+    # and its held-out folds take the re-solved global one (here the queued runs' own, at 10
+    # steps), where the group's features alone (the engine 5% over) would solve for 0
+    over = [_features(1.05 * run.measured["ttft_mean_seconds"], 0.03) for run in runs]
+    folds = groups.refit_without(
+        runs, {run.id: f for run, f in zip(runs, feats, strict=True)},
+        {"gpu:h100": {run.id: f for run, f in zip(runs, over, strict=True)}},
+        set(), replace(start, groups={"gpu:h100": groups.group_values(start)}), 0.1,
+    )  # fmt: skip
+    group = folds.group_calibration("gpu:h100")
+    assert (group.ttft_pipeline_steps, group.ttft_pipeline_seconds) == (
+        folds.ttft_pipeline_steps, folds.ttft_pipeline_seconds)  # fmt: skip
+    assert folds.ttft_pipeline_steps == BOUNDS["ttft_pipeline_steps"][1]
+    assert solve_pipeline(runs, over)[0] == 0.0

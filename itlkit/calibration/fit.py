@@ -11,9 +11,11 @@ alternates: simulate every run at the current constants, solve the bounded least
 relative ITL errors for new constants, simulate again, until the constants stop moving (the
 schedule's response to slower steps, more sequences in flight, is what the repeat catches).
 The TTFT pipeline (steps + seconds) is then fitted to the relative TTFT errors by least absolute
-deviations (runs whose TTFT beats an uncached prefill are left out, `ttft_floor`); it moves no
-step, so no repeat is needed. The step jitter is fitted last, to the per-token ITL
-quantiles of the runs that report them (a one-dimensional search, each point a simulation).
+deviations, on the runs that can resolve it: not those whose TTFT beats an uncached prefill
+(`ttft_floor`), nor those that waited more than PIPELINE_MAX_TTFT_SECONDS (a cell of such runs
+takes the global pipeline); it moves no step, so no repeat is needed. The step jitter is fitted
+last, to the per-token ITL quantiles of the runs that report them (a one-dimensional search,
+each point a simulation).
 
 Leave-one-out: for each run, the constants are refitted on the other runs from the features of
 the global fit's last simulations (one linear solve; the schedule is not re-simulated per fold),
@@ -64,6 +66,12 @@ CONVERGED = 0.003  # relative change of every ITL prediction between two rounds
 # a typical change of each
 SCALE = np.array([0.1, 0.1, 10e-6, 30e-6, 100e-6, 1e-3, 10e-6, 1.0, 0.1])
 MIN_RUNS = 3
+# A TTFT pipeline is tens of milliseconds (the bundled global fit: 21 ms). Against a TTFT mean
+# above this, spent queueing behind a burst, it is a few percent at most, below what the fit's
+# other errors leave: such runs cannot tell its size, and their slight relative pulls drove a
+# cell made of them alone to a bound (vLLM V0 on H100 64 GB, 10 steps, whose bursts wait 58 s
+# or more, then 75-520% over on short bursts of 10 and 40 prompts on vLLM 0.5.4).
+PIPELINE_MAX_TTFT_SECONDS = 2.0
 # A weak prior on (1 / efficiency, 1 / MFU, its x all-reduce latency over NVLink, PCIe and a
 # network, host per step, host per sequence, its x the network's slowness against 100 Gb/s,
 # its x PCIe's slowness against the datasheet):
@@ -334,13 +342,28 @@ def solve_pipeline_thin(runs, feats, base: Calibration) -> tuple[float, float]:
     return steps, float(np.clip(np.mean(gaps), *BOUNDS["ttft_pipeline_seconds"]))
 
 
-def solve_pipeline(runs, feats) -> tuple[float, float]:
-    """TTFT pipeline (steps, seconds) from the relative TTFT errors, leaving out the runs whose
-    TTFT the prefix cache served (`ttft_floor`)."""
+def resolves_pipeline(run: Run) -> bool:
+    """Whether the run's measured TTFT mean can tell the TTFT pipeline's size: not served from
+    the prefix cache (`ttft_floor`), and at most PIPELINE_MAX_TTFT_SECONDS."""
+    return run.measured["ttft_mean_seconds"] <= PIPELINE_MAX_TTFT_SECONDS and not (
+        served_from_cache(run))  # fmt: skip
+
+
+def solve_pipeline(runs, feats, fallback: Calibration | None = None) -> tuple[float, float]:
+    """TTFT pipeline (steps, seconds) from the relative TTFT errors of the runs that resolve it
+    (`resolves_pipeline`). With a `fallback` (a group's: the global constants), fewer than
+    MIN_RUNS such runs fit the seconds alone, its steps kept (`solve_pipeline_thin`), and none
+    keep both; without one (the global fit), every run not served from the cache is used."""
+    pairs = [(run, f) for run, f in zip(runs, feats, strict=True) if resolves_pipeline(run)]
+    if len(pairs) < MIN_RUNS and fallback is not None:
+        if not pairs:
+            return fallback.ttft_pipeline_steps, fallback.ttft_pipeline_seconds
+        return solve_pipeline_thin(*zip(*pairs, strict=True), fallback)
+    if len(pairs) < MIN_RUNS:
+        pairs = [(run, f) for run, f in zip(runs, feats, strict=True)
+                 if not served_from_cache(run)]  # fmt: skip
     rows, rhs = [], []
-    for run, f in zip(runs, feats, strict=True):
-        if served_from_cache(run):
-            continue
+    for run, f in pairs:
         m = run.measured["ttft_mean_seconds"]
         rows.append([f.first_step_seconds / m, 1.0 / m])
         rhs.append(1.0 - f.ttft_engine_seconds / m)

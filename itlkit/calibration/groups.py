@@ -107,7 +107,7 @@ def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float, lent
     mean ITL better (cross-validation; the reference model's one MFU, or the engine's terms)."""
     solver = partial(solve_step_terms, prior_weight=prior_weight, lent=lent)
     cal, feats, *_ = fit_step_terms(runs, start, seed=seed, solver=solver)
-    steps, seconds = solve_pipeline(runs, feats)
+    steps, seconds = solve_pipeline(runs, feats, fallback=start)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds, groups={})
     by_id = {run.id: f for run, f in zip(runs, feats, strict=True)}
     folds = held_out_errors(runs, by_id, {}, cal, seed=seed, prior_weight=prior_weight,
@@ -115,11 +115,13 @@ def _fit_group(runs, start: Calibration, *, seed: int, prior_weight: float, lent
     return cal, feats, median_abs(folds)
 
 
-def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None, pcie_share=True):
-    """(the calibration solved on these runs' features, the link constants it determined)."""
+def _solve(runs, feats, base: Calibration, prior_weight: float, lent=None, pcie_share=True,
+           fallback: Calibration | None = None):  # fmt: skip
+    """(the calibration solved on these runs' features, the link constants it determined);
+    `fallback`: a group's global constants, for a TTFT pipeline its runs cannot resolve."""
     values, _, undetermined = solve_step_terms(runs, feats, prior_weight=prior_weight, lent=lent,
                                                pcie_share=pcie_share)  # fmt: skip
-    steps, seconds = solve_pipeline(runs, feats)
+    steps, seconds = solve_pipeline(runs, feats, fallback=fallback)
     cal = _with_step_terms(base, values)
     cal = replace(cal, ttft_pipeline_steps=steps, ttft_pipeline_seconds=seconds)
     return cal, lent_links(values, undetermined)
@@ -146,6 +148,7 @@ def refit_without(runs, feats: dict[str, RunFeatures],
                 calibration.group_calibration(key),
                 prior_weight,
                 links,
+                fallback=cal,
             )
             groups[key] = group_values(group_cal)
     return replace(cal, groups=groups)
