@@ -2,8 +2,9 @@
 
 Run: .venv/bin/python benchmarks/bench_loso.py [RUNS.json ...]
 
-Default runs: the four files the bundled calibration is fitted on (data/real-runs,
-data/real-runs-more, data/real-runs-inferencex, data/real-runs-llmk8s). For each publisher
+Default runs: the five files the bundled calibration is fitted on (data/real-runs,
+data/real-runs-more, data/real-runs-inferencex, data/real-runs-llmk8s, data/real-runs-lambda).
+For each publisher
 (`source.repo`), the whole
 calibration (global constants, cells, jitter) is fitted again on the other publishers' runs, and
 that publisher's runs are simulated with it. Prints, per source x GPU x model class, the number
@@ -11,7 +12,7 @@ of runs, the median and the worst |error| (predicted / measured - 1) of mean ITL
 and the constants each prediction took (its cell, a lent one, or the global constants).
 `itlkit calibrate`'s own leave-one-source-out re-solves from the full fit's simulations (one
 linear solve per source, no new schedule); this one refits from scratch, the honest figure for a
-user's own runs. About 8 minutes on 2 cores (four fits).
+user's own runs. About 8 minutes on 2 cores with four files (one fit per publisher).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = (ROOT / "data" / "real-runs" / "real_runs_trainval.json",
            ROOT / "data" / "real-runs-more" / "real_world_more.json",
            ROOT / "data" / "real-runs-inferencex" / "inferencex.json",
-           ROOT / "data" / "real-runs-llmk8s" / "llmk8s.json")  # fmt: skip
+           ROOT / "data" / "real-runs-llmk8s" / "llmk8s.json",
+           ROOT / "data" / "real-runs-lambda" / "lambda.json")  # fmt: skip
 
 
 def held_out_rows(runs) -> list[dict]:

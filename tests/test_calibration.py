@@ -21,6 +21,7 @@ from _paths import (
     DATA,
     REAL_RUNS,
     REAL_RUNS_INFERENCEX,
+    REAL_RUNS_LAMBDA,
     REAL_RUNS_LLMK8S,
     REAL_RUNS_MORE,
 )
@@ -321,14 +322,18 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     more = read_runs(REAL_RUNS_MORE / "real_world_more.json")
     inferencex = read_runs(REAL_RUNS_INFERENCEX / "inferencex.json")
     llmk8s = read_runs(REAL_RUNS_LLMK8S / "llmk8s.json")
+    lambdas = read_runs(REAL_RUNS_LAMBDA / "lambda.json")
     # the 6 simulable fixture runs (H100, vLLM 0.15.1), the 107 A100 / H100 64 GB bursts, the
-    # 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX and llm-k8s' 4 TP 8 runs on A100
+    # 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX, llm-k8s' 4 TP 8 runs on A100 and
+    # LambdaLabs' 14 vLLM 0.5.4 bursts on H100 SXM
     assert bundled.is_calibrated
-    assert set(bundled.fitted_on) == {r.id for r in (*KNOWN, *more, *inferencex, *llmk8s)}
+    assert set(bundled.fitted_on) == {
+        r.id for r in (*KNOWN, *more, *inferencex, *llmk8s, *lambdas)}  # fmt: skip
     assert bundled.step_model == "engine"
     # one cell per GPU family, V0 and SGLang apart, MoE apart, with >= 3 runs: A100 vLLM 0.8
     # and 0.10 dense (75) and MoE (10: gpt-oss), H100 vLLM 0.15 (6, its 2 MoE runs with its
-    # dense ones), H100 64 GB V0 (26), and SGLang's DeepSeek-R1 on each of six GPUs
+    # dense ones), H100 V0 (40: 26 on the 64 GB card, 14 vLLM 0.5.4 on SXM), and SGLang's
+    # DeepSeek-R1 on each of six GPUs
     assert set(bundled.groups) == {
         "gpu:a100", "gpu:a100/MoE", "gpu:h100", "gpu:h100/V0", "gpu:h200/SGLang/MoE",
         "gpu:b200/SGLang/MoE", "gpu:b300/SGLang/MoE", "gpu:mi300x/SGLang/MoE",
@@ -336,7 +341,7 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     # the H100 vLLM 0.15 corner keeps the step model that predicts its held-out runs better
     assert bundled.groups["gpu:h100"]["step_model"] == "reference"
     # the global constants are vLLM's: SGLang's runs are fitted in their cells only
-    assert "117 vLLM runs" in bundled.undetermined["global_fit"]
+    assert "131 vLLM runs" in bundled.undetermined["global_fit"]
     # no L40S runs, nor of its architecture: the global constants, with what a new source's
     # runs came out as
     l40s = bundled.for_gpu("l40s")
@@ -362,7 +367,7 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert set(bundled.leave_one_source_out) == {
         "inference-sim/sim-to-real-accuracy-validation", "dennislee22/vLLM-benchmarking",
         "FerranAgulloLopez/vLLMBatchingMemoryGap", "SemiAnalysisAI/InferenceX-app",
-        "surajssd/llm-k8s"}  # fmt: skip
+        "surajssd/llm-k8s", "LambdaLabsML/vllm-benchmark"}  # fmt: skip
 
 
 def test_explain_shows_the_calibrated_step_beside_the_reference():
