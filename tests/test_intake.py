@@ -15,7 +15,7 @@ import pytest
 from _paths import REAL_RUNS, REAL_RUNS_LLMK8S, REAL_RUNS_MORE
 
 from itlkit.calibration.intake import (
-    INTAKE_SECONDS_PER_PROMPT_TOKEN,
+    INTAKE_RANGE_SECONDS_PER_PROMPT_TOKEN,
     intake_caveat,
     intake_wait_seconds,
 )
@@ -24,7 +24,9 @@ from itlkit.sim.runs import read_runs
 
 MORE = {run.id: run for run in read_runs(REAL_RUNS_MORE / "real_world_more.json")}
 LLMK8S = {run.id.rsplit("-", 1)[1]: run for run in read_runs(REAL_RUNS_LLMK8S / "llmk8s.json")}
-LOW, HIGH = INTAKE_SECONDS_PER_PROMPT_TOKEN
+LOW, HIGH = INTAKE_RANGE_SECONDS_PER_PROMPT_TOKEN
+# llm-k8s' cached burst as if its server ran a release whose intake the simulation leaves out
+LATER = replace(LLMK8S["inf"], vllm_version="vLLM 0.15.1")
 
 
 def _growth_per_token(ttft_before_seconds: float, prompts_before: int, burst) -> float:
@@ -60,39 +62,52 @@ def test_the_range_spans_the_cached_bursts_it_was_read_from():
 
 def test_a_burst_waits_behind_the_prompts_sent_before_it():
     # 200 prompts of 213 tokens (42,659 in all, rounded): the mean request waits for 99.5 of them
-    low, high = intake_wait_seconds(LLMK8S["inf"])
+    low, high = intake_wait_seconds(LATER)
     tokens = 199 / 2 * 213
     assert low == pytest.approx(tokens * 8e-6) and high == pytest.approx(tokens * 15e-6)
     assert (low, high) == pytest.approx((0.16955, 0.31790), abs=1e-5)
     # one prompt waits for none (its own intake is in the fitted fixed TTFT)
-    assert intake_wait_seconds(MORE["D13"]) == (0.0, 0.0)
+    assert intake_wait_seconds(replace(MORE["D13"], vllm_version=None)) == (0.0, 0.0)
+
+
+def test_none_where_the_simulation_takes_the_prompts_in():
+    # vLLM 0.8.3 and 0.10.1.1: simulated (`sim.intake`), so nothing is left to say
+    assert intake_wait_seconds(LLMK8S["inf"]) is None
+    assert intake_wait_seconds(MORE["D9"]) is None
 
 
 def test_only_vllm_bursts_of_known_length_have_one():
-    assert intake_wait_seconds(LLMK8S["01"]) is None  # an open loop
-    assert intake_wait_seconds(replace(LLMK8S["inf"], serving_engine="sglang")) is None
-    closed = replace(LLMK8S["inf"].workload, max_concurrency=8)
-    assert intake_wait_seconds(replace(LLMK8S["inf"], workload=closed)) is None
-    unknown = replace(LLMK8S["inf"].workload, prompt_tokens_mean=None, prompt_distribution=None)
-    assert intake_wait_seconds(replace(LLMK8S["inf"], workload=unknown)) is None
+    assert intake_wait_seconds(replace(LLMK8S["01"], vllm_version=None)) is None  # an open loop
+    assert intake_wait_seconds(replace(LATER, serving_engine="sglang")) is None
+    closed = replace(LATER.workload, max_concurrency=8)
+    assert intake_wait_seconds(replace(LATER, workload=closed)) is None
+    unknown = replace(LATER.workload, prompt_tokens_mean=None, prompt_distribution=None)
+    assert intake_wait_seconds(replace(LATER, workload=unknown)) is None
 
 
 def test_the_caveat_is_said_from_half_the_predicted_ttft():
-    run = LLMK8S["inf"]
-    high = intake_wait_seconds(run)[1]
-    assert intake_caveat(run, 2 * high) is not None
-    assert intake_caveat(run, 2 * high * 1.001) is None
-    line = intake_caveat(run, 0.198)
+    high = intake_wait_seconds(LATER)[1]
+    assert intake_caveat(LATER, 2 * high) is not None
+    assert intake_caveat(LATER, 2 * high * 1.001) is None
+    line = intake_caveat(LATER, 0.198)
     assert "200 prompts of about 213 tokens" in line and "8-15 us per prompt token" in line
     assert "170-318 ms" in line and "(198 ms)" in line
-    assert intake_caveat(MORE["D13"], 0.035) is None
+    assert intake_caveat(replace(MORE["D13"], vllm_version=None), 0.035) is None
 
 
-def test_simulate_runs_states_it_for_the_cached_burst_alone(capsys):
-    assert main(["simulate", "--runs", str(REAL_RUNS_LLMK8S / "llmk8s.json")]) == 0
+def test_simulate_runs_states_it_where_the_simulation_leaves_it_out(capsys, tmp_path):
+    doc = json.loads((REAL_RUNS_LLMK8S / "llmk8s.json").read_text())
+    for run in doc["runs"]:
+        run["engine"]["vllm_version"] = "0.15.1"
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(doc))
+    assert main(["simulate", "--runs", str(later)]) == 0
     lines = {json.loads(line)["id"].rsplit("-", 1)[1]: json.loads(line)
              for line in capsys.readouterr().out.splitlines()}  # fmt: skip
     assert [rate for rate, line in lines.items() if "intake" in line] == ["inf"]
+    # as published (vLLM 0.8.3) the simulation takes the prompts in: no line
+    assert main(["simulate", "--runs", str(REAL_RUNS_LLMK8S / "llmk8s.json")]) == 0
+    assert '"intake"' not in capsys.readouterr().out
     # the held-out H100 runs (open loops) never carry one
     assert main(["simulate", "--runs", str(REAL_RUNS / "real_runs_trainval.json")]) == 0
     assert '"intake"' not in capsys.readouterr().out

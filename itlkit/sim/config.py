@@ -49,6 +49,9 @@ class SchedulerConfig:
     enable_prefix_caching: bool = True
     # The share of KV blocks an admission must leave free (`V0_WATERMARK`; V1 keeps none)
     admission_watermark: float = 0.0
+    # The API server's serial intake in front of the engine, seconds per prompt token
+    # (`sim.intake`; an open loop's or a burst's prompts reach the engine one after another)
+    intake_seconds_per_prompt_token: float = 0.0
 
     def validate(self) -> None:
         """Raise ConfigError for knobs vLLM would reject or that cannot run."""
@@ -77,3 +80,6 @@ class SchedulerConfig:
         rate = self.kv_transfer_bytes_per_second
         if not (rate > 0 and math.isfinite(rate)):
             raise ConfigError(f"kv_transfer_bytes_per_second must be > 0, got {rate}")
+        intake = self.intake_seconds_per_prompt_token
+        if not (intake >= 0 and math.isfinite(intake)):
+            raise ConfigError(f"intake_seconds_per_prompt_token must be >= 0, got {intake}")

@@ -67,6 +67,7 @@ from itlkit.physics.roofline import Deployment, step_coefficients
 from itlkit.physics.speculative import Speculation
 from itlkit.sim.config import DEFAULT_KV_TRANSFER_BYTES_PER_SECOND, SchedulerConfig
 from itlkit.sim.engine import Engine
+from itlkit.sim.intake import intake_departures
 from itlkit.sim.results import SimulationResult, Summary, fine_buckets_seconds, weighted_quantile
 from itlkit.sim.speculative import (
     capacity_in_units,
@@ -262,15 +263,16 @@ def simulate(
     TTFT and E2E start there, as the client measures them.
     """
     capacity_tokens, end_limit = _checked(workload, config, kv_capacity_tokens, until_seconds)
+    taken_in = _taken_in(workload, config)
     if config.disaggregated:
         ready = _disaggregated_ready_seconds(
-            workload, config=config, step_function=step_function, bytes_per_token=kv_bytes_per_token
+            taken_in, config=config, step_function=step_function, bytes_per_token=kv_bytes_per_token
         )
         order = np.argsort(ready, kind="stable")
         ready_seconds = ready[order]
     else:
         order = np.arange(workload.num_requests)
-        ready_seconds = workload.arrival_seconds
+        ready_seconds = taken_in.arrival_seconds
     engine = Engine(
         workload,
         step_function=step_function,
@@ -293,6 +295,17 @@ def simulate(
         sent = np.minimum(engine.sent_seconds(), max(end, workload.last_arrival_seconds))
         workload = replace(workload, arrival_seconds=np.maximum(sent, workload.arrival_seconds))
     return _result(engine, workload, config, end_seconds=end)
+
+
+def _taken_in(workload: Workload, config: SchedulerConfig) -> Workload:
+    """The workload as the engine receives it: each request once the API server took it in
+    (`sim.intake`), where the config has an intake cost. A closed loop sends one request per
+    finish, so its requests rarely queue there: they reach the engine at their send."""
+    per_token = config.intake_seconds_per_prompt_token
+    if not per_token or workload.max_concurrency is not None:
+        return workload
+    taken = intake_departures(workload.arrival_seconds, workload.prompt_tokens, per_token)
+    return replace(workload, arrival_seconds=taken)
 
 
 def _checked(workload: Workload, config: SchedulerConfig, kv_capacity_tokens, until_seconds):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig, admission_watermark
+from itlkit.sim.intake import INTAKE_SECONDS_PER_PROMPT_TOKEN
 
 GIB = 2**30  # vLLM compares the CUDA total in GiB (`GiB_bytes`, vllm/utils)
 
@@ -238,6 +239,20 @@ KNOWN_RANGE = "0.5.0 to 0.33.x"
 ENGINE_RELEASES = {"V0": (0, 7, 3), "V1": (0, 10, 1, 1)}
 
 
+# The releases whose runs here show the API server's serial intake (`sim.intake`): vLLM 0.5.4,
+# 0.6.3, 0.8.3 and 0.10.1.1 (bursts of up to 2,000 prompts on four sites). The vLLM 0.15.1 runs
+# show none: taking their prompts in at that cost made their TTFT 16% worse. Releases from 0.11
+# on are not charged it; none of 0.11-0.14 is measured.
+SERIAL_INTAKE_BEFORE = (0, 11)
+
+
+def intake_seconds_per_prompt_token(version: VllmVersion | None) -> float:
+    """The intake cost `SchedulerConfig` takes for this release (0: not simulated)."""
+    if version is None or version.release >= SERIAL_INTAKE_BEFORE:
+        return 0.0
+    return INTAKE_SECONDS_PER_PROMPT_TOKEN
+
+
 @dataclass(frozen=True)
 class VllmVersion:
     """A vLLM release (`0.10.1.1`, `v0.6.3`, `0.15`), or a bare engine (`V0`, `V1`)."""
@@ -333,6 +348,7 @@ class EngineSettings:
             "prefill_only_steps": self.engine == "V0" and not self.enable_chunked_prefill,
             "enable_prefix_caching": self.enable_prefix_caching,
             "admission_watermark": admission_watermark(self.engine),
+            "intake_seconds_per_prompt_token": intake_seconds_per_prompt_token(self.version),
         }
 
     def scheduler_config(self, **rest) -> SchedulerConfig:
@@ -416,6 +432,12 @@ def engine_defaults(
             "start then (SchedulerConfig's check in vllm/config.py): give max_num_seqs"
         )
     said += _behaviour_lines(row, name, value)
+    if intake_seconds_per_prompt_token(version):
+        said.append(
+            f"{name}'s API server tokenizes prompts one at a time: each reaches the engine after "
+            f"those sent before it, at {INTAKE_SECONDS_PER_PROMPT_TOKEN * 1e6:g} us per prompt "
+            "token (sim.intake; a closed loop's at their send)"
+        )
     return EngineSettings(version=version, engine=row.engine, **{k: value[k] for k in SETTINGS},
                           async_scheduling=row.async_scheduling, cuda_graphs=row.cuda_graphs,
                           assumptions=tuple(said))  # fmt: skip
