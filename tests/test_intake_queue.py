@@ -119,5 +119,6 @@ def test_the_releases_that_take_prompts_in_serially():
     later = replace(run, vllm_version="vLLM 0.15.1")
     assert run_config(later).intake_seconds_per_prompt_token == 0.0
     assert run_config(replace(run, vllm_version=None)).intake_seconds_per_prompt_token == 0.0
-    assert engine_defaults(None, gpu_memory_bytes=85e9, max_model_len=4096).scheduler_config(
-    ).intake_seconds_per_prompt_token == 0.0  # fmt: skip
+    unnamed = engine_defaults(None, gpu_memory_bytes=85e9, max_model_len=4096)
+    assert unnamed.scheduler_config().intake_seconds_per_prompt_token == 0.0
+    assert "serial intake is not simulated" in unnamed.assumptions[0]

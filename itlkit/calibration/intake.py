@@ -21,7 +21,7 @@ prompt than the intake, the engine's own queue hides it.
 from __future__ import annotations
 
 from itlkit.sim.runs import Run
-from itlkit.sim.versions import intake_seconds_per_prompt_token, parse_vllm_version
+from itlkit.sim.versions import intake_seconds_per_prompt_token
 
 # Seconds per prompt token ahead in the intake queue: the range the cached bursts measured
 # (`sim.intake` simulates the middle of it).
@@ -39,8 +39,7 @@ def intake_wait_seconds(run: Run) -> tuple[float, float] | None:
     tokens, n = w.prompt_tokens, w.num_prompts
     if w.client != "burst" or run.serving_engine != "vllm" or not n or tokens is None:
         return None
-    if run.vllm_version and intake_seconds_per_prompt_token(
-            parse_vllm_version(run.vllm_version.removeprefix("vLLM "))):  # fmt: skip
+    if intake_seconds_per_prompt_token(run.release):
         return None
     ahead = (n - 1) / 2 * tokens
     low, high = INTAKE_RANGE_SECONDS_PER_PROMPT_TOKEN

@@ -33,7 +33,7 @@ from itlkit.sim.scheduler import (
     simulate,
     step_jitter_factors,
 )
-from itlkit.sim.versions import intake_seconds_per_prompt_token, parse_vllm_version
+from itlkit.sim.versions import intake_seconds_per_prompt_token
 from itlkit.units import kv_precision, weight_precision
 
 
@@ -100,8 +100,6 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
         if settings.max_running_requests is None:
             settings = settings.with_kv_tokens(int(kv_tokens), context_tokens=run.max_model_len)
         return settings.scheduler_config(enable_prefix_caching=run.prefix_caching)
-    version = parse_vllm_version(run.vllm_version.removeprefix("vLLM ")) if (
-        run.vllm_version) else None  # fmt: skip
     return SchedulerConfig(
         max_num_batched_tokens=run.max_num_batched_tokens,
         max_num_seqs=min(run.max_num_seqs, run.max_num_batched_tokens),
@@ -109,7 +107,7 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
         prefill_only_steps=run.engine == "V0" and not run.chunked_prefill,
         enable_prefix_caching=run.prefix_caching,
         admission_watermark=admission_watermark(run.engine),
-        intake_seconds_per_prompt_token=intake_seconds_per_prompt_token(version),
+        intake_seconds_per_prompt_token=intake_seconds_per_prompt_token(run.release),
     )
 
 

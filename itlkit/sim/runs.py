@@ -218,8 +218,13 @@ class Run:
         named), or "SGLang"."""
         if self.serving_engine == "sglang":
             return "SGLang"
-        return parse_vllm_version(self.vllm_version.removeprefix("vLLM ")).engine if (
-            self.vllm_version) else "V1"  # fmt: skip
+        return self.release.engine if self.release is not None else "V1"
+
+    @property
+    def release(self) -> VllmVersion | None:
+        """The vLLM release the run names (`engine.vllm_version`), None where it names none."""
+        return parse_vllm_version(self.vllm_version.removeprefix("vLLM ")) if (
+            self.vllm_version) else None  # fmt: skip
 
     @property
     def gpu_family(self) -> str:
