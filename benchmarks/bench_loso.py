@@ -12,7 +12,7 @@ of runs, the median and the worst |error| (predicted / measured - 1) of mean ITL
 and the constants each prediction took (its cell, a lent one, or the global constants).
 `itlkit calibrate`'s own leave-one-source-out re-solves from the full fit's simulations (one
 linear solve per source, no new schedule); this one refits from scratch, the honest figure for a
-user's own runs. About 8 minutes on 2 cores with four files (one fit per publisher).
+user's own runs. About 9 minutes on 2 cores with the five files (one fit per publisher).
 """
 
 from __future__ import annotations
