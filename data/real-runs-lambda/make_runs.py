@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from itlkit.sim.client_figures import client_latencies, e2e_seconds, length_quantiles
 from itlkit.sim.runs import FORMAT, parse_runs
 
 HERE = Path(__file__).resolve().parent
@@ -79,29 +80,18 @@ def read_result(path: Path, prompts: int) -> dict:
     return doc
 
 
-def quantile_table(values) -> dict:
-    """The lengths as the runs format's quantile table: whole tokens at LEVELS."""
-    v = np.asarray(values, dtype=float)
-    return {"kind": "quantiles", "levels": list(LEVELS),
-            "tokens": [round(float(np.quantile(v, q))) for q in LEVELS]}  # fmt: skip
-
-
 def measured(doc: dict) -> dict:
     """The client's statistics over the requests that got text back (seconds)."""
     out = np.asarray(doc["output_lens"], dtype=float)
     got = out > 0
-    ttft = np.asarray(doc["ttfts"], dtype=float)[got]
-    e2e = ttft + np.array([sum(g) for g, ok in zip(doc["itls"], got, strict=True) if ok])
+    ttft = np.asarray(doc["ttfts"], dtype=float)
+    e2e = e2e_seconds(ttft, doc["itls"])
     gaps = np.concatenate([np.asarray(g, dtype=float) for g in doc["itls"]])
-    q = lambda values, level: float(np.quantile(values, level))  # noqa: E731
     return {
-        "e2e_mean_seconds": float(e2e.mean()), "e2e_p90_seconds": q(e2e, 0.9),
-        "e2e_p99_seconds": q(e2e, 0.99),
-        "ttft_mean_seconds": float(ttft.mean()), "ttft_p90_seconds": q(ttft, 0.9),
-        "ttft_p99_seconds": q(ttft, 0.99),
-        "itl_mean_seconds": float((e2e.mean() - ttft.mean()) / (out[got].mean() - 1)),
+        **client_latencies(ttft[got], e2e[got], out[got]),
         "tpot_mean_seconds": doc["mean_tpot_ms"] / 1e3,
-        "itl_per_token_quantiles_seconds": {"0.5": q(gaps, 0.5), "0.99": q(gaps, 0.99)},
+        "itl_per_token_quantiles_seconds": {"0.5": float(np.quantile(gaps, 0.5)),
+                                            "0.99": float(np.quantile(gaps, 0.99))},
         "requests": int(got.sum()), "duration_seconds": float(doc["duration"]),
         "stages": None,
     }  # fmt: skip
@@ -147,8 +137,8 @@ def run(commit: str, rel: str, path: Path) -> dict | None:
             "prompt_tokens_mean": float(np.mean(doc["input_lens"])),
             "output_tokens_mean": float(out.mean()), "output_tokens_mean_source": "measured",
             "output_tokens_target": None, "ignore_eos": False,
-            "prompt_tokens_distribution": quantile_table(doc["input_lens"]),
-            "output_tokens_distribution": quantile_table(out),
+            "prompt_tokens_distribution": length_quantiles(doc["input_lens"], LEVELS),
+            "output_tokens_distribution": length_quantiles(out, LEVELS),
             "prompts_sent_before": 0, "stages": None, "api": "completions", "streaming": True,
         },
         "measured": measured(doc),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from itlkit.sim.client_figures import client_latencies, e2e_seconds, length_quantiles
 from itlkit.sim.runs import FORMAT, parse_runs
 
 HERE = Path(__file__).resolve().parent
@@ -84,25 +85,11 @@ def read_result(path: Path) -> dict:
     return doc
 
 
-def quantile_table(values) -> dict:
-    """The lengths as the runs format's quantile table: whole tokens at LEVELS."""
-    v = np.asarray(values, dtype=float)
-    return {"kind": "quantiles", "levels": list(LEVELS),
-            "tokens": [round(float(np.quantile(v, q))) for q in LEVELS]}  # fmt: skip
-
-
 def measured(doc: dict) -> dict:
     """The client's statistics from its per-request records (seconds)."""
     ttft = np.asarray(doc["ttfts"], dtype=float)
-    e2e = ttft + np.array([sum(gaps) for gaps in doc["itls"]])
-    out = np.asarray(doc["output_lens"], dtype=float)
-    q = lambda values, level: float(np.quantile(values, level))  # noqa: E731
     return {
-        "e2e_mean_seconds": float(e2e.mean()), "e2e_p90_seconds": q(e2e, 0.9),
-        "e2e_p99_seconds": q(e2e, 0.99),
-        "ttft_mean_seconds": float(ttft.mean()), "ttft_p90_seconds": q(ttft, 0.9),
-        "ttft_p99_seconds": q(ttft, 0.99),
-        "itl_mean_seconds": float((e2e.mean() - ttft.mean()) / (out.mean() - 1)),
+        **client_latencies(ttft, e2e_seconds(ttft, doc["itls"]), doc["output_lens"]),
         "tpot_mean_seconds": doc["mean_tpot_ms"] / 1e3,
         "itl_per_token_quantiles_seconds": {"0.5": doc["median_itl_ms"] / 1e3,
                                             "0.99": doc["p99_itl_ms"] / 1e3},
@@ -135,8 +122,8 @@ def run(rate: str, path: Path, doc: dict, first: bool) -> dict:
             "output_tokens_mean_source": "measured",
             "output_tokens_target": None,
             "ignore_eos": False,
-            "prompt_tokens_distribution": quantile_table(inp),
-            "output_tokens_distribution": quantile_table(out),
+            "prompt_tokens_distribution": length_quantiles(inp, LEVELS),
+            "output_tokens_distribution": length_quantiles(out, LEVELS),
             "prompts_sent_before": 0 if first else PROMPTS,
             "stages": None,
             "api": "completions",

@@ -18,8 +18,13 @@ import numpy as np
 from itlkit.errors import ConfigError
 from itlkit.metrics.bench import read_bench_result
 from itlkit.physics.roofline import Deployment
+from itlkit.sim.client_figures import client_latencies, e2e_seconds
 from itlkit.sim.runs import ITL_QUANTILE_LEVELS, Run, RunWorkload
 from itlkit.sim.workload import read_vllm_bench_result
+
+# What a bench file's run is calibrated on: the client's means and p99s, and the ITL mean.
+MEASURED = ("ttft_mean_seconds", "ttft_p99_seconds", "e2e_mean_seconds", "e2e_p99_seconds",
+            "itl_mean_seconds")  # fmt: skip
 
 
 def _measured(result, workload, path: Path) -> dict[str, float]:
@@ -29,20 +34,13 @@ def _measured(result, workload, path: Path) -> dict[str, float]:
             f"{path}: calibrating needs a detailed bench result (--save-detailed) whose ttfts "
             "and itls match its input_lens and output_lens request by request"
         )
-    ttft = samples.ttft_seconds
-    e2e = ttft + np.array([gaps.sum() for gaps in samples.itl_per_request_seconds])
     tokens = float(workload.output_tokens.mean())
     if tokens <= 1:
         raise ConfigError(f"{path}: its requests generated {tokens:g} tokens on average: no ITL")
-    measured = {
-        "ttft_mean_seconds": float(ttft.mean()),
-        "ttft_p99_seconds": float(np.quantile(ttft, 0.99)),
-        "e2e_mean_seconds": float(e2e.mean()),
-        "e2e_p99_seconds": float(np.quantile(e2e, 0.99)),
-    }
-    measured["itl_mean_seconds"] = (
-        measured["e2e_mean_seconds"] - measured["ttft_mean_seconds"]
-    ) / (tokens - 1)
+    ttft = samples.ttft_seconds
+    e2e = e2e_seconds(ttft, samples.itl_per_request_seconds)
+    figures = client_latencies(ttft, e2e, workload.output_tokens)
+    measured = {key: figures[key] for key in MEASURED}
     if not all(value > 0 for value in measured.values()):
         raise ConfigError(f"{path}: its latencies are not all > 0: nothing to calibrate on")
     return measured

@@ -1,0 +1,40 @@
+"""What a benchmark client measured, from its per-request records, in the runs format's terms.
+
+A `benchmark_serving.py` / `vllm bench serve` result saved with its per-request lists (`ttfts`,
+`itls`, `input_lens`, `output_lens`) gives a real run's `measured` figures and the length
+distributions of its `workload`. The converters of real sources (`data/real-runs-*/make_runs.py`)
+and `calibration.bench_runs` compute them here, so every source's figures mean the same thing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def length_quantiles(tokens, levels) -> dict:
+    """Lengths as the runs format's quantile table: whole tokens at `levels` (0 to 1)."""
+    values = np.asarray(tokens, dtype=float)
+    return {"kind": "quantiles", "levels": list(levels),
+            "tokens": [round(float(np.quantile(values, q))) for q in levels]}  # fmt: skip
+
+
+def e2e_seconds(ttft_seconds, gaps_seconds_per_request) -> np.ndarray:
+    """Each request's end-to-end latency: its TTFT plus the sum of its inter-token gaps."""
+    gaps = np.array([sum(g) for g in gaps_seconds_per_request], dtype=float)
+    return np.asarray(ttft_seconds, dtype=float) + gaps
+
+
+def client_latencies(ttft_seconds, e2e_seconds, output_tokens) -> dict[str, float]:
+    """The client's TTFT and E2E mean, p90 and p99 over the requests given, and the runs
+    format's ITL mean: (E2E mean - TTFT mean) / (output tokens mean - 1), seconds."""
+    ttft = np.asarray(ttft_seconds, dtype=float)
+    e2e = np.asarray(e2e_seconds, dtype=float)
+    tokens = np.asarray(output_tokens, dtype=float)
+    q = lambda values, level: float(np.quantile(values, level))  # noqa: E731
+    return {
+        "e2e_mean_seconds": float(e2e.mean()), "e2e_p90_seconds": q(e2e, 0.9),
+        "e2e_p99_seconds": q(e2e, 0.99),
+        "ttft_mean_seconds": float(ttft.mean()), "ttft_p90_seconds": q(ttft, 0.9),
+        "ttft_p99_seconds": q(ttft, 0.99),
+        "itl_mean_seconds": float((e2e.mean() - ttft.mean()) / (tokens.mean() - 1)),
+    }  # fmt: skip
