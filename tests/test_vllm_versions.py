@@ -24,6 +24,7 @@ from itlkit.physics.hardware import get_gpu
 from itlkit.sim.config import SchedulerConfig
 from itlkit.sim.runs import parse_runs
 from itlkit.sim.versions import (
+    ENGINE_RELEASES,
     FIRST_UNKNOWN,
     GIB,
     RELEASES,
@@ -351,6 +352,16 @@ def test_the_fixtures_version_changes_none_of_its_values():
         assert a.vllm_version == "vLLM 0.15.1" and b.vllm_version is None
         assert "max_num_seqs 128 (the file's defaults_for_null)" in a.engine_assumptions
         assert b.engine_assumptions == ()
+
+
+@pytest.mark.parametrize("text, release, engine", [
+    ("0.6.3.post1", (0, 6, 3), "V0"),  # labelled "vLLM 0.6.3 (given as '0.6.3.post1')"
+    ("v0.8.5", (0, 8, 5), "V1"),  # labelled "vLLM 0.8.5 (given as 'v0.8.5')"
+    ("V0", ENGINE_RELEASES["V0"], "V0"),  # labelled "V0 (read as vLLM ...)"
+])  # fmt: skip
+def test_a_run_reads_its_release_back_from_any_label(text, release, engine):
+    run = _run({"vllm_version": text, "max_num_batched_tokens": 8192, "max_model_len": 8192})
+    assert (run.release.release, run.release.engine) == (release, engine)
 
 
 def test_a_runs_null_fields_take_its_versions_defaults_on_its_gpu():

@@ -223,8 +223,10 @@ class Run:
     @property
     def release(self) -> VllmVersion | None:
         """The vLLM release the run names (`engine.vllm_version`), None where it names none."""
-        return parse_vllm_version(self.vllm_version.removeprefix("vLLM ")) if (
-            self.vllm_version) else None  # fmt: skip
+        if not self.vllm_version:
+            return None
+        # the label `VllmVersion.label` wrote: "vLLM 0.6.3 (given as '0.6.3.post1')", "V0 (...)"
+        return parse_vllm_version(self.vllm_version.removeprefix("vLLM ").split(" ")[0])
 
     @property
     def gpu_family(self) -> str:
