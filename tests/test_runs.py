@@ -187,6 +187,21 @@ def test_measured_values_that_no_run_can_measure(edit, expected):
     assert expected in _one_error(lambda r: edit(r["measured"]))
 
 
+def test_a_run_may_leave_its_quantiles_null_but_not_its_means():
+    # SGLang's bench_serving prints no p90: a converter leaves them null rather than invent one
+    def without(*keys):
+        return _run64(lambda r: r["measured"].update(dict.fromkeys(keys)))
+
+    (run,) = [r for r in parse_runs(without("e2e_p90_seconds", "ttft_p90_seconds",
+                                            "e2e_p99_seconds"),
+                                    source="runs.json") if r.id == "trainval:64"]  # fmt: skip
+    assert "ttft_p90_seconds" not in run.measured and "e2e_p99_seconds" not in run.measured
+    assert run.measured["ttft_p99_seconds"] > 0
+    for key in ("ttft_mean_seconds", "e2e_mean_seconds", "itl_mean_seconds"):
+        with pytest.raises(ConfigError, match=f"measured.{key} is missing"):
+            parse_runs(without(key), source="runs.json")
+
+
 def test_the_fixture_is_inside_every_bound():
     # the bounds are far from real runs: all 13 read (as test_the_fixture_reads... checks), and
     # the largest run sends 9,000 requests of ~600-800 tokens

@@ -51,6 +51,11 @@ MEASURED_KEYS = (
     "e2e_mean_seconds", "e2e_p90_seconds", "e2e_p99_seconds",
     "ttft_mean_seconds", "ttft_p90_seconds", "ttft_p99_seconds", "itl_mean_seconds",
 )  # fmt: skip
+# Measured statistics a run may leave null where its client printed none (SGLang's bench_serving
+# prints no p90; `vllm bench serve` prints no E2E without --percentile-metrics e2el): a
+# converter writes null rather than a bound. The means are required: calibrate fits on them.
+OPTIONAL_MEASURED_KEYS = ("e2e_p90_seconds", "e2e_p99_seconds", "ttft_p90_seconds",
+                          "ttft_p99_seconds")  # fmt: skip
 _ENGINE_DEFAULTS = {"max_num_seqs": 128, "max_model_len": 4096, "gpu_memory_utilization": 0.9}
 
 # The per-token ITL quantiles a bench run records and a prediction gives, for the jitter fit.
@@ -490,9 +495,11 @@ _AT_MOST = (
 def _measured(r: _Reader, doc) -> tuple[dict[str, float], dict[float, float]]:
     if not isinstance(doc, dict):
         raise r.fail("measured", "must be an object")
-    values = {k: r.positive(doc, k, name=f"measured.{k}") for k in MEASURED_KEYS}
+    values = {k: r.positive(doc, k, name=f"measured.{k}", optional=k in OPTIONAL_MEASURED_KEYS)
+              for k in MEASURED_KEYS}  # fmt: skip
+    values = {k: v for k, v in values.items() if v is not None}
     for low, high in _AT_MOST:
-        if values[low] > values[high]:
+        if low in values and high in values and values[low] > values[high]:
             raise r.fail(f"measured.{low}", f"({values[low]:g} s) is above measured.{high} "
                          f"({values[high]:g} s), which no run can measure")  # fmt: skip
     return values, _quantiles(r, doc.get("itl_per_token_quantiles_seconds") or {})
