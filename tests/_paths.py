@@ -12,3 +12,5 @@ REAL_RUNS_INFERENCEX = Path(__file__).parents[1] / "data" / "real-runs-inference
 REAL_RUNS_LLMK8S = Path(__file__).parents[1] / "data" / "real-runs-llmk8s"
 BUNDLED_CALIBRATION = Path(__file__).parents[1] / "data" / "calibration.json"
 REAL_RUNS_LAMBDA = Path(__file__).parents[1] / "data" / "real-runs-lambda"
+REAL_RUNS_DSTACK = Path(__file__).parents[1] / "data" / "real-runs-dstack"
+REAL_RUNS_RECIPES = Path(__file__).parents[1] / "data" / "real-runs-recipes"
