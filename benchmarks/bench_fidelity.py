@@ -5,16 +5,19 @@ Run: .venv/bin/python benchmarks/bench_fidelity.py [RUNS.json ...]
 Default runs: data/real-runs/real_runs_trainval.json (13 real vLLM 0.15.1 runs; the 6 with known
 arrival rates can be simulated), data/real-runs-more/real_world_more.json (107 real bursts),
 data/real-runs-inferencex/inferencex.json (91 real closed-loop SGLang runs of DeepSeek-R1),
-data/real-runs-llmk8s/llmk8s.json (4 real vLLM 0.8.3 runs at TP 8 on A100 40 GB) and
-data/real-runs-lambda/lambda.json (14 real vLLM 0.5.4 bursts on 1-8 H100 SXM), the runs the
-bundled calibration is fitted on. Prints, for the uncalibrated roofline and for the calibration
-fitted on the runs, each run's relative error (predicted / measured - 1) of mean ITL (as the file
-defines it), mean TTFT, mean E2E, TTFT p99 and E2E p99, the constants per GPU family, then the
-leave-one-out median absolute errors (each run predicted by constants fitted without it), the
-leave-one-source-out ones (each publisher's runs predicted by constants fitted without any of them),
-and the wall time of `itlkit calibrate` (goal <= 120 s on a 2-core machine, on all 222 runs; it
-took 150-300 s there before the MoE weight reads, the prefix-cache walks and the confirming
-rounds were saved, about 125 s after; 89-115 s on 204 runs, 106 s on 208) and of `itlkit
+data/real-runs-llmk8s/llmk8s.json (4 real vLLM 0.8.3 runs at TP 8 on A100 40 GB),
+data/real-runs-lambda/lambda.json (14 real vLLM 0.5.4 bursts on 1-8 H100 SXM) and
+data/real-runs-dstack/dstack.json (39 real vLLM 0.6-0.7 runs: DeepSeek-R1 on 8 H200 and 8
+MI300X, Llama-3.1-405B FP8 on 8 H100), the runs the bundled calibration is fitted on. Prints,
+for the uncalibrated roofline and for the calibration fitted on the runs, each run's relative
+error (predicted / measured - 1) of mean ITL (as the file defines it), mean TTFT, mean E2E, TTFT
+p99 and E2E p99, the constants per GPU family, then the leave-one-out median absolute errors
+(each run predicted by constants fitted without it), the leave-one-source-out ones (each
+publisher's runs predicted by constants fitted without any of them), and the wall time of
+`itlkit calibrate` (goal <= 120 s on a 2-core machine, on all 261 runs; it took 150-300 s there
+before the MoE weight reads, the prefix-cache walks and the confirming rounds were saved, about
+125 s after; 89-115 s on 204 runs, 106 s on 208, 102 s on 222, 150 s on 261: the 18
+Llama-3.1-405B runs of 1,000 requests and the 500-request closed loops) and of `itlkit
 simulate --runs` over the files (goal <= 30 s), both as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
@@ -59,6 +62,7 @@ MORE_RUNS = ROOT / "data" / "real-runs-more" / "real_world_more.json"
 INFERENCEX_RUNS = ROOT / "data" / "real-runs-inferencex" / "inferencex.json"
 LLMK8S_RUNS = ROOT / "data" / "real-runs-llmk8s" / "llmk8s.json"
 LAMBDA_RUNS = ROOT / "data" / "real-runs-lambda" / "lambda.json"
+DSTACK_RUNS = ROOT / "data" / "real-runs-dstack" / "dstack.json"
 BUNDLED = ROOT / "data" / "calibration.json"
 ITLKIT = [sys.executable, "-m", "itlkit"]
 SHOWN = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds", "ttft_p99_seconds",
@@ -212,7 +216,7 @@ def main() -> None:
         "paths",
         nargs="*",
         type=Path,
-        default=[DEFAULT_RUNS, MORE_RUNS, INFERENCEX_RUNS, LLMK8S_RUNS, LAMBDA_RUNS],
+        default=[DEFAULT_RUNS, MORE_RUNS, INFERENCEX_RUNS, LLMK8S_RUNS, LAMBDA_RUNS, DSTACK_RUNS],
         help="runs to calibrate on and score (default: the bundled calibration's five files)",
     )
     parser.add_argument("--runs", type=Path, action="append", metavar="RUNS.json",

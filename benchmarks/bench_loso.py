@@ -2,8 +2,9 @@
 
 Run: .venv/bin/python benchmarks/bench_loso.py [RUNS.json ...]
 
-Default runs: the five files the bundled calibration is fitted on (data/real-runs,
-data/real-runs-more, data/real-runs-inferencex, data/real-runs-llmk8s, data/real-runs-lambda).
+Default runs: the six files the bundled calibration is fitted on (data/real-runs,
+data/real-runs-more, data/real-runs-inferencex, data/real-runs-llmk8s, data/real-runs-lambda,
+data/real-runs-dstack).
 For each publisher
 (`source.repo`), the whole
 calibration (global constants, cells, jitter) is fitted again on the other publishers' runs, and
@@ -12,7 +13,7 @@ of runs, the median and the worst |error| (predicted / measured - 1) of mean ITL
 and the constants each prediction took (its cell, a lent one, or the global constants).
 `itlkit calibrate`'s own leave-one-source-out re-solves from the full fit's simulations (one
 linear solve per source, no new schedule); this one refits from scratch, the honest figure for a
-user's own runs. About 9 minutes on 2 cores with the five files (one fit per publisher).
+user's own runs. About 9 minutes on 2 cores with five files, more with six (one fit per publisher).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ DEFAULT = (ROOT / "data" / "real-runs" / "real_runs_trainval.json",
            ROOT / "data" / "real-runs-more" / "real_world_more.json",
            ROOT / "data" / "real-runs-inferencex" / "inferencex.json",
            ROOT / "data" / "real-runs-llmk8s" / "llmk8s.json",
-           ROOT / "data" / "real-runs-lambda" / "lambda.json")  # fmt: skip
+           ROOT / "data" / "real-runs-lambda" / "lambda.json",
+           ROOT / "data" / "real-runs-dstack" / "dstack.json")  # fmt: skip
 
 
 def held_out_rows(runs) -> list[dict]:

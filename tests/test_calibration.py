@@ -20,6 +20,7 @@ from _paths import (
     BUNDLED_CALIBRATION,
     DATA,
     REAL_RUNS,
+    REAL_RUNS_DSTACK,
     REAL_RUNS_INFERENCEX,
     REAL_RUNS_LAMBDA,
     REAL_RUNS_LLMK8S,
@@ -323,25 +324,27 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     inferencex = read_runs(REAL_RUNS_INFERENCEX / "inferencex.json")
     llmk8s = read_runs(REAL_RUNS_LLMK8S / "llmk8s.json")
     lambdas = read_runs(REAL_RUNS_LAMBDA / "lambda.json")
+    dstack = read_runs(REAL_RUNS_DSTACK / "dstack.json")
     # the 6 simulable fixture runs (H100, vLLM 0.15.1), the 107 A100 / H100 64 GB bursts, the
-    # 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX, llm-k8s' 4 TP 8 runs on A100 and
-    # LambdaLabs' 14 vLLM 0.5.4 bursts on H100 SXM
+    # 91 closed-loop SGLang DeepSeek-R1 runs of InferenceX, llm-k8s' 4 TP 8 runs on A100,
+    # LambdaLabs' 14 vLLM 0.5.4 bursts on H100 SXM and dstack's 39 vLLM 0.6-0.7 runs
     assert bundled.is_calibrated
     assert set(bundled.fitted_on) == {
-        r.id for r in (*KNOWN, *more, *inferencex, *llmk8s, *lambdas)}  # fmt: skip
+        r.id for r in (*KNOWN, *more, *inferencex, *llmk8s, *lambdas, *dstack)}  # fmt: skip
     assert bundled.step_model == "engine"
     # one cell per GPU family, V0 and SGLang apart, MoE apart, with >= 3 runs: A100 vLLM 0.8
     # and 0.10 dense (75) and MoE (10: gpt-oss), H100 vLLM 0.15 (6, its 2 MoE runs with its
-    # dense ones), H100 V0 (40: 26 on the 64 GB card, 14 vLLM 0.5.4 on SXM), and SGLang's
-    # DeepSeek-R1 on each of six GPUs
+    # dense ones), H100 V0 (58: 26 on the 64 GB card, 14 vLLM 0.5.4 and 18 vLLM 0.6.3 on SXM),
+    # vLLM V0's DeepSeek-R1 on H200 (12) and MI300X (9), and SGLang's on each of six GPUs
     assert set(bundled.groups) == {
         "gpu:a100", "gpu:a100/MoE", "gpu:h100", "gpu:h100/V0", "gpu:h200/SGLang/MoE",
         "gpu:b200/SGLang/MoE", "gpu:b300/SGLang/MoE", "gpu:mi300x/SGLang/MoE",
-        "gpu:mi325x/SGLang/MoE", "gpu:mi355x/SGLang/MoE"}  # fmt: skip
+        "gpu:mi325x/SGLang/MoE", "gpu:mi355x/SGLang/MoE", "gpu:h200/V0/MoE",
+        "gpu:mi300x/V0/MoE"}  # fmt: skip
     # the H100 vLLM 0.15 corner keeps the step model that predicts its held-out runs better
     assert bundled.groups["gpu:h100"]["step_model"] == "reference"
     # the global constants are vLLM's: SGLang's runs are fitted in their cells only
-    assert "131 vLLM runs" in bundled.undetermined["global_fit"]
+    assert "170 vLLM runs" in bundled.undetermined["global_fit"]
     # no L40S runs, nor of its architecture: the global constants, with what a new source's
     # runs came out as
     l40s = bundled.for_gpu("l40s")
@@ -367,7 +370,7 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert set(bundled.leave_one_source_out) == {
         "inference-sim/sim-to-real-accuracy-validation", "dennislee22/vLLM-benchmarking",
         "FerranAgulloLopez/vLLMBatchingMemoryGap", "SemiAnalysisAI/InferenceX-app",
-        "surajssd/llm-k8s", "LambdaLabsML/vllm-benchmark"}  # fmt: skip
+        "surajssd/llm-k8s", "LambdaLabsML/vllm-benchmark", "dstackai/benchmarks"}  # fmt: skip
 
 
 def test_explain_shows_the_calibrated_step_beside_the_reference():
@@ -506,18 +509,21 @@ def test_a_prediction_beyond_the_calibrations_runs_says_so():
     from itlkit.cli._runs import load_calibration
 
     bundled = load_calibration("bundled")
-    # the global fit's vLLM runs: the fixture's open-loop stages and the bursts of the 107, no
-    # closed-loop client among them; the closed loops of InferenceX are SGLang's, in its cells
+    # the global fit's vLLM runs: the fixture's open-loop stages, the bursts of the 107 and
+    # dstack's closed loops (its DeepSeek-R1 runs); the closed loops of InferenceX are
+    # SGLang's, in its cells
     assert bundled.coverage["model"] == ["MoE", "dense 10-40B", "dense < 10B", "dense > 40B"]
-    assert bundled.coverage["client"] == ["burst", "open loop"]
+    assert bundled.coverage["client"] == ["burst", "closed loop", "open loop"]
     assert bundled.coverage["client@gpu:h200/SGLang/MoE"] == ["closed loop"]
     assert bundled.beyond(model="dense < 10B", client="open loop") == ""
+    assert bundled.beyond(model="MoE", client="closed loop") == ""
     sglang = bundled.for_gpu("h200-sxm", "SGLang", moe=True)
     assert sglang.beyond(model="MoE", client="closed loop") == ""
     assert sglang.beyond(model="dense < 10B", client="burst") == (
         "no dense < 10B runs, no burst clients in it: expect a larger error"
     )
-    assert bundled.beyond(model="MoE", client="closed loop") == (
+    # the H100 vLLM 0.15 cell: the fixture's open-loop stages only
+    assert bundled.for_gpu("h100-sxm").beyond(model="MoE", client="closed loop") == (
         "no closed loop clients in it: expect a larger error"
     )
     done = itlkit("simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--num-prompts",
