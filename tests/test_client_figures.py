@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from itlkit.sim.client_figures import client_latencies, e2e_seconds, length_quantiles
+from itlkit.sim.client_figures import (
+    client_latencies,
+    e2e_seconds,
+    length_quantiles,
+    replied_figures,
+)
 
 
 def test_e2e_is_the_ttft_plus_the_request_s_gaps():
@@ -36,3 +41,24 @@ def test_length_table_takes_whole_tokens_at_its_levels():
     table = length_quantiles([50, 10, 40, 20, 30], (0.0, 0.25, 0.42, 1.0))
     assert table == {"kind": "quantiles", "levels": [0.0, 0.25, 0.42, 1.0],
                      "tokens": [10, 20, 27, 50]}  # fmt: skip
+
+
+def test_an_empty_reply_is_counted_apart_from_the_latencies():
+    # three requests: 3 tokens (TTFT 0.1, gaps 0.02 and 0.03), an empty reply (EOS first: no
+    # token, TTFT 0.0, no gap), 2 tokens (TTFT 0.3, gap 0.05)
+    result = {
+        "output_lens": [3, 0, 2],
+        "ttfts": [0.1, 0.0, 0.3],
+        "itls": [[0.02, 0.03], [], [0.05]],
+        "mean_tpot_ms": 31.7,
+        "duration": 2.5,
+    }
+    got = replied_figures(result)
+    assert (got["requests"], got["requests_empty"]) == (2, 1)
+    # over the two that replied: TTFT mean 0.2 (the empty one's 0.0 left out), E2E 0.25, and
+    # (0.25 - 0.2) / (2.5 - 1) = 1/30
+    assert got["ttft_mean_seconds"] == pytest.approx(0.2)
+    assert got["itl_mean_seconds"] == pytest.approx(1 / 30)
+    # every gap: 0.02, 0.03, 0.05, whose median is 0.03; the file's TPOT as printed
+    assert got["itl_per_token_quantiles_seconds"]["0.5"] == pytest.approx(0.03)
+    assert got["tpot_mean_seconds"] == pytest.approx(0.0317)

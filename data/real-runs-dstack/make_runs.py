@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from itlkit.errors import ConfigError
-from itlkit.sim.client_figures import client_latencies, e2e_seconds, length_quantiles
+from itlkit.sim.client_figures import length_quantiles, replied_figures
 from itlkit.sim.runs import FORMAT, parse_runs
 
 HERE = Path(__file__).resolve().parent
@@ -146,50 +146,50 @@ _PREFIX_CACHE_COMMAND = (
     "(vllm/config.py 1532 @ v0.7.3)"
 )
 
+_H200_ENGINE = {
+    "name": "vllm", "vllm_version": "0.7.3",
+    "vllm_version_as_stated": "0.7.4.dev181+gf35f8e22",
+    "vllm_version_source": _H200_VERSION_SOURCE,
+    "image": "vllm/vllm-openai:v0.7.3 + `pip install vllm --pre --extra-index-url "
+    "https://wheels.vllm.ai/nightly`",
+    "max_model_len": DSR1_CONTEXT_TOKENS,
+    "max_model_len_source": "no --max-model-len: the checkpoint's "
+    "max_position_embeddings (deepseek-ai/DeepSeek-R1 config.json)",
+}  # fmt: skip
+_H200_GPU = {"gpu": "h200-sxm",
+             "gpu_description": "NVIDIA H200 SXM5 141GB x 8 (README lines 17-22)"}  # fmt: skip
+_NOT_GIVEN = {"max_num_batched_tokens": None, "max_num_seqs": None,
+              "gpu_memory_utilization": None}  # fmt: skip
+
+
+def _h200_server(*, chunked: bool, source: str, launch: str, lines: str, flags: list) -> dict:
+    """The H200 server of the DeepSeek-R1 rows: random (prefix cache off, no chunking) or
+    shared-prefix (both on)."""
+    return {
+        **_H200_GPU,
+        "engine": {
+            **_H200_ENGINE,
+            "chunked_prefill": chunked, "chunked_prefill_source": source, **_NOT_GIVEN,
+            "prefix_caching": chunked, "block_size": None,
+            "environment": ["VLLM_ATTENTION_BACKEND=FLASHMLA"],
+            "launch": launch, "launch_source": launch_source(lines),
+        },
+        "flags": flags,
+    }  # fmt: skip
+
+
 # (gpu, dataset) -> the server of those rows: engine fields (itlkit's names) and where read.
 DSR1_SERVERS = {
-    ("h200", "random"): {
-        "gpu": "h200-sxm", "gpu_description": "NVIDIA H200 SXM5 141GB x 8 (README lines 17-22)",
-        "engine": {
-            "name": "vllm", "vllm_version": "0.7.3",
-            "vllm_version_as_stated": "0.7.4.dev181+gf35f8e22",
-            "vllm_version_source": _H200_VERSION_SOURCE,
-            "image": "vllm/vllm-openai:v0.7.3 + `pip install vllm --pre --extra-index-url "
-            "https://wheels.vllm.ai/nightly`",
-            "max_model_len": DSR1_CONTEXT_TOKENS,
-            "max_model_len_source": "no --max-model-len: the checkpoint's "
-            "max_position_embeddings (deepseek-ai/DeepSeek-R1 config.json)",
-            "chunked_prefill": False, "chunked_prefill_source": _MLA_CHUNKING,
-            "max_num_batched_tokens": None, "max_num_seqs": None,
-            "gpu_memory_utilization": None, "prefix_caching": False, "block_size": None,
-            "environment": ["VLLM_ATTENTION_BACKEND=FLASHMLA"],
-            "launch": "vllm serve deepseek-ai/DeepSeek-R1 --trust-remote-code "
-            "--tensor-parallel-size 8",
-            "launch_source": launch_source("258-278"),
-        },
-        "flags": ["nightly_build"],
-    },
-    ("h200", "generated-shared-prefix"): {
-        "gpu": "h200-sxm", "gpu_description": "NVIDIA H200 SXM5 141GB x 8 (README lines 17-22)",
-        "engine": {
-            "name": "vllm", "vllm_version": "0.7.3",
-            "vllm_version_as_stated": "0.7.4.dev181+gf35f8e22",
-            "vllm_version_source": _H200_VERSION_SOURCE,
-            "image": "vllm/vllm-openai:v0.7.3 + `pip install vllm --pre --extra-index-url "
-            "https://wheels.vllm.ai/nightly`",
-            "max_model_len": DSR1_CONTEXT_TOKENS,
-            "max_model_len_source": "no --max-model-len: the checkpoint's "
-            "max_position_embeddings (deepseek-ai/DeepSeek-R1 config.json)",
-            "chunked_prefill": True, "chunked_prefill_source": _PREFIX_CACHE_COMMAND,
-            "max_num_batched_tokens": None, "max_num_seqs": None,
-            "gpu_memory_utilization": None, "prefix_caching": True, "block_size": None,
-            "environment": ["VLLM_ATTENTION_BACKEND=FLASHMLA"],
-            "launch": "vllm serve deepseek-ai/DeepSeek-R1 --enable-prefix-caching "
-            "--trust-remote-code --tensor-parallel-size 8 --enable-chunked-prefill",
-            "launch_source": launch_source("272-273"),
-        },
-        "flags": ["nightly_build", "shared_prefix"],
-    },
+    ("h200", "random"): _h200_server(
+        chunked=False, source=_MLA_CHUNKING, lines="258-278", flags=["nightly_build"],
+        launch="vllm serve deepseek-ai/DeepSeek-R1 --trust-remote-code --tensor-parallel-size 8",
+    ),
+    ("h200", "generated-shared-prefix"): _h200_server(
+        chunked=True, source=_PREFIX_CACHE_COMMAND, lines="272-273",
+        flags=["nightly_build", "shared_prefix"],
+        launch="vllm serve deepseek-ai/DeepSeek-R1 --enable-prefix-caching --trust-remote-code "
+        "--tensor-parallel-size 8 --enable-chunked-prefill",
+    ),
     ("mi300x", "random"): {
         "gpu": "mi300x", "gpu_description": "AMD Instinct MI300X 192GB x 8 (README lines 9-15)",
         "engine": {
@@ -200,8 +200,7 @@ DSR1_SERVERS = {
             "max_model_len": 32_768, "max_model_len_source": "--max-model-len 32768",
             "chunked_prefill": False, "chunked_prefill_source": _MLA_CHUNKING + "; nor does "
             "v0.7.3 chunk long contexts on ROCm (vllm/engine/arg_utils.py 1175-1186)",
-            "max_num_batched_tokens": None, "max_num_seqs": None,
-            "gpu_memory_utilization": None, "prefix_caching": False, "block_size": None,
+            **_NOT_GIVEN, "prefix_caching": False, "block_size": None,
             "environment": ["VLLM_FP8_PADDING=0", "VLLM_USE_TRITON_FLASH_ATTN=0"],
             "launch": "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 "
             "--trust-remote-code --max-model-len 32768",
@@ -446,23 +445,6 @@ def h100_engine(line: int, row: dict) -> dict:
     }  # fmt: skip
 
 
-def h100_measured(doc: dict) -> dict:
-    """The client's statistics over the requests that got text back (seconds)."""
-    out = np.asarray(doc["output_lens"], dtype=float)
-    got = out > 0
-    ttft = np.asarray(doc["ttfts"], dtype=float)
-    e2e = e2e_seconds(ttft, doc["itls"])
-    gaps = np.concatenate([np.asarray(g, dtype=float) for g in doc["itls"]])
-    return {
-        **client_latencies(ttft[got], e2e[got], out[got]),
-        "tpot_mean_seconds": doc["mean_tpot_ms"] / 1e3,
-        "itl_per_token_quantiles_seconds": {"0.5": float(np.quantile(gaps, 0.5)),
-                                            "0.99": float(np.quantile(gaps, 0.99))},
-        "requests": int(got.sum()), "requests_empty": int((~got).sum()),
-        "duration_seconds": float(doc["duration"]), "stages": None,
-    }  # fmt: skip
-
-
 def h100_workload(doc: dict) -> dict:
     out = np.maximum(np.asarray(doc["output_lens"]), 1)  # an empty reply still ran one token
     return {
@@ -491,7 +473,7 @@ def h100_run(source: dict, doc: dict, line: int, row: dict, table: str) -> dict:
         "interconnect": None,
         "engine": h100_engine(line, row),
         "workload": h100_workload(doc),
-        "measured": h100_measured(doc),
+        "measured": replied_figures(doc),
         "flags": [],
         "notes": H100_NOTES,
     }  # fmt: skip

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from itlkit.sim.client_figures import client_latencies, e2e_seconds, length_quantiles
+from itlkit.sim.client_figures import length_quantiles, replied_figures
 from itlkit.sim.runs import FORMAT, parse_runs
 
 HERE = Path(__file__).resolve().parent
@@ -80,23 +80,6 @@ def read_result(path: Path, prompts: int) -> dict:
     return doc
 
 
-def measured(doc: dict) -> dict:
-    """The client's statistics over the requests that got text back (seconds)."""
-    out = np.asarray(doc["output_lens"], dtype=float)
-    got = out > 0
-    ttft = np.asarray(doc["ttfts"], dtype=float)
-    e2e = e2e_seconds(ttft, doc["itls"])
-    gaps = np.concatenate([np.asarray(g, dtype=float) for g in doc["itls"]])
-    return {
-        **client_latencies(ttft[got], e2e[got], out[got]),
-        "tpot_mean_seconds": doc["mean_tpot_ms"] / 1e3,
-        "itl_per_token_quantiles_seconds": {"0.5": float(np.quantile(gaps, 0.5)),
-                                            "0.99": float(np.quantile(gaps, 0.99))},
-        "requests": int(got.sum()), "duration_seconds": float(doc["duration"]),
-        "stages": None,
-    }  # fmt: skip
-
-
 def run(commit: str, rel: str, path: Path) -> dict | None:
     """The run of one result file; None (said on stderr) for a model this script has no
     config of."""
@@ -141,7 +124,7 @@ def run(commit: str, rel: str, path: Path) -> dict | None:
             "output_tokens_distribution": length_quantiles(out, LEVELS),
             "prompts_sent_before": 0, "stages": None, "api": "completions", "streaming": True,
         },
-        "measured": measured(doc),
+        "measured": replied_figures(doc),
         "notes": NOTES,
     }  # fmt: skip
 

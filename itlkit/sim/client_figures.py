@@ -38,3 +38,24 @@ def client_latencies(ttft_seconds, e2e_seconds, output_tokens) -> dict[str, floa
         "ttft_p99_seconds": q(ttft, 0.99),
         "itl_mean_seconds": float((e2e.mean() - ttft.mean()) / (tokens.mean() - 1)),
     }  # fmt: skip
+
+
+def replied_figures(result: dict) -> dict:
+    """A `benchmark_serving.py --save-result` file's statistics over the requests that got text
+    back, in seconds. An empty reply (`output_lens` 0, `ttfts` 0.0: the first token was EOS)
+    costs the server a prompt and one token but has no latency to measure; it is counted in
+    `requests_empty` and left out of the rest. The ITL quantiles are over every gap, and the
+    TPOT mean is the file's own."""
+    out = np.asarray(result["output_lens"], dtype=float)
+    got = out > 0
+    ttft = np.asarray(result["ttfts"], dtype=float)
+    e2e = e2e_seconds(ttft, result["itls"])
+    gaps = np.concatenate([np.asarray(g, dtype=float) for g in result["itls"]])
+    return {
+        **client_latencies(ttft[got], e2e[got], out[got]),
+        "tpot_mean_seconds": result["mean_tpot_ms"] / 1e3,
+        "itl_per_token_quantiles_seconds": {"0.5": float(np.quantile(gaps, 0.5)),
+                                            "0.99": float(np.quantile(gaps, 0.99))},
+        "requests": int(got.sum()), "requests_empty": int((~got).sum()),
+        "duration_seconds": float(result["duration"]), "stages": None,
+    }  # fmt: skip
