@@ -12,6 +12,7 @@ from itlkit.sim.client_figures import (
     e2e_seconds,
     length_quantiles,
     replied_figures,
+    sharegpt_workload,
 )
 
 
@@ -62,3 +63,12 @@ def test_an_empty_reply_is_counted_apart_from_the_latencies():
     # every gap: 0.02, 0.03, 0.05, whose median is 0.03; the file's TPOT as printed
     assert got["itl_per_token_quantiles_seconds"]["0.5"] == pytest.approx(0.03)
     assert got["tpot_mean_seconds"] == pytest.approx(0.0317)
+
+
+def test_a_sharegpt_workload_runs_an_empty_reply_as_one_token():
+    result = {"num_prompts": 4, "input_lens": [10, 20, 30, 40], "output_lens": [0, 5, 9, 2]}
+    w = sharegpt_workload(result, levels=(0.0, 1.0), request_rate="inf")
+    # outputs 1, 5, 9, 2 (the empty reply ran one token): mean 17 / 4; prompts mean 25
+    assert w["output_tokens_mean"] == 4.25 and w["prompt_tokens_mean"] == 25.0
+    assert w["output_tokens_distribution"]["tokens"] == [1, 9]
+    assert (w["num_prompts"], w["request_rate_per_second"], w["ignore_eos"]) == (4, "inf", False)

@@ -33,10 +33,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from itlkit.errors import ConfigError
-from itlkit.sim.client_figures import length_quantiles, replied_figures
+from itlkit.sim.client_figures import replied_figures, sharegpt_workload
 from itlkit.sim.runs import FORMAT, parse_runs
 
 HERE = Path(__file__).resolve().parent
@@ -445,20 +443,6 @@ def h100_engine(line: int, row: dict) -> dict:
     }  # fmt: skip
 
 
-def h100_workload(doc: dict) -> dict:
-    out = np.maximum(np.asarray(doc["output_lens"]), 1)  # an empty reply still ran one token
-    return {
-        "name": "sharegpt", "arrival": "vllm-bench", "num_prompts": doc["num_prompts"],
-        "request_rate_per_second": float(doc["request_rate"]), "burstiness": 1.0,
-        "prompt_tokens_mean": float(np.mean(doc["input_lens"])),
-        "output_tokens_mean": float(out.mean()), "output_tokens_mean_source": "measured",
-        "output_tokens_target": None, "ignore_eos": False,
-        "prompt_tokens_distribution": length_quantiles(doc["input_lens"], LEVELS),
-        "output_tokens_distribution": length_quantiles(out, LEVELS),
-        "prompts_sent_before": 0, "stages": None, "api": "completions", "streaming": True,
-    }  # fmt: skip
-
-
 def h100_run(source: dict, doc: dict, line: int, row: dict, table: str) -> dict:
     rate, date = int(doc["request_rate"]), doc["date"]
     return {
@@ -472,7 +456,7 @@ def h100_run(source: dict, doc: dict, line: int, row: dict, table: str) -> dict:
         "gpus": 8, "tp": 8, "weights_precision": "fp8", "kv_precision": "bf16",
         "interconnect": None,
         "engine": h100_engine(line, row),
-        "workload": h100_workload(doc),
+        "workload": sharegpt_workload(doc, levels=LEVELS, request_rate=float(doc["request_rate"])),
         "measured": replied_figures(doc),
         "flags": [],
         "notes": H100_NOTES,

@@ -21,9 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from itlkit.sim.client_figures import length_quantiles, replied_figures
+from itlkit.sim.client_figures import replied_figures, sharegpt_workload
 from itlkit.sim.runs import FORMAT, parse_runs
 
 HERE = Path(__file__).resolve().parent
@@ -92,7 +90,6 @@ def run(commit: str, rel: str, path: Path) -> dict | None:
         print(f"{rel}: left out, no config of {doc['model_id']} here", file=sys.stderr)
         return None
     model, weights = MODELS[doc["model_id"]]
-    out = np.maximum(np.asarray(doc["output_lens"]), 1)  # an empty reply still ran one token
     slug = doc["model_id"].split("/")[1].lower()
     return {
         "id": f"lambda-{slug}-tp{tp}-len{max_len}-n{prompts}",
@@ -114,16 +111,7 @@ def run(commit: str, rel: str, path: Path) -> dict | None:
             "block_size": None,
         },
         "interconnect": None,
-        "workload": {
-            "name": "sharegpt", "arrival": "vllm-bench", "num_prompts": prompts,
-            "request_rate_per_second": "inf", "burstiness": 1.0,
-            "prompt_tokens_mean": float(np.mean(doc["input_lens"])),
-            "output_tokens_mean": float(out.mean()), "output_tokens_mean_source": "measured",
-            "output_tokens_target": None, "ignore_eos": False,
-            "prompt_tokens_distribution": length_quantiles(doc["input_lens"], LEVELS),
-            "output_tokens_distribution": length_quantiles(out, LEVELS),
-            "prompts_sent_before": 0, "stages": None, "api": "completions", "streaming": True,
-        },
+        "workload": sharegpt_workload(doc, levels=LEVELS, request_rate="inf"),
         "measured": replied_figures(doc),
         "notes": NOTES,
     }  # fmt: skip

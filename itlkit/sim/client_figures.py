@@ -59,3 +59,21 @@ def replied_figures(result: dict) -> dict:
         "requests": int(got.sum()), "requests_empty": int((~got).sum()),
         "duration_seconds": float(result["duration"]), "stages": None,
     }  # fmt: skip
+
+
+def sharegpt_workload(result: dict, *, levels, request_rate) -> dict:
+    """The runs format's workload of a `benchmark_serving.py --dataset-name sharegpt` result
+    with per-request lists: its prompt and output lengths as quantile tables at `levels` (an
+    empty reply ran one token), outputs to EOS (no --ignore-eos), `request_rate` as sent
+    ("inf": a burst)."""
+    out = np.maximum(np.asarray(result["output_lens"]), 1)
+    return {
+        "name": "sharegpt", "arrival": "vllm-bench", "num_prompts": result["num_prompts"],
+        "request_rate_per_second": request_rate, "burstiness": 1.0,
+        "prompt_tokens_mean": float(np.mean(result["input_lens"])),
+        "output_tokens_mean": float(out.mean()), "output_tokens_mean_source": "measured",
+        "output_tokens_target": None, "ignore_eos": False,
+        "prompt_tokens_distribution": length_quantiles(result["input_lens"], levels),
+        "output_tokens_distribution": length_quantiles(out, levels),
+        "prompts_sent_before": 0, "stages": None, "api": "completions", "streaming": True,
+    }  # fmt: skip
