@@ -364,6 +364,17 @@ def test_a_run_reads_its_release_back_from_any_label(text, release, engine):
     assert (run.release.release, run.release.engine) == (release, engine)
 
 
+def test_a_runs_async_scheduling_is_stated_as_the_server_ran_it():
+    # vLLM 0.11.x defaults it off; a run whose server passed --async-scheduling says on
+    given = {"vllm_version": "0.11.2", "max_num_batched_tokens": 8192, "max_model_len": 8192}
+    default = " ".join(_run(given).engine_assumptions)
+    assert "--async-scheduling off:" in default and "(the server's)" not in default
+    on = " ".join(_run({**given, "async_scheduling": True}).engine_assumptions)
+    assert "--async-scheduling on (the server's)" in on
+    with pytest.raises(ConfigError, match="engine.async_scheduling must be true or false"):
+        _run({**given, "async_scheduling": "yes"})
+
+
 def test_a_runs_null_fields_take_its_versions_defaults_on_its_gpu():
     a100 = _run({"vllm_version": "0.10.1.1", "max_num_batched_tokens": 2048,
                  "max_model_len": 8192}, gpu="a100-80gb-sxm")  # fmt: skip

@@ -679,7 +679,8 @@ def _versioned_engine(r: _Reader, doc: dict, defaults: dict, gpu: str, version) 
     hardware = get_gpu(gpu)
     try:
         s = engine_defaults(version, gpu_memory_bytes=cuda_total_bytes(hardware)[0],
-                            gpu_name=hardware.name, max_model_len=longest, given=given)  # fmt: skip
+                            gpu_name=hardware.name, max_model_len=longest, given=given,
+                            async_scheduling=flag("async_scheduling"))  # fmt: skip
     except ConfigError as exc:
         raise r.fail("engine.max_num_seqs", f"is needed: {exc}") from None
     return {

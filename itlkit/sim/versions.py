@@ -375,10 +375,13 @@ def engine_defaults(
     gpu_name: str = "",
     max_model_len: int,
     given: Mapping[str, object] | None = None,
+    async_scheduling: bool | None = None,
 ) -> EngineSettings:
     """The settings `vllm serve` of `version` runs with on this GPU (`gpu_memory_bytes`: the total
     CUDA reports, `gpu_name`: the device's name) at this `max_model_len`, where `given` (vLLM
     names, `SETTINGS`) does not set them; vLLM's start-up logic as RELEASES cites it.
+    `async_scheduling`: the server's --async-scheduling where known (None: the release's
+    default), which the assumptions then state as given.
 
     With no version: itlkit's own defaults (`ITLKIT_DEFAULTS`), whatever the GPU. ConfigError
     where vLLM would refuse to start: a default max_num_seqs above a given budget in releases
@@ -432,7 +435,7 @@ def engine_defaults(
             f"max_num_batched_tokens {value['max_num_batched_tokens']:,}; {name} refuses to "
             "start then (SchedulerConfig's check in vllm/config.py): give max_num_seqs"
         )
-    said += _behaviour_lines(row, name, value)
+    said += _behaviour_lines(row, name, value, async_scheduling)
     if intake_seconds_per_prompt_token(version):
         said.append(
             f"{name}'s API server tokenizes prompts one at a time: each reaches the engine after "
@@ -440,7 +443,8 @@ def engine_defaults(
             "token (sim.intake; a closed loop's at their send)"
         )
     return EngineSettings(version=version, engine=row.engine, **{k: value[k] for k in SETTINGS},
-                          async_scheduling=row.async_scheduling, cuda_graphs=row.cuda_graphs,
+                          async_scheduling=row.async_scheduling if async_scheduling is None
+                          else async_scheduling, cuda_graphs=row.cuda_graphs,
                           assumptions=tuple(said))  # fmt: skip
 
 
@@ -474,8 +478,9 @@ def _v1(row, name, value, given, take, said, *, gpu_memory_bytes, gpu_name, max_
     take("max_num_seqs", seqs, why)
 
 
-def _behaviour_lines(row: Release, name: str, value: dict) -> list[str]:
-    """What the version does that the settings do not say: the step's order and the host side."""
+def _behaviour_lines(row: Release, name: str, value: dict, given_async: bool | None) -> list[str]:
+    """What the version does that the settings do not say: the step's order and the host side
+    (`given_async`: the server's --async-scheduling, where known)."""
     lines = []
     if row.engine == "V0" and not value["enable_chunked_prefill"]:
         lines.append(
@@ -483,7 +488,9 @@ def _behaviour_lines(row: Release, name: str, value: dict) -> list[str]:
             "their own while the decodes wait (vllm/core/scheduler.py _schedule_default); so does "
             "itlkit's engine (prefill-only steps)"
         )
-    if row.async_scheduling is None:
+    if given_async is not None:
+        host = f"--async-scheduling {'on' if given_async else 'off'} (the server's)"
+    elif row.async_scheduling is None:
         host = "no --async-scheduling yet"
     else:
         on = "on (unless pipeline parallel)" if row.async_scheduling else "off"
