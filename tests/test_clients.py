@@ -387,6 +387,32 @@ def test_prompts_an_earlier_run_sent_are_found_in_the_prefix_cache_newest_first(
                 .cached_prompt_tokens) == [96, 32, 0]  # fmt: skip
 
 
+def test_a_shorter_earlier_run_leaves_the_full_blocks_of_its_prompts_start():
+    from itlkit.sim.run_workload import sent_before_cached
+
+    # the earlier run sent each prompt's first 40 tokens: 2 full blocks of 16 (40 // 16) of the
+    # 100-token prompt are found; a 32-token prompt, shorter than that start, was sent whole:
+    # its (32 - 1) // 16 = 1 block before the last token
+    w = make_workload(arrival_seconds=[0.0, 0.0], prompt_tokens=[100, 32], output_tokens=4)
+    got = sent_before_cached(w, 2, capacity_blocks=100, block_size=16, prefix_tokens=40)
+    assert list(got.cached_prompt_tokens) == [32, 16]
+    # a start that fills whole blocks: 64 tokens are 4 blocks
+    got = sent_before_cached(w, 1, capacity_blocks=100, block_size=16, prefix_tokens=64)
+    assert list(got.cached_prompt_tokens) == [64, 0]
+
+
+def test_a_run_says_how_much_of_its_prompts_was_sent_before():
+    # 700-token prompts after a 320-token run under the same seed: 320 // 16 = 20 blocks of
+    # each are found (request 0, the ready check's prompt sent just before, is found whole)
+    again = bench_run(prompts_sent_before=40, prefix_tokens_sent_before=320)
+    w = run_workload(only_run(again), capacity_blocks=10**5)
+    assert np.all(w.cached_prompt_tokens[1:] == 20 * 16)
+    with pytest.raises(ConfigError, match="give workload.prompts_sent_before"):
+        only_run(bench_run(prefix_tokens_sent_before=320))
+    with pytest.raises(ConfigError, match="workload.prefix_tokens_sent_before must be"):
+        only_run(bench_run(prompts_sent_before=40, prefix_tokens_sent_before=0))
+
+
 def test_a_run_after_one_with_the_same_seed_finds_its_prompts_cached():
     # vllm bench serve with the seed of a run before it on the same server: its 40 prompts of
     # 700 tokens were all sent before, 43 blocks each cached; every first step is decode-sized

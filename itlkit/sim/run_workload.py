@@ -273,6 +273,7 @@ def _drawn_prompts(run: Run, arrival, *, capacity_blocks: int, rng) -> Workload:
             w.prompts_sent_before,
             capacity_blocks=capacity_blocks,
             block_size=run.block_size,
+            prefix_tokens=w.prefix_tokens_sent_before,
         )
     if not w.repeat_share:
         return workload
@@ -299,18 +300,29 @@ def ready_check_cached(workload: Workload, *, capacity_blocks: int, block_size: 
 
 
 def sent_before_cached(workload: Workload, sent: int, *, capacity_blocks: int,
-                       block_size: int) -> Workload:  # fmt: skip
+                       block_size: int, prefix_tokens: int | None = None) -> Workload:  # fmt: skip
     """`workload` whose first `sent` requests find their prompts' full blocks in the prefix
     cache: an earlier run on the same server sent those prompts, as a repeated `vllm bench
     serve --seed` does (the random and ShareGPT datasets draw the same prompts from the same
     seed: vllm/benchmarks/datasets.py @ 0056b87fc1fda2642f39dda4392824c425dd1638). The cache is
     an LRU: the prompts sent last survive first, as many as `capacity_blocks` hold (the earlier
     run's outputs are not counted against it). A server without a prefix cache computes them
-    whole (the caller clears the hits)."""
+    whole (the caller clears the hits).
+
+    `prefix_tokens`: the earlier run sent only each prompt's first that many tokens: the full
+    blocks of that start are found. The random dataset's prompt i is the token ids
+    `offset_i + i + arange(input_len)` (modulo the allowed tokens), its lengths and offsets drawn
+    from the seed (`RandomDataset.get_sampling_params` and `generate_token_sequence`,
+    vllm/benchmarks/datasets.py lines 620-622 and 651-653 of the vLLM 0.14.1 wheel), so under
+    the same seed and a fixed length a shorter `--random-input-len` sent each prompt's start."""
     cached = workload.cached_prompt_tokens.copy()
     room = capacity_blocks
     for k in range(min(sent, workload.num_requests) - 1, -1, -1):
-        blocks = (int(workload.prompt_tokens[k]) - 1) // block_size  # the last token recomputed
+        prompt = int(workload.prompt_tokens[k])
+        if prefix_tokens is not None and prefix_tokens < prompt:
+            blocks = prefix_tokens // block_size  # the full blocks of the shared start
+        else:
+            blocks = (prompt - 1) // block_size  # the last token recomputed
         if blocks > room:
             break
         room -= blocks

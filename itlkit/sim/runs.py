@@ -134,6 +134,9 @@ class RunWorkload:
     repeat_share: float = 0.0  # requests that resend an earlier request's prompt
     # the first N requests' prompts, sent to the server by an earlier run (a repeated --seed)
     prompts_sent_before: int = 0
+    # of each of those prompts, the leading tokens the earlier run sent (a shorter
+    # --random-input-len under the same --seed); None: the whole prompt
+    prefix_tokens_sent_before: int | None = None
 
     @property
     def client(self) -> str:
@@ -381,6 +384,13 @@ def _client(r: _Reader, doc: dict) -> dict:
             f"must be a count of requests from 0 to {MOST_RUN_REQUESTS:,}, got {before}",
         )
     out["prompts_sent_before"] = before or 0
+    prefix = r.positive(doc, "prefix_tokens_sent_before", int, optional=True,
+                        most=MOST_RUN_REQUESTS * 10**4,
+                        name="workload.prefix_tokens_sent_before")  # fmt: skip
+    if prefix is not None and not before:
+        raise r.fail("workload.prefix_tokens_sent_before", "says how much of the prompts an "
+                     "earlier run sent; give workload.prompts_sent_before, how many")  # fmt: skip
+    out["prefix_tokens_sent_before"] = prefix
     cycled = any(doc.get(k) is not None for k in ("system_prompts", "prompts_per_system_prompt"))
     for key, drawn in (("prompt_tokens_distribution", out["prompt_distribution"]),
                        ("repeat_share", out["repeat_share"]),
