@@ -36,6 +36,7 @@ from pathlib import Path
 from itlkit.errors import ConfigError
 from itlkit.sim.client_figures import replied_figures, sharegpt_workload
 from itlkit.sim.runs import FORMAT, parse_runs
+from itlkit.sim.runs_writer import left_out_section, write_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "dstack.json"
@@ -552,12 +553,7 @@ def build(root: Path) -> dict:
             "commits": [DSR1_COMMIT, MAIN_COMMIT, SWEEP_COMMIT],
         },
         "defaults_for_null": {},
-        "left_out": {
-            "counts": {k: left_out[k] for k in reasons if left_out[k]},
-            "reasons": {k: reasons[k] for k in reasons if left_out[k]},
-            "files": files_left_out,
-            "runs_refused": refused,
-        },
+        "left_out": left_out_section(left_out, reasons, files_left_out, refused),
         "runs": runs,
     }
 
@@ -568,8 +564,7 @@ def main(argv=None) -> int:
     parser.add_argument("-o", "--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     doc = build(args.root)
-    args.out.write_text(json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                        encoding="utf-8")  # fmt: skip
+    write_runs(doc, args.out)
     print(f"{args.out}: {len(doc['runs'])} runs; left out {doc['left_out']['counts']}",
           file=sys.stderr)  # fmt: skip
     return 0

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from itlkit.errors import ConfigError
 from itlkit.sim.runs import FORMAT, parse_runs
+from itlkit.sim.runs_writer import left_out_section, write_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "scicom.json"
@@ -332,12 +333,7 @@ def build(root: Path) -> dict:
             "held_out": True,
         },
         "defaults_for_null": {},
-        "left_out": {
-            "counts": {k: left_out[k] for k in reasons if left_out[k]},
-            "reasons": {k: reasons[k] for k in reasons if left_out[k]},
-            "files": files,
-            "runs_refused": refused,
-        },
+        "left_out": left_out_section(left_out, reasons, files, refused),
         "runs": runs,
     }
 
@@ -348,8 +344,7 @@ def main(argv=None) -> int:
     parser.add_argument("-o", "--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     doc = build(args.root)
-    args.out.write_text(json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                        encoding="utf-8")  # fmt: skip
+    write_runs(doc, args.out)
     print(f"{args.out}: {len(doc['runs'])} runs; left out {doc['left_out']['counts']}",
           file=sys.stderr)  # fmt: skip
     return 0
