@@ -26,3 +26,17 @@ def test_the_file_keeps_utf8_and_refuses_nan(tmp_path):
     assert out.read_bytes() == '{\n "format": "itlkit-runs/1",\n "note": "µs"\n}\n'.encode()
     with pytest.raises(ValueError):
         write_runs({"x": float("nan")}, out)
+
+
+def test_a_converter_writes_its_file_and_says_what_it_left_out(tmp_path, capsys):
+    from itlkit.sim.runs_writer import convert
+
+    def build(root):
+        assert root == tmp_path
+        return {"runs": [{"id": "a"}], "left_out": {"counts": {"failed": 2}}}
+
+    out = tmp_path / "out.json"
+    assert convert(build, description="x", default_out=tmp_path / "no.json",
+                   argv=[str(tmp_path), "-o", str(out)]) == 0  # fmt: skip
+    assert '"id": "a"' in out.read_text()
+    assert capsys.readouterr().err.strip() == f"{out}: 1 runs; left out {{'failed': 2}}"

@@ -23,7 +23,6 @@ files give the same bytes.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import io
@@ -36,7 +35,7 @@ from pathlib import Path
 from itlkit.errors import ConfigError
 from itlkit.sim.client_figures import replied_figures, sharegpt_workload
 from itlkit.sim.runs import FORMAT, parse_runs
-from itlkit.sim.runs_writer import left_out_section, write_runs
+from itlkit.sim.runs_writer import convert, left_out_section
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "dstack.json"
@@ -559,15 +558,8 @@ def build(root: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", type=Path, help="the folder of <commit>/<path> source files")
-    parser.add_argument("-o", "--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    doc = build(args.root)
-    write_runs(doc, args.out)
-    print(f"{args.out}: {len(doc['runs'])} runs; left out {doc['left_out']['counts']}",
-          file=sys.stderr)  # fmt: skip
-    return 0
+    return convert(build, description=__doc__.splitlines()[0], default_out=DEFAULT_OUT,
+                   argv=argv)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ give the same bytes.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,3 +31,18 @@ def write_runs(doc: dict, path: Path) -> None:
     """`doc` as JSON (one-space indent, UTF-8 as is, no NaN), newline-terminated."""
     text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     Path(path).write_text(text, encoding="utf-8")
+
+
+def convert(build, *, description: str, default_out: Path, argv=None) -> int:
+    """A converter's command line: `make_runs.py ROOT [-o OUT]` builds the runs file from the
+    folder of `<commit>/<path>` source files with `build(root)`, writes it, and says on stderr
+    how many runs it holds and how many were left out for each reason."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("root", type=Path, help="the folder of <commit>/<path> source files")
+    parser.add_argument("-o", "--out", type=Path, default=default_out)
+    args = parser.parse_args(argv)
+    doc = build(args.root)
+    write_runs(doc, args.out)
+    print(f"{args.out}: {len(doc['runs'])} runs; left out {doc['left_out']['counts']}",
+          file=sys.stderr)  # fmt: skip
+    return 0
