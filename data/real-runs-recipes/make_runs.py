@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from itlkit.sim.runs import OPTIONAL_MEASURED_KEYS, RunError, parse_runs
+from itlkit.sim.runs_writer import write_runs
 
 HERE = Path(__file__).resolve().parent
 MS = 1e-3  # the client prints milliseconds
@@ -375,7 +376,7 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, default=HERE / "recipes.json")
     args = parser.parse_args()
     doc = build(json.loads(args.transcription.read_text(encoding="utf-8")))
-    args.output.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_runs(doc, args.output)
     refused = len(doc["left_out"]["runs_refused"])
     print(f"{len(doc['runs'])} runs ({refused} kept blocks refused by the reader) -> {args.output}")
 

@@ -226,7 +226,8 @@ class Run:
         named), or "SGLang"."""
         if self.serving_engine == "sglang":
             return "SGLang"
-        return self.release.engine if self.release is not None else "V1"
+        release = self.release
+        return release.engine if release is not None else "V1"
 
     @property
     def release(self) -> VllmVersion | None:
