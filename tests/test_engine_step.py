@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from _paths import REAL_RUNS
 
@@ -196,6 +197,25 @@ def test_the_fits_equation_is_the_simulated_itl_mean_at_the_simulated_constants(
         slower = linear_itl(f, {**values, "efficiency": 0.5})
         memory = f.gpu_seconds + 20e-6 * f.link_calls[0]
         assert slower - itl == pytest.approx(memory * (1 / 0.5 - 1 / 0.7), rel=1e-9), run.id
+
+
+def test_a_fit_whose_predictions_swing_between_two_states_stops(monkeypatch):
+    # The A100 cell's fit swung between two states for all MAX_ROUNDS rounds (efficiency 0.783
+    # <-> 0.820): once a round's ITL predictions repeat those of two rounds before, the fit
+    # stops, as when they repeat the last round's.
+    from itlkit.calibration import fit as fit_module
+
+    swings = iter([np.array([0.010, 0.020]), np.array([0.012, 0.024])] * fit_module.MAX_ROUNDS)
+    feats = [None, None]
+    monkeypatch.setattr(fit_module, "_simulate_all", lambda runs, cal, seed: (next(swings), feats))
+    monkeypatch.setattr(fit_module, "_settled", lambda *args: False)
+    moves = iter(np.linspace(0.5, 0.9, fit_module.MAX_ROUNDS))
+
+    def solver(runs, feats):
+        return {**_step_values(STEP_CAL), "efficiency": float(next(moves))}, {}, {}
+
+    *_, rounds = fit_step_terms([None, None], STEP_CAL, solver=solver)
+    assert rounds == 3
 
 
 def test_a_fit_started_at_its_answer_stops_after_one_simulation():
