@@ -252,6 +252,29 @@ def test_the_fit_recovers_a_step_jitter():
     assert fit.residuals[CODEGEN.id]["itl_token_p0.998"] == pytest.approx(0.0, abs=0.05)
 
 
+@pytest.mark.parametrize("best", [0.0, 0.07, 0.33, 0.52, 0.6])
+def test_the_jitter_search_finds_the_lowest_point_of_a_bowl(monkeypatch, best):
+    # The search's loss, simulated per run, replaced by a bowl with a known bottom (and a flat
+    # floor, as the simulated loss has, so a parabola is only an approximation of it): it must
+    # land within the tolerance (+ what the bowl's flatness allows) wherever the bottom is, the
+    # range's ends included, in at most 3 + JITTER_MORE evaluations.
+    from itlkit.calibration import fit as fit_module
+
+    calls = []
+
+    def bowl(run, calibration, *, seed):
+        calls.append(calibration.step_jitter)
+        x = calibration.step_jitter - best
+        return 30.0 + 400.0 * x * x + 900.0 * x**4
+
+    monkeypatch.setattr(fit_module, "_jitter_error", bowl)
+    monkeypatch.setattr(fit_module, "run_all", lambda f, *args: list(map(f, *args)))
+    run = replace(KNOWN[0], itl_per_token_quantiles_seconds={0.5: 0.01})
+    sigma = fit_module.fit_jitter([run], TRUE)
+    assert sigma == pytest.approx(best, abs=0.01)
+    assert len(calls) <= 3 + fit_module.JITTER_MORE
+
+
 # ---- what cannot be fitted, and bad files ----------------------------------------------------
 
 
@@ -358,13 +381,19 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert h200.group == "gpu:h100" and h200.efficiency == bundled.groups["gpu:h100"]["efficiency"]
     assert h200.scope == ("no gpu:h200 runs in it: gpu:h100's constants, runs on a GPU of the "
                           "same architecture")  # fmt: skip
-    # vLLM serving an MoE on an H200 borrows SGLang's cell there (the same GPU and kernels)
+    # vLLM V1 serving an MoE on an H200 borrows the GPU side of vLLM V0's MoE cell there (vLLM's
+    # fused-MoE kernels on the same GPU), its host side and pipeline from vLLM V1's H100 cell
     lent = bundled.for_gpu("h200-sxm", moe=True)
-    assert lent.group == "gpu:h200/SGLang/MoE"
-    assert lent.scope == ("no gpu:h200/MoE runs in it: gpu:h200/SGLang/MoE's constants, another "
-                          "engine's runs on the same GPU family; the TTFT pipeline gpu:h100's "
-                          "(its own engine's)")  # fmt: skip
-    assert lent.ttft_pipeline_seconds == bundled.groups["gpu:h100"]["ttft_pipeline_seconds"]
+    v0, v1 = bundled.groups["gpu:h200/V0/MoE"], bundled.groups["gpu:h100"]
+    assert lent.group == "gpu:h200/V0/MoE" and lent.efficiency == v0["efficiency"]
+    assert lent.scope == ("no gpu:h200/MoE runs in it: gpu:h200/V0/MoE's constants, another "
+                          "engine's runs on the same GPU family; the host side and the TTFT "
+                          "pipeline gpu:h100's (its own engine's)")  # fmt: skip
+    assert (lent.host_seconds_per_step, lent.ttft_pipeline_seconds) == (
+        v1["host_seconds_per_step"], v1["ttft_pipeline_seconds"])  # fmt: skip
+    # SGLang serving one keeps its own cell; vLLM V1 on a B200 has no V0 cell: SGLang's
+    assert bundled.for_gpu("h200-sxm", "SGLang", moe=True).group == "gpu:h200/SGLang/MoE"
+    assert bundled.for_gpu("b200", moe=True).group == "gpu:b200/SGLang/MoE"
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {
@@ -539,16 +568,21 @@ def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
     from itlkit.physics.calibration import fit_keys, group_keys
 
     # its own engine's cells first (model class, then dense); then, between vLLM V1 and SGLang,
-    # the other's on the same family, model class first; V0 neither lends nor borrows
+    # the other's on the same family, model class first; V0 is not borrowed whole
     assert group_keys("a100-80gb-sxm") == ("gpu:a100", "gpu:a100/SGLang")
     # then the same on the families of the same chip architecture (SIBLINGS), nearest first
     assert group_keys("h100-sxm", "V0") == ("gpu:h100/V0", "gpu:h200/V0", "gpu:h800/V0")
-    assert group_keys("h100-sxm", "V0", moe=True)[:2] == ("gpu:h100/V0/MoE", "gpu:h100/V0")
-    assert group_keys("h200-sxm", moe=True)[:6] == (
-        "gpu:h200/MoE", "gpu:h200/SGLang/MoE", "gpu:h200", "gpu:h200/SGLang",
-        "gpu:h100/MoE", "gpu:h100/SGLang/MoE")  # fmt: skip
+    assert group_keys("h100-sxm", "V0", moe=True)[:3] == (
+        "gpu:h100/V0/MoE", "gpu:h100/V0", "gpu:h200/V0/MoE")  # fmt: skip
+    # vLLM V1 serving an MoE: its own cells (where its kind of runs is fitted: `fit_keys`), then
+    # a V0 MoE cell's GPU side (`Calibration.for_gpu`) before SGLang's cells
+    # on its own GPU family only (an MoE of few wide experts, vLLM 0.15's Llama-4-Scout on H100,
+    # came out twice as slow on the H200's V0 cell)
+    assert group_keys("h200-sxm", moe=True)[:8] == (
+        "gpu:h200/MoE", "gpu:h200", "gpu:h200/V0/MoE", "gpu:h200/SGLang/MoE", "gpu:h200/SGLang",
+        "gpu:h100/MoE", "gpu:h100", "gpu:h100/SGLang/MoE")  # fmt: skip
     assert group_keys("h200-sxm", "SGLang", moe=True)[:4] == (
-        "gpu:h200/SGLang/MoE", "gpu:h200/MoE", "gpu:h200/SGLang", "gpu:h200")  # fmt: skip
+        "gpu:h200/SGLang/MoE", "gpu:h200/SGLang", "gpu:h200/MoE", "gpu:h200")  # fmt: skip
     assert group_keys("mi325x", "SGLang") == (
         "gpu:mi325x/SGLang", "gpu:mi325x", "gpu:mi300x/SGLang", "gpu:mi300x")  # fmt: skip
     assert fit_keys("mi355x", "SGLang", moe=True) == ("gpu:mi355x/SGLang/MoE", "gpu:mi355x/SGLang")
@@ -569,9 +603,12 @@ def test_for_gpu_takes_the_nearest_group_it_has():
     assert cal.for_gpu("h200-sxm").efficiency == 0.8
     assert cal.for_gpu("h200-sxm", "SGLang").efficiency == 0.7
     assert cal.for_gpu("h200-sxm", "SGLang", moe=True).efficiency == 0.4
-    # vLLM serving an MoE: no cell of its own; SGLang's MoE cell on the same GPU before the
-    # family's dense one
-    assert cal.for_gpu("h200-sxm", moe=True).group == "gpu:h200/SGLang/MoE"
+    # vLLM serving an MoE: no MoE cell of its own, so its engine's dense cell on the family (where
+    # its MoE runs are fitted when too few for a cell of their own: `fit_keys`) before SGLang's
+    # MoE cell; without that dense cell, SGLang's MoE cell
+    assert cal.for_gpu("h200-sxm", moe=True).group == "gpu:h200"
+    no_dense = replace(cal, groups={k: v for k, v in groups.items() if k != "gpu:h200"})
+    assert no_dense.for_gpu("h200-sxm", moe=True).group == "gpu:h200/SGLang/MoE"
     # V0 takes nothing from V1 or SGLang, and lends nothing: the global fit
     assert cal.for_gpu("h200-sxm", "V0").group == "" and cal.for_gpu("a100-80gb-sxm").group == ""
     other = cal.for_gpu("b200", moe=True)
@@ -775,6 +812,24 @@ def test_a_cell_lent_across_engines_keeps_the_borrowers_own_ttft_pipeline():
     assert (blackwell.efficiency, blackwell.ttft_pipeline_steps) == (0.4, 2.0)
     assert blackwell.ttft_pipeline_seconds == 0.02
     assert blackwell.scope.endswith("the TTFT pipeline the global fit's (vLLM's runs)")
+    # a V0 MoE cell on the family: vLLM V1 takes its GPU side (vLLM's fused-MoE kernels), and
+    # the host side and pipeline of vLLM V1 (V0's scheduler and detokenizer share the model's
+    # process: a heavier host), from the nearest V1 cell, else the global fit
+    v0 = group_of(0.45) | {"host_seconds_per_step": 4e-3, "host_seconds_per_sequence": 1e-6,
+                           "ttft_pipeline_steps": 0.0, "ttft_pipeline_seconds": 0.79}  # fmt: skip
+    h100 = h100 | {"host_seconds_per_step": 6e-4, "host_seconds_per_sequence": 3e-6}
+    with_v0 = replace(cal, groups={**groups, "gpu:h200/V0/MoE": v0, "gpu:h100": h100})
+    v1 = with_v0.for_gpu("h200-sxm", moe=True)
+    assert (v1.group, v1.efficiency, v1.host_seconds_per_step, v1.host_seconds_per_sequence,
+            v1.ttft_pipeline_steps, v1.ttft_pipeline_seconds) == (
+        "gpu:h200/V0/MoE", 0.45, 6e-4, 3e-6, 1.05, 0.007)  # fmt: skip
+    assert v1.scope.endswith("another engine's runs on the same GPU family; the host side and "
+                             "the TTFT pipeline gpu:h100's (its own engine's)")  # fmt: skip
+    alone = replace(cal, groups={"gpu:h200/V0/MoE": v0}, host_seconds_per_step=1e-4)
+    v1 = alone.for_gpu("h200-sxm", moe=True)  # no V1 cell in reach: the global fit's
+    assert (v1.host_seconds_per_step, v1.ttft_pipeline_seconds) == (1e-4, 0.02)
+    assert alone.for_gpu("h200-sxm", "V0", moe=True).host_seconds_per_step == 4e-3  # its own
+    assert alone.for_gpu("h200-sxm", "SGLang", moe=True).group == ""  # V0 lends to V1 only
     # SGLang borrowing vLLM's cell: no SGLang cell in reach, the lender's pipeline stays
     sglang = cal.for_gpu("h200-sxm", "SGLang")
     assert (sglang.efficiency, sglang.ttft_pipeline_steps) == (0.8, 1.05)

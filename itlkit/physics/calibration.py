@@ -128,31 +128,35 @@ class Calibration:
                 if key in fit_keys(gpu, engine, moe=moe):
                     return found
                 scope = f"no {keys[0]} runs in it: {key}'s constants, " + _lender(key, keys[0])
-                pipeline, where = self._own_pipeline(keys, key)
-                scope += f"; the TTFT pipeline {where}" if where else ""
-                return replace(found, scope=scope, **pipeline)
+                own, where = self._own_engine_side(keys, key)
+                scope += f"; {where}" if where else ""
+                return replace(found, scope=scope, **own)
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
 
-    def _own_pipeline(self, keys: tuple[str, ...], lender: str) -> tuple[dict, str]:
-        """The TTFT pipeline constants for a deployment whose step constants `lender` lends.
+    def _own_engine_side(self, keys: tuple[str, ...], lender: str) -> tuple[dict, str]:
+        """The constants a deployment keeps from its own engine when `lender` lends the rest,
+        and whence, in words ("" where the lender's are all kept).
 
-        They hold what a client's TTFT has beyond the engine's steps: the API server, the
-        tokenizer, the first token's way out; each engine has its own (SGLang's tokenizer and
-        detokenizer run as processes of their own). So they come from the nearest cell of the
-        deployment's own engine in `keys`, else, for vLLM, from the global fit (vLLM's runs);
-        an SGLang deployment with no SGLang cell keeps the lender's. Also says whence, in words
-        ("" where the lender's are kept)."""
-        sglang = _is_sglang(keys[0])
-        if _is_sglang(lender) == sglang:
+        The TTFT pipeline holds what a client's TTFT has beyond the engine's steps: the API
+        server, the tokenizer, the first token's way out; each engine has its own (SGLang's
+        tokenizer and detokenizer run as processes of their own). Lent by vLLM V0 (a vLLM V1
+        MoE deployment: `group_keys`), the host side is V1's too. They come from the nearest
+        cell of the deployment's own engine in `keys`, else, for vLLM, from the global fit
+        (vLLM's runs); an SGLang deployment with no SGLang cell keeps the lender's."""
+        own = _engine_of(keys[0])
+        if _engine_of(lender) == own:
             return {}, ""
-        same = [k for k in keys if k in self.groups and _is_sglang(k) == sglang]
+        fields = (*HOST_KEYS, *PIPELINE_KEYS) if _engine_of(lender) == "V0" else PIPELINE_KEYS
+        what = "the host side and the TTFT pipeline" if fields != PIPELINE_KEYS else (
+            "the TTFT pipeline")  # fmt: skip
+        same = [k for k in keys if k in self.groups and _engine_of(k) == own]
         if same:
             source, where = self.groups[same[0]], f"{same[0]}'s (its own engine's)"
-        elif not sglang:
+        elif own != "SGLang":
             source, where = vars(self), "the global fit's (vLLM's runs)"
         else:
             return {}, ""
-        return {k: source[k] for k in PIPELINE_KEYS}, where
+        return {k: source[k] for k in fields}, f"{what} {where}"
 
     def for_run(self, run) -> Calibration:
         """`for_gpu` for a real run (`sim.runs.Run`): its GPU, engine and model class."""
@@ -247,6 +251,7 @@ class Calibration:
 
 
 PIPELINE_KEYS = ("ttft_pipeline_steps", "ttft_pipeline_seconds")
+HOST_KEYS = ("host_seconds_per_step", "host_seconds_per_sequence")
 
 
 def _check(key: str, value) -> None:
@@ -293,37 +298,49 @@ def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str,
     """The calibration groups a deployment may take its constants from, the nearest first.
 
     A group is a cell of runs: a GPU family, the engine where it is V0 or SGLang, and MoE
-    models apart (grouped-expert GEMMs run far from dense peak). First the deployment's own
-    engine's cells (its model class, then dense: `fit_keys`); then, between vLLM V1 and SGLang,
-    the other's cells on the same GPU family (the same GPU and GEMM kernels, a host side of the
-    same design: a scheduler beside the model runner, CUDA graphs), its model class first.
-    vLLM V0's host side is heavier (its scheduler and detokenizer share the model's process:
-    its constants put a V1 H100 source 43% off in mean ITL, 300% in TTFT, held out), so V0 cells
-    are neither lent nor borrowed. SGLang serving an MoE on an H200: `gpu:h200/SGLang/MoE`,
-    `gpu:h200/MoE`, `gpu:h200/SGLang`, `gpu:h200`. Then the same on each sibling family
-    (`SIBLINGS`: the same chip architecture), the nearest first: `gpu:h100/SGLang/MoE`, ..."""
+    models apart (grouped-expert GEMMs run far from dense peak). First the cells its own kind
+    of runs are fitted in (`fit_keys`: its model class, then its engine's dense cell, which an
+    MoE cell of too few runs joins: vLLM 0.15's Llama-4-Scout runs on H100 are in `gpu:h100`).
+    Then, between vLLM V1 and SGLang, the other's cells on the same GPU family (the same GPU and
+    GEMM kernels, a host side of the same design: a scheduler beside the model runner, CUDA
+    graphs), its model class first. vLLM V0's host side is heavier (its scheduler and
+    detokenizer share the model's process: its constants put a V1 H100 source 43% off in mean
+    ITL, 300% in TTFT, held out), so V0 cells are not borrowed whole; but a vLLM V1 MoE
+    deployment takes a V0 MoE cell's GPU side (vLLM's fused-MoE kernels) before SGLang's
+    cells, with its host side and TTFT pipeline from vLLM V1 (`Calibration.for_gpu`). Held
+    out, vLLM 0.14 serving gpt-oss-120b on 8 H200 came out +11 to +19 % in mean TPOT that way,
+    -37 to -42 % with SGLang's cell; vLLM 0.10 serving DeepSeek-R1 on 8 MI300X +23 and +6 %,
+    against -17 and -27 %. Both are models of many small experts at TP 8 (128 of 2,880 x 2,880
+    and 256 of 7,168 x 2,048, split eight ways), as is the V0 cell's DeepSeek-R1; an MoE of
+    few wide experts is not: with the H100 cell held out, vLLM 0.15 serving Llama-4-Scout (16
+    experts of 5,120 x 8,192) at TP 2 came out +119 and +138 % in mean ITL on the H200's V0 MoE
+    cell, about 10 % on SGLang's. So the V0 cell is lent on its own GPU family only. Then the
+    same on each sibling family (`SIBLINGS`: the same chip architecture), the nearest first.
+    vLLM V1 serving an MoE on an H200: `gpu:h200/MoE`, `gpu:h200`, `gpu:h200/V0/MoE`,
+    `gpu:h200/SGLang/MoE`, `gpu:h200/SGLang`, `gpu:h100/MoE`, `gpu:h100`, ..."""
     family = "gpu:" + gpu.split("-")[0]
     keys = []
     for member in (family, *SIBLINGS.get(family, ())):
-        keys += _family_keys(member, engine, moe=moe)
+        keys += _family_keys(member, engine, moe=moe, v0_moe=member == family)
     return tuple(dict.fromkeys(keys))
 
 
-def _family_keys(family: str, engine: str, *, moe: bool) -> list[str]:
-    """`group_keys` within one GPU family."""
+def _family_keys(family: str, engine: str, *, moe: bool, v0_moe: bool) -> list[str]:
+    """`group_keys` within one GPU family (`v0_moe`: a V1 MoE deployment may take the family's
+    V0 MoE cell's GPU side)."""
     classes = (MOE, "") if moe else ("",)
     own = [_key(family, engine if engine in ENGINES_APART else "", c) for c in classes]
     if engine == "V0":
         return own
+    v0 = [_key(family, "V0", MOE)] if moe and v0_moe and engine not in ENGINES_APART else []
     other = "" if engine in ENGINES_APART else "SGLang"
-    lent = [_key(family, other, c) for c in classes]
-    return own[:1] + lent[:1] + own[1:] + lent[1:]
+    return own + v0 + [_key(family, other, c) for c in classes]
 
 
 def _lender(key: str, own: str) -> str:
     """Whose runs a lent group's constants come from, in words."""
     sibling = key.split("/")[0] != own.split("/")[0]
-    engine = _is_sglang(key) != _is_sglang(own)
+    engine = _engine_of(key) != _engine_of(own)
     if sibling and engine:
         return "another engine's runs on a GPU of the same architecture"
     if sibling:
@@ -334,6 +351,11 @@ def _lender(key: str, own: str) -> str:
 def _is_sglang(key: str) -> bool:
     """Whether group `key` is a cell of SGLang runs (`gpu:h200/SGLang/MoE`)."""
     return "SGLang" in key.split("/")
+
+
+def _engine_of(key: str) -> str:
+    """The engine of group `key`'s runs: "SGLang", "V0" or vLLM's "V1"."""
+    return next((part for part in key.split("/") if part in ENGINES_APART), "V1")
 
 
 def fit_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
