@@ -1,9 +1,9 @@
 """Simulating many runs at once: a process pool over the machine's cores.
 
-A fit simulates every run once per round, ten times more in the jitter search and once more per
-held-out error; the simulations are independent, so `calibrate` spreads them over processes
-(`workers`). Each simulation is deterministic, so the answer is the same with any number of
-workers; one worker runs them in this process.
+A fit simulates every run once per round, four to eight times more in the jitter search and
+once more per held-out error; the simulations are independent, so `calibrate` spreads them over
+processes (`workers`). Each simulation is deterministic, so the answer is the same with any
+number of workers; one worker runs them in this process.
 """
 
 from __future__ import annotations
