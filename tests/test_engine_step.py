@@ -10,7 +10,6 @@ and peaks at 989.4 TFLOP/s dense BF16. Mixtral-8x7B routes each token to 2 of 8 
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -71,23 +70,6 @@ def test_expert_gemms_run_at_the_rows_each_expert_gets():
         / (0.8 * PEAK),
         rel=1e-12,
     )
-
-
-@pytest.mark.parametrize("tokens, touched", [
-    # E x (1 - (1 - k / E)^n) of 8 experts, top-2: at 1 token its 2 experts, at 3 tokens
-    # 8 x (1 - 0.75^3) = 4.625 of them expected, and the other 3.375 get no block at all
-    (1, 2.0), (3, 4.625),
-])  # fmt: skip
-def test_only_the_experts_a_step_touches_pay_the_fixed_rows(tokens, touched):
-    moe = Deployment.create(model="mixtral-8x7b-v0.1", gpu="h100-sxm", tp=2).as_engine()
-    c = step_coefficients(moe)
-    # rows: tokens x top-2 picks + 128 per touched expert, each row 1 / 2 of a token's experts
-    rows = tokens * 2 + touched * 128
-    experts = c.expert_flops_per_token / 2 * rows / (0.8 * PEAK)
-    dense_and_head = (c.matmul_flops_per_token * (tokens + 128)
-                      + c.head_flops_per_sequence * (tokens + 128)) / (0.8 * PEAK)  # fmt: skip
-    assert c.matmul_seconds(tokens, tokens) == pytest.approx(dense_and_head + experts, rel=1e-12)
-    assert c.matmul_seconds(0, 0) == 0.0
 
 
 def test_the_efficiency_slows_memory_traffic_not_the_gemms(engine):
@@ -204,9 +186,7 @@ def test_the_moe_step_reads_its_weights_once_per_size_and_keeps_the_formulas_flo
 def test_the_fits_equation_is_the_simulated_itl_mean_at_the_simulated_constants():
     # the run's ITL mean as the harness defines it, (E2E - TTFT) / (tokens - 1), is what the
     # fit's linear equation gives at the constants it was simulated with; a lower efficiency
-    # and MFU in the same ratio (0.7 / 0.6: every step stays on its side of the ridge) move it
-    # by the memory-side seconds x (1 / 0.5 - 1 / 0.7) and the compute-side seconds x
-    # (1 / (0.5 x 6 / 7) - 1 / 0.6), the schedule held fixed
+    # moves it by the memory-side seconds x (1 / 0.5 - 1 / 0.7), the schedule held fixed
     cal = STEP_CAL
     for run in cut(KNOWN[:3]):
         result = simulate_run(run, cal)
@@ -214,11 +194,9 @@ def test_the_fits_equation_is_the_simulated_itl_mean_at_the_simulated_constants(
         itl = harness_itl_mean(run, *client_latencies(run, result, cal))
         values = _step_values(cal)
         assert linear_itl(f, values) == pytest.approx(itl, rel=1e-9), run.id
-        assert cal.mfu / cal.efficiency == pytest.approx(6 / 7)
-        slower = linear_itl(f, {**values, "efficiency": 0.5, "mfu": 0.5 * 6 / 7})
+        slower = linear_itl(f, {**values, "efficiency": 0.5})
         memory = f.gpu_seconds + 20e-6 * f.link_calls[0]
-        moved = memory * (1 / 0.5 - 1 / 0.7) + f.compute_seconds * (7 / 3 - 1 / 0.6)
-        assert slower - itl == pytest.approx(moved, rel=1e-9), run.id
+        assert slower - itl == pytest.approx(memory * (1 / 0.5 - 1 / 0.7), rel=1e-9), run.id
 
 
 def test_a_fit_whose_predictions_swing_between_two_states_stops(monkeypatch):
@@ -231,46 +209,13 @@ def test_a_fit_whose_predictions_swing_between_two_states_stops(monkeypatch):
     feats = [None, None]
     monkeypatch.setattr(fit_module, "_simulate_all", lambda runs, cal, seed: (next(swings), feats))
     monkeypatch.setattr(fit_module, "_settled", lambda *args: False)
-    monkeypatch.setattr(fit_module, "linear_loss", lambda *args: 0.0)
     moves = iter(np.linspace(0.5, 0.9, fit_module.MAX_ROUNDS))
 
-    def solver(runs, feats, box=None):
+    def solver(runs, feats):
         return {**_step_values(STEP_CAL), "efficiency": float(next(moves))}, {}, {}
 
-    runs = [SimpleNamespace(measured={"itl_mean_seconds": itl}) for itl in (0.0105, 0.021)]
-    fitted, *_, rounds = fit_step_terms(runs, STEP_CAL, solver=solver)
+    *_, rounds = fit_step_terms([None, None], STEP_CAL, solver=solver)
     assert rounds == 3
-    assert fitted == replace(STEP_CAL, step_jitter=0.0)  # the first state fit better: kept
-
-
-def test_a_round_that_fits_worse_is_not_kept_and_the_next_move_is_shorter(monkeypatch):
-    # Round 2 (the first solve's constants) fits worse than round 1: the fit goes back to
-    # round 1's constants and solves from its simulations within a quarter of the reach.
-    from itlkit.calibration import fit as fit_module
-
-    predictions = iter([np.array([0.010, 0.020]), np.array([0.013, 0.026]),
-                        *[np.array([0.0101, 0.0202])] * 2])  # fmt: skip
-    monkeypatch.setattr(
-        fit_module, "_simulate_all", lambda runs, cal, seed: (next(predictions), [cal, cal])
-    )
-    monkeypatch.setattr(fit_module, "_settled", lambda *args: False)
-    monkeypatch.setattr(fit_module, "linear_loss", lambda *args: 0.0)  # each move promises all
-    seen = []
-
-    def solver(runs, feats, box=None):
-        seen.append((feats[0], box))
-        return {**_step_values(feats[0]), "efficiency": feats[0].efficiency - 0.2}, {}, {}
-
-    runs = [SimpleNamespace(measured={"itl_mean_seconds": itl}) for itl in (0.0101, 0.0202)]
-    start = replace(STEP_CAL, step_jitter=0.0)
-    fitted, *_, rounds = fit_step_terms(runs, start, solver=solver)
-    assert rounds == 4  # round 4 repeats round 3's predictions: settled
-    assert fitted.efficiency == pytest.approx(start.efficiency - 0.2)  # round 3's, exact
-    (first, box1), (second, box2) = seen[:2]
-    assert first == start and second == start  # solved again from round 1's simulations
-    reach1 = (box1[1] - box1[0]) / 2
-    reach2 = (box2[1] - box2[0]) / 2
-    assert reach2 == pytest.approx(reach1 / fit_module.TRUST_SHRINK)
 
 
 def test_a_fit_started_at_its_answer_stops_after_one_simulation():
@@ -373,19 +318,3 @@ def test_a_groups_own_leave_one_out_refits_its_pcie_share(monkeypatch):
     _, _, loo = groups._fit_group(runs, Calibration(), seed=0, prior_weight=0.1)
     assert asked["pcie_share"] is True and GLOBAL_PCIE_SHARE is False
     assert loo == {"itl_mean_seconds": pytest.approx(0.1)}
-
-
-@pytest.mark.parametrize("gained, promised, reach", [
-    (0.9, 1.0, 2.0),  # the simulations gained what the equation promised: grow
-    (0.5, 1.0, 1.0),  # half of it: keep
-    (0.2, 1.0, 0.25),  # a fifth: shrink four-fold
-    (-0.1, 1.0, 0.25),  # it fit worse: shrink
-    (0.1, 0.0, 0.25),  # the equation promised nothing: shrink
-])  # fmt: skip
-def test_the_trust_region_follows_what_a_move_gained_against_what_it_promised(
-        gained, promised, reach):  # fmt: skip
-    from itlkit.calibration import fit as fit_module
-
-    assert fit_module.TRUST_SHRINK == 4.0
-    assert fit_module._next_reach(1.0, gained, promised) == reach
-    assert fit_module._next_reach(fit_module.TRUST_MAX, 1.0, 1.0) == fit_module.TRUST_MAX

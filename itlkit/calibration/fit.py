@@ -10,9 +10,6 @@ its token-weighted means of GPU time, calls and sequences are the coefficients. 
 alternates: simulate every run at the current constants, solve the bounded least squares of the
 relative ITL errors for new constants, simulate again, until the constants stop moving (the
 schedule's response to slower steps, more sequences in flight, is what the repeat catches).
-In the engine step model a step reads its weights or computes, whichever takes longer: each
-solve re-splits the steps at the constants it tries (`calibration.ridge`), and a trust region
-keeps each round's move where the simulations agree with the equation (`fit_step_terms`).
 The TTFT pipeline (steps + seconds) is then fitted to the relative TTFT errors by least absolute
 deviations, on the runs that can resolve it: not those whose TTFT beats an uncached prefill
 (`ttft_floor`), nor those that waited more than PIPELINE_MAX_TTFT_SECONDS (a cell of such runs
@@ -45,7 +42,6 @@ from itlkit.calibration.predict import (
     simulate_run,
     token_quantiles,
 )
-from itlkit.calibration.ridge import Ridge, ridge_of
 from itlkit.calibration.ttft_floor import served_from_cache
 from itlkit.errors import ConfigError
 from itlkit.physics.calibration import BOUNDS, INTERCONNECTS, Calibration
@@ -67,19 +63,9 @@ STEP_TERMS = ("efficiency", "mfu", *LINK_TERMS, "host_seconds_per_step",
               "pcie_bandwidth_share")  # fmt: skip
 MAX_ROUNDS = 8
 CONVERGED = 0.003  # relative change of every ITL prediction between two rounds
+# a typical change of each
+SCALE = np.array([0.1, 0.1, 10e-6, 30e-6, 100e-6, 1e-3, 10e-6, 1.0, 0.1])
 MIN_RUNS = 3
-# The linear solve's walk across the roofline ridge (`_across_ridge`): re-splits, and halvings
-# of a step before it gives up.
-RIDGE_ROUNDS = 12
-RIDGE_HALVINGS = 6
-# The trust region of `fit_step_terms`' solves: its first reach (a move of at most this times each
-# unknown's size, or its floor), its largest, and how much a round that fit worse shrinks it. The
-# floors are a typical size of each unknown (1 / efficiency, 1 / MFU, three link latencies, host
-# per step and per sequence, the network's and PCIe's slowness).
-TRUST_START = 1.0
-TRUST_MAX = 4.0
-TRUST_SHRINK = 4.0
-TRUST_FLOOR = np.array([1.0, 1.0, 10e-6, 30e-6, 100e-6, 1e-3, 10e-6, 1.0, 1.0])
 # A TTFT pipeline is tens of milliseconds (the bundled global fit: 21 ms). Against a TTFT mean
 # above this, spent queueing behind a burst, it is a few percent at most, below what the fit's
 # other errors leave: such runs cannot tell its size, and their slight relative pulls drove a
@@ -129,16 +115,6 @@ class RunFeatures:
     rest_seconds: float  # what the step terms do not explain (preemption gaps, ...)
     ttft_engine_seconds: float  # the engine's mean TTFT, before the pipeline
     first_step_seconds: float  # mean duration of the step that emitted a first token
-    ridge: Ridge | None = None  # engine model: each step's side of the ridge at any e / u
-    ratio: float = 0.0  # the e / u the steps were split at (the simulation's constants)
-
-    def at(self, ratio: float) -> RunFeatures:
-        """The features with every step on its side of the ridge at e / u = `ratio`."""
-        if self.ridge is None or ratio == self.ratio:
-            return self
-        (m0, c0), (m1, c1) = self.ridge.split(self.ratio), self.ridge.split(ratio)
-        return replace(self, gpu_seconds=self.gpu_seconds - m0 + m1,
-                       compute_seconds=self.compute_seconds - c0 + c1, ratio=ratio)  # fmt: skip
 
 
 def simulable(runs) -> tuple[list[Run], list[str]]:
@@ -162,14 +138,12 @@ def features(run: Run, result: SimulationResult, calibration: Calibration) -> Ru
     sequences = result.step_decode_tokens + (result.step_prefill_tokens > 0)
     host = c.host_seconds(sequences)
     latency = calls * dep.allreduce_latency_seconds
-    weights = result.step_itl_observations.astype(float)
-    ridge = None
     if dep.is_engine:
-        gpu, compute, network, pcie, sides = _engine_parts(result, c, calibration, latency, dep)
-        ridge = ridge_of(*sides, weights, sides[0] > 0) if weights.sum() > 0 else None
+        gpu, compute, network, pcie = _engine_parts(result, c, calibration, latency, dep)
     else:
         gpu = (result.step_duration_seconds - host) * calibration.efficiency - latency
         compute = network = pcie = np.zeros_like(gpu)
+    weights = result.step_itl_observations.astype(float)
     mean = lambda values: float((values * weights).sum() / weights.sum())  # noqa: E731
     engine_only = replace(calibration, ttft_pipeline_steps=0.0, ttft_pipeline_seconds=0.0)
     ttft, e2e = client_latencies(run, result, engine_only)
@@ -183,16 +157,13 @@ def features(run: Run, result: SimulationResult, calibration: Calibration) -> Ru
         rest_seconds=harness_itl_mean(run, ttft, e2e) - mean(result.step_duration_seconds),
         ttft_engine_seconds=float(ttft.mean()),
         first_step_seconds=first_token_step_seconds(result),
-        ridge=ridge,
-        ratio=calibration.mfu / calibration.efficiency,
     )
 
 
 def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency: float, dep):
     """Per step of the engine model: (memory-side seconds at efficiency 1, compute-side
     seconds at MFU 1, network bytes' seconds at 100 Gb/s, PCIe bytes' seconds at the GPU's
-    datasheet PCIe bandwidth, (weight read, GEMMs) apart: the two sides of the ridge, 0 where
-    no step ran). The step is max(weight x e, GEMMs x u) + (KV + link bytes) x e +
+    datasheet PCIe bandwidth). The step is max(weight x e, GEMMs x u) + (KV + link bytes) x e +
     attention x u + latency x e + host (e = 1 / efficiency, u = 1 / MFU); the KV read, which the
     log does not keep, is what the duration leaves once the other terms are known. Over a
     network or PCIe the link bytes are a term of their own."""
@@ -213,15 +184,13 @@ def _engine_parts(result: SimulationResult, c, calibration: Calibration, latency
     memory = np.where(ran, np.where(memory_bound, weight, 0.0) + kv + (0 if apart else link), 0.0)
     compute = np.where(ran, np.where(memory_bound, 0.0, gemm) + attention, 0.0)
     none = np.zeros_like(memory)
-    sides = (np.where(ran, weight, 0.0), np.where(ran, gemm, 0.0))
     if link_kind == "network":
         return memory, compute, np.where(ran, link * c.link_bytes_per_second
-                                         / NETWORK_BYTES_PER_SECOND, 0.0), none, sides  # fmt: skip
+                                         / NETWORK_BYTES_PER_SECOND, 0.0), none  # fmt: skip
     if link_kind == "pcie":
         datasheet = dep.gpu.pcie_bytes_per_second
-        pcie = np.where(ran, link * c.link_bytes_per_second / datasheet, 0.0)
-        return memory, compute, none, pcie, sides
-    return memory, compute, none, none, sides
+        return memory, compute, none, np.where(ran, link * c.link_bytes_per_second / datasheet, 0.0)
+    return memory, compute, none, none
 
 
 def first_token_step_seconds(result: SimulationResult) -> float:
@@ -261,19 +230,32 @@ def step_design(runs, feats, measured) -> tuple[np.ndarray, np.ndarray]:
 
 def solve_step_terms(
     runs, feats, *, prior_weight: float = PRIOR_WEIGHT, lent: dict[str, float] | None = None,
-    pcie_share: bool = True, box: tuple[np.ndarray, np.ndarray] | None = None,
+    pcie_share: bool = True,
 ) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:  # fmt: skip
     """(constants, standard errors, undetermined) of the step terms from these runs' features;
     a link (or network bandwidth) none of them crossed takes its value from `lent` where it has
     one (a group: the global constants fitted on runs that crossed it), else NVLink's.
-    `pcie_share` False leaves the PCIe bandwidth at the datasheet's (`GLOBAL_PCIE_SHARE`);
-    `box`: (low, high) of the unknowns (`step_unknowns`) beyond the bounds (a trust region)."""
+    `pcie_share` False leaves the PCIe bandwidth at the datasheet's (`GLOBAL_PCIE_SHARE`)."""
     measured = {run.id: run.measured["itl_mean_seconds"] for run in runs}
-    undetermined = _undetermined(feats, pcie_share)
-
-    def design(feats):
-        return _masked(*step_design(runs, feats, measured), undetermined)
-
+    a, y = step_design(runs, feats, measured)
+    undetermined = {}
+    if not any(f.compute_seconds for f in feats):
+        a[:, 1] = 0.0
+        undetermined["mfu"] = "the reference step model prices every GEMM at one MFU: not fitted"
+    for i, (link, key) in enumerate(zip(INTERCONNECTS, LINK_TERMS, strict=True)):
+        if not any(f.link_calls[i] for f in feats):
+            a[:, 2 + i] = 0.0
+            undetermined[key] = f"no run with tensor parallelism over {link}: left at 0"
+    if not any(f.network_seconds for f in feats):
+        a[:, -2] = 0.0
+        undetermined["network_bytes_per_second"] = "no run with TP across nodes: 100 Gb/s is used"
+    if not pcie_share:  # its bytes at the datasheet's bandwidth, over the efficiency
+        a[:, 0] += a[:, -1]
+        a[:, -1] = 0.0
+        undetermined["pcie_bandwidth_share"] = "fitted in a cell only: the datasheet's is used"
+    elif not any(f.pcie_seconds for f in feats):
+        a[:, -1] = 0.0
+        undetermined["pcie_bandwidth_share"] = "no run with TP over PCIe: the datasheet's is used"
     link_high = [20 * BOUNDS["allreduce_seconds_per_call"][1]] * len(INTERCONNECTS)
     low = np.zeros(len(STEP_TERMS))
     low[:2] = 1.0
@@ -281,27 +263,9 @@ def solve_step_terms(
     hosts = [BOUNDS["host_seconds_per_step"][1], BOUNDS["host_seconds_per_sequence"][1]]
     high = np.array([1 / BOUNDS["efficiency"][0], 1 / BOUNDS["mfu"][0], *link_high, *hosts,
                      100.0, 100.0])  # fmt: skip
-    if box is not None:
-        low, high = (
-            np.maximum(low, np.minimum(box[0], high)),
-            np.minimum(high, np.maximum(box[1], low)),
-        )
     weight = prior_weight / PRIOR_SPREAD
-
-    def solve(a, y):
-        return _bounded_lstsq(np.vstack([a, np.diag(weight)]),
-                              np.concatenate([y, weight * PRIOR_MEAN]), low, high)  # fmt: skip
-
-    def loss(x):
-        a, y = design([f.at(x[0] / x[1]) for f in feats])
-        return float(((a @ x - y) ** 2).sum() + ((weight * (x - PRIOR_MEAN)) ** 2).sum())
-
-    x = solve(*design(feats))
-    if box is not None:  # the trust region's centre, the constants simulated, may fit better
-        centre = np.clip((box[0] + box[1]) / 2, low, high)
-        x = centre if loss(centre) <= loss(x) else x
-    x = _across_ridge(x, feats, design, solve, loss)
-    a, y = design([f.at(x[0] / x[1]) for f in feats])
+    x = _bounded_lstsq(np.vstack([a, np.diag(weight)]), np.concatenate([y, weight * PRIOR_MEAN]),
+                       low, high)  # fmt: skip
     e, u, *links, h0, h1, v, vp = (float(v) for v in x)
     network = np.clip(e * NETWORK_BYTES_PER_SECOND / v, *BOUNDS["network_bytes_per_second"])
     share = np.clip(e / vp, *BOUNDS["pcie_bandwidth_share"])
@@ -324,57 +288,6 @@ def solve_step_terms(
             values[key] = values[nvlink]
             undetermined[key] = undetermined[key].replace("left at 0", "the NVLink value is used")
     return values, _standard_errors(a, y, x, e), undetermined
-
-
-def _undetermined(feats, pcie_share: bool) -> dict[str, str]:
-    """The step constants these runs cannot determine, each with its reason."""
-    undetermined = {}
-    if not any(f.compute_seconds or (f.ridge is not None and f.ridge.ratios.size)
-               for f in feats):  # fmt: skip
-        undetermined["mfu"] = "the reference step model prices every GEMM at one MFU: not fitted"
-    for i, (link, key) in enumerate(zip(INTERCONNECTS, LINK_TERMS, strict=True)):
-        if not any(f.link_calls[i] for f in feats):
-            undetermined[key] = f"no run with tensor parallelism over {link}: left at 0"
-    if not any(f.network_seconds for f in feats):
-        undetermined["network_bytes_per_second"] = "no run with TP across nodes: 100 Gb/s is used"
-    if not pcie_share:
-        undetermined["pcie_bandwidth_share"] = "fitted in a cell only: the datasheet's is used"
-    elif not any(f.pcie_seconds for f in feats):
-        undetermined["pcie_bandwidth_share"] = "no run with TP over PCIe: the datasheet's is used"
-    return undetermined
-
-
-def _masked(a: np.ndarray, y: np.ndarray, undetermined) -> tuple[np.ndarray, np.ndarray]:
-    """The design with the undetermined constants' columns emptied (without a fitted PCIe
-    share, its bytes at the datasheet's bandwidth join the GPU time, over the efficiency)."""
-    columns = {"mfu": 1, **{key: 2 + i for i, key in enumerate(LINK_TERMS)},
-               "network_bytes_per_second": -2, "pcie_bandwidth_share": -1}  # fmt: skip
-    if undetermined.get("pcie_bandwidth_share", "").startswith("fitted in a cell"):
-        a[:, 0] += a[:, -1]
-    for key in undetermined:
-        a[:, columns[key]] = 0.0
-    return a, y
-
-
-def _across_ridge(x: np.ndarray, feats, design, solve, loss) -> np.ndarray:
-    """From a first solve `x` (every step on the side the simulation put it), move the ridge:
-    re-split the steps at x's e / u (`RunFeatures.at`), solve again, and step toward that
-    solution as far as the exact loss (each step on its side at the trial constants, the
-    schedule held) keeps falling, halving the step up to RIDGE_HALVINGS times. A linear
-    solve that holds each step on one side lands, near the ridge, where the steps would sit on
-    the other: the synthetic runs' Scout decode steps swung the MFU 1.0 <-> 0.14 that way."""
-    best = loss(x)
-    for _ in range(RIDGE_ROUNDS):
-        target = solve(*design([f.at(x[0] / x[1]) for f in feats]))
-        for halving in range(RIDGE_HALVINGS + 1):
-            trial = x + (target - x) / 2**halving
-            value = loss(trial)
-            if value < best * (1 - 1e-9):
-                break
-        else:
-            return x
-        x, best = trial, value
-    return x
 
 
 def _standard_errors(a, y, x, e) -> dict[str, float]:
@@ -400,7 +313,7 @@ def thin_solver(base: Calibration):
     `base`, keeping its other step constants."""
     per_call = [base.allreduce_seconds_per_call.get(link, 0.0) for link in INTERCONNECTS]
 
-    def solve(runs, feats, box=None):  # a thin fit is one linear solve: no trust region
+    def solve(runs, feats):
         free = min(len(runs), 2)
         rows, rhs = [], []
         for run, f in zip(runs, feats, strict=True):
@@ -516,107 +429,40 @@ def fit_step_terms(runs, start: Calibration, *, seed: int = 0, log=None,
     sees it (then the simulated constants are kept, unconfirmed moves being smaller than the
     tolerance).
 
-    A solve ignores that slower steps keep more requests in flight, so a long move can land
-    where the simulations fit worse (squared relative ITL errors). Three guards: each solve
-    moves every unknown at most `reach` x its size (or its TRUST_FLOOR) from the constants it
-    starts at, a trust region that grows or shrinks by what the last move gained in the
-    simulations against what the linear equation promised (`_next_reach`); a round that fits
-    worse than the best so far is not kept, and the move is solved again from the best round;
-    a move that reverses the previous one is halved (a zigzag along a valley: the synthetic
-    runs' MFU swung 0.5 <-> 1.0 without it, each round fitting better). The best round is
-    returned. Returns (calibration, features of its simulations, standard errors,
-    undetermined, rounds). `solver(runs, features, box=...)` replaces the full solve (thin
-    data: `thin_solver`).
-    """
+    A solve ignores that slower steps keep more requests in flight, so the constants can
+    overshoot and swing back; a step that reverses the previous one is halved (damped).
+    Returns (calibration, features of its last simulations, standard errors, undetermined,
+    rounds). `solver(runs, features)` replaces the full solve (thin data: `thin_solver`)."""
     if solver is None:
 
-        def solver(runs, feats, box=None):
+        def solver(runs, feats):
             return solve_step_terms(runs, feats, prior_weight=prior_weight,
-                                    pcie_share=GLOBAL_PCIE_SHARE, box=box)  # fmt: skip
+                                    pcie_share=GLOBAL_PCIE_SHARE)  # fmt: skip
 
-    measured = np.array([run.measured["itl_mean_seconds"] for run in runs])
-    calibration, history, best, reach = replace(start, step_jitter=0.0), [], None, TRUST_START
-    move, predicted = None, 0.0
+    calibration, history, move = replace(start, step_jitter=0.0), [], None
     for rounds in range(1, MAX_ROUNDS + 1):
         itl, feats = _simulate_all(runs, calibration, seed=seed)
-        settled = any(np.all(np.abs(itl / before - 1) < CONVERGED) for before in history[-2:])
-        history.append(itl)
-        loss = float(((itl / measured - 1) ** 2).sum())
-        if best is not None:
-            reach = _next_reach(reach, best[0] - loss, best[0] - predicted)
-        if best is None or loss < best[0]:
-            best = (loss, calibration, feats)
-        elif settled:
-            break  # swinging between two states that fit alike
-        else:
-            _, calibration, feats = best  # an overshoot: solved again from the best round
-        values, errors, undetermined = solver(runs, feats, box=_trust_box(calibration, reach))
+        values, errors, undetermined = solver(runs, feats)
         if log:
             log(f"round {rounds}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
-        if settled or _settled(feats, _step_values(calibration), values):
-            break  # settled, or the move would change no run's ITL by CONVERGED as the
-            # linear equation sees it: no round to confirm it
-        now = step_unknowns(_step_values(calibration))
-        step = step_unknowns(values) - now
-        if move is not None and float(step @ (move / TRUST_FLOOR**2)) < 0:
-            step = step / 2  # the swing back of a zigzag along a valley: damped
-            values = _from_unknowns(now + step, values)
+        if any(np.all(np.abs(itl / before - 1) < CONVERGED) for before in history[-2:]):
+            break  # settled, or swinging between two states (then both fit alike)
+        history.append(itl)
+        current = _step_values(calibration)
+        now = np.array([current[k] for k in STEP_TERMS])
+        step = np.array([values[k] for k in STEP_TERMS]) - now
+        if move is not None and float(step @ (move / SCALE**2)) < 0:
+            step = step / 2  # the swing back of an overshoot
         move = step
-        predicted = linear_loss(feats, values, measured)
-        calibration = _with_step_terms(calibration, values)
-    return best[1], best[2], errors, undetermined, rounds
-
-
-def _next_reach(reach: float, gained: float, promised: float) -> float:
-    """The trust region's next reach, from what a move gained in the simulated loss against
-    what the linear equation promised (the textbook ratio test: below a quarter, shrink; above
-    three quarters, grow)."""
-    ratio = gained / promised if promised > 0 else -1.0
-    if ratio < 0.25:
-        return reach / TRUST_SHRINK
-    return min(2 * reach, TRUST_MAX) if ratio > 0.75 else reach
-
-
-def linear_loss(feats, values: dict[str, float], measured: np.ndarray) -> float:
-    """The fit's loss (squared relative ITL errors) at `values`, as the linear equation sees
-    it from these features (each step on its side of the ridge, the schedule held)."""
-    itl = np.array([linear_itl(f, values) for f in feats])
-    return float(((itl / measured - 1) ** 2).sum())
-
-
-def _from_unknowns(x: np.ndarray, values: dict[str, float]) -> dict[str, float]:
-    """Step constants from the solve's unknowns (`step_unknowns`), the inverse map."""
-    e, u, *links, h0, h1, v, vp = (float(a) for a in x)
-    return {**values, "efficiency": 1.0 / e, "mfu": 1.0 / u,
-            **{key: b / e for key, b in zip(LINK_TERMS, links, strict=True)},
-            "host_seconds_per_step": h0, "host_seconds_per_sequence": h1,
-            "network_bytes_per_second": e * NETWORK_BYTES_PER_SECOND / v,
-            "pcie_bandwidth_share": e / vp}  # fmt: skip
-
-
-def _trust_box(calibration: Calibration, reach: float) -> tuple[np.ndarray, np.ndarray]:
-    """The solve's unknowns (`solve_step_terms`' x) within `reach` x their size (at least
-    TRUST_FLOOR) of `calibration`'s."""
-    x = step_unknowns(_step_values(calibration))
-    radius = reach * np.maximum(np.abs(x), TRUST_FLOOR)
-    return x - radius, x + radius
-
-
-def step_unknowns(values: dict[str, float]) -> np.ndarray:
-    """The linear solve's unknowns from step constants: (1 / efficiency, 1 / MFU, each link's
-    latency / efficiency, host per step, host per sequence, the network's and PCIe's slowness
-    / efficiency)."""
-    e = 1.0 / values["efficiency"]
-    return np.array([e, 1.0 / values["mfu"], *(values[k] * e for k in LINK_TERMS),
-                     values["host_seconds_per_step"], values["host_seconds_per_sequence"],
-                     e * NETWORK_BYTES_PER_SECOND / values["network_bytes_per_second"],
-                     e / values["pcie_bandwidth_share"]])  # fmt: skip
+        new = {k: float(v) for k, v in zip(STEP_TERMS, now + step, strict=True)}
+        if _settled(feats, current, new):
+            break  # the move would change no run's ITL by CONVERGED: no round to confirm it
+        calibration = _with_step_terms(calibration, new)
+    return calibration, feats, errors, undetermined, rounds
 
 
 def linear_itl(f: RunFeatures, values: dict[str, float]) -> float:
-    """A run's ITL mean at these step constants, its schedule held fixed (the fit's equation,
-    each step on its side of the ridge at them)."""
-    f = f.at(values["mfu"] / values["efficiency"])
+    """A run's ITL mean at these step constants, its schedule held fixed (the fit's equation)."""
     e = 1.0 / values["efficiency"]
     links = sum(calls * values[key] for calls, key in zip(f.link_calls, LINK_TERMS, strict=True))
     network = f.network_seconds * NETWORK_BYTES_PER_SECOND / values["network_bytes_per_second"]

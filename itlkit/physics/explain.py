@@ -374,9 +374,8 @@ def _engine_section(
         ExplainLine(
             "engine terms",
             "embedding gathered (F.embedding), logits at sampled rows only (logits_indices), "
-            f"GEMMs at MFU {engine.mfu:g} x n / (n + {engine.mfu_half_tokens:g})"
-            + (" (MoE: the fixed rows once per expert a step touches)" if dep.model.is_moe else "")
-            + ", prefill attention",
+            f"GEMMs at MFU {engine.mfu:g} x n / (n + {engine.mfu_half_tokens:g}), prefill "
+            "attention",
             f"LM head {format_flops(head)} for {batch_size} sampled rows",
         ),
         ExplainLine(

@@ -304,7 +304,8 @@ class StepCoefficients:
     # matmul_flops_per_token covers every parameter of every token.
     engine: bool = False
     head_flops_per_sequence: float = 0.0  # the LM head, once per sampled position
-    expert_flops_per_token: float = 0.0  # routed experts: per token, over its top-k picks
+    expert_flops_per_token: float = 0.0  # routed experts, in GEMMs of tokens x share rows
+    expert_token_share: float = 1.0  # top-k / experts: the rows one expert's GEMM gets
     mfu_half_tokens: float = 0.0
 
     def weight_read(self, tokens):
@@ -329,22 +330,9 @@ class StepCoefficients:
         # n rows at n / (n + half) of the MFU take as long as n + half rows at the MFU.
         dense = self.matmul_flops_per_token * self._padded(tokens)
         head = self.head_flops_per_sequence * self._padded(sequences)
-        experts = self.expert_flops_per_token * self._expert_rows(tokens)
+        share = self.expert_token_share
+        experts = self.expert_flops_per_token * self._padded(tokens * share) / share
         return (dense + head + experts) / self.flops_per_second
-
-    def _expert_rows(self, tokens):
-        """Rows the expert GEMMs cost at full MFU, per token's top-k: its tokens, plus `half`
-        for each expert the step touches (`Model.expected_experts_touched`), over top-k. vLLM's
-        fused-MoE kernel pads each expert's rows to its block and gives an expert with no token
-        no block (`moe_align_block_size`: cdiv(count, block) x block per expert, vllm/
-        model_executor/layers/fused_moe/moe_align_block_size.py @ vllm-project/vllm 05be9924)."""
-        if self.moe is None or self.expert_flops_per_token == 0.0:
-            return tokens
-        model = self.moe.model
-        touched = model.expected_experts_touched(tokens=tokens)
-        rows = tokens + touched * self.mfu_half_tokens / model.experts_per_token
-        return np.where(np.asarray(tokens) > 0, rows, 0.0) if isinstance(tokens, np.ndarray) else (
-            float(rows) if tokens > 0 else 0.0)  # fmt: skip
 
     def _padded(self, rows):
         """Rows a GEMM over `rows` rows costs at full MFU: rows + half (none for none)."""
@@ -446,11 +434,13 @@ def step_coefficients(
 
 def _engine_terms(dep: Deployment) -> dict:
     """The engine model's GEMM split, per GPU (vLLM shards the LM head and the experts by TP)."""
+    m = dep.model
     return {
         "engine": True,
         "dense": 2.0 * dep.engine_dense_params / dep.tp,
         "head_flops_per_sequence": 2.0 * dep.lm_head_matrix_params / dep.tp,
         "expert_flops_per_token": 2.0 * dep.expert_params_per_token / dep.tp,
+        "expert_token_share": m.experts_per_token / m.num_experts if m.is_moe else 1.0,
         "mfu_half_tokens": float(dep.mfu_half_tokens),
     }
 
