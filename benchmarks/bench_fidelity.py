@@ -17,7 +17,8 @@ publisher's runs predicted by constants fitted without any of them), and the wal
 `itlkit calibrate` (goal <= 120 s on a 2-core machine, on all 261 runs; it took 150-300 s there
 before the MoE weight reads, the prefix-cache walks and the confirming rounds were saved, about
 125 s after; 89-115 s on 204 runs, 106 s on 208, 102 s on 222, 150 s on 261: the 18
-Llama-3.1-405B runs of 1,000 requests and the 500-request closed loops) and of `itlkit
+Llama-3.1-405B runs of 1,000 requests and the 500-request closed loops; 106-131 s on 261 since
+the jitter search by parabolas, against 135-149 s before it, side by side) and of `itlkit
 simulate --runs` over the files (goal <= 30 s), both as whole processes.
 
 Comparison (issue 10): the best published simulator reaches 6.5% / 18.4% / 6.8% median error of
