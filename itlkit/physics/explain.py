@@ -360,6 +360,16 @@ EMBEDDING_SOURCE = (
 )
 
 
+def _unquantized_words(engine: Deployment) -> str:
+    """What a quantized checkpoint streams at 16 bits in the engine model, in words ("" for
+    16-bit weights)."""
+    if engine.weights.bytes_per_element >= engine.activation_bytes_per_element:
+        return ""
+    if engine.model.quantized == "experts" and engine.model.is_moe:
+        return "; only the routed experts quantized (MXFP4), the rest read at 16 bits"
+    return "; the LM head read at 16 bits (vLLM quantizes linear layers and experts)"
+
+
 def _engine_section(
     dep: Deployment, *, batch_size: int, context_tokens: int, chunk_tokens: int | None
 ) -> _Section:
@@ -375,7 +385,7 @@ def _engine_section(
             "engine terms",
             "embedding gathered (F.embedding), logits at sampled rows only (logits_indices), "
             f"GEMMs at MFU {engine.mfu:g} x n / (n + {engine.mfu_half_tokens:g}), prefill "
-            "attention",
+            "attention" + _unquantized_words(engine),
             f"LM head {format_flops(head)} for {batch_size} sampled rows",
         ),
         ExplainLine(

@@ -65,6 +65,10 @@ class Model:
     v_head_dim: int = 0
     sliding_window: int | None = None
     sliding_layers: int = 0
+    # What a quantized checkpoint quantizes (the engine step model reads the rest at 16 bits):
+    # "linear", every linear layer and the experts (vLLM's FP8, INT8, GPTQ/AWQ methods); or
+    # "experts", the routed experts alone (MXFP4: gpt-oss's checkpoints)
+    quantized: str = "linear"
     source: str = ""
 
     # ---- shape -------------------------------------------------------------------------------

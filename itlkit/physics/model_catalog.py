@@ -314,6 +314,7 @@ MODELS: dict[str, Model] = {
         moe_intermediate_size=2880,
         sliding_window=128,
         sliding_layers=18,
+        quantized="experts",  # MXFP4 experts; vLLM's Mxfp4Config leaves LinearBase layers unquantized
         source="https://github.com/EchoCog/gpt-oss-20b/blob/main/docs/gpt-oss-20b-architecture.md (config fields) | vLLM/transformers GptOssConfig defaults (36 layers, 128 experts, top-4, 2880 hidden, 64/8 heads, head_dim 64, vocab 201088, window 128)",
     ),
     "gpt-oss-20b": Model(
@@ -337,6 +338,7 @@ MODELS: dict[str, Model] = {
         moe_intermediate_size=2880,
         sliding_window=128,
         sliding_layers=12,
+        quantized="experts",  # MXFP4 experts; vLLM's Mxfp4Config leaves LinearBase layers unquantized
         source="https://github.com/EchoCog/gpt-oss-20b/blob/main/docs/gpt-oss-20b-architecture.md",
     ),
     "llama-2-7b": Model(

@@ -168,11 +168,30 @@ class Deployment:
         return self.peak_flops_per_second / self.gpu.hbm_bytes_per_second
 
     def weight_bytes_per_gpu(self, *, tokens=1):
-        """Weight bytes one GPU streams in a step over `tokens` tokens (MoE: experts touched)."""
+        """Weight bytes one GPU streams in a step over `tokens` tokens (MoE: experts touched).
+        Engine model with quantized weights: what vLLM's quantization method leaves alone
+        streams at the activations' precision (`_unquantized_params`)."""
         params = self.model.streamed_params(
             tokens=tokens, exclude_input_embedding=self.exclude_input_embedding
         )
-        return params * self.weights.bytes_per_element / self.tp
+        quantized = self.weights.bytes_per_element
+        if not self.is_engine or quantized >= self.activation_bytes_per_element:
+            return params * quantized / self.tp
+        full = self._unquantized_params(params, tokens)
+        return ((params - full) * quantized + full * self.activation_bytes_per_element) / self.tp
+
+    def _unquantized_params(self, params, tokens):
+        """Of the `params` a step streams, those a quantized checkpoint keeps at 16 bits in
+        vLLM: the LM head always (quantization methods act on LinearBase, FusedMoE and
+        Attention layers: `Fp8Config.get_quant_method`, vllm/model_executor/layers/
+        quantization/fp8.py @ vllm-project/vllm 0071b24b; the head is a VocabParallelEmbedding);
+        under MXFP4 everything but the routed experts (`Mxfp4Config.get_quant_method` returns
+        UnquantizedLinearMethod for LinearBase, mxfp4.py @ 007d5005)."""
+        m = self.model
+        if m.quantized != "experts" or not m.is_moe:
+            return self.lm_head_matrix_params
+        touched = m.expected_experts_touched(tokens=tokens)
+        return params - m.moe_layers * touched * m.expert_params
 
     @property
     def lm_head_matrix_params(self) -> float:
