@@ -327,17 +327,25 @@ def test_a_quantized_checkpoints_lm_head_streams_at_16_bits():
     fp8 = Deployment.create(model="llama-3.1-8b", gpu="h100-sxm", weight_precision="fp8")
     assert fp8.as_engine().weight_bytes_per_gpu() == BODY * 1 + TABLE * 2
     assert fp8.weight_bytes_per_gpu() == PARAMS * 1
+    # held in memory (what vLLM sizes its KV cache after): both tables at 2 B
+    assert fp8.resident_weight_bytes_per_gpu() == BODY * 1 + 2 * TABLE * 2
+    from itlkit.physics.engine_memory import vllm_kv_cache
+
+    assert vllm_kv_cache(fp8).weight_bytes == BODY * 1 + 2 * TABLE * 2
 
 
 def test_an_mxfp4_checkpoint_quantizes_only_the_routed_experts():
     # gpt-oss-120b: 36 layers of 128 experts of 3 x 2,880 x 2,880 weights + 2 x 2,880 biases
     # (gate_up 2 x 2,880 rows, down 2,880); at 1,000 tokens all 128 are touched. The experts
-    # stream at 0.5 B, everything else (attention, router, head) at 2 B, the input table gathered.
+    # stream at 0.5 B + a 1-byte scale per 32 (MXFP4), everything else (attention, router,
+    # head) at 2 B, the input table gathered; held resident, the input table too.
     dep = Deployment.create(model="gpt-oss-120b", gpu="h200-sxm", weight_precision="int4", tp=8)
     engine = dep.as_engine()
     m = dep.model
     experts = 36 * 128 * m.expert_params
     streamed = m.total_params - m.embedding_params
-    expected = ((streamed - experts) * 2 + experts * 0.5) / 8
+    expected = ((streamed - experts) * 2 + experts * (0.5 + 1 / 32)) / 8
     assert engine.weight_bytes_per_gpu(tokens=1000) == pytest.approx(expected, rel=1e-9)
+    resident = ((m.total_params - experts) * 2 + experts * (0.5 + 1 / 32)) / 8
+    assert dep.resident_weight_bytes_per_gpu() == pytest.approx(resident, rel=1e-9)
     assert m.expert_params == 3 * 2880 * 2880 + 2 * 2880 + 2880  # the two biases of each expert

@@ -86,10 +86,11 @@ def vllm_kv_cache(
     overhead_bytes: float = PROFILED_OVERHEAD_BYTES,
     block_tokens: int = BLOCK_TOKENS,
 ) -> EngineMemory:
-    """The KV cache vLLM V1 would size for `deployment` (its `gpu_memory_utilization`)."""
+    """The KV cache vLLM V1 would size for `deployment` (its `gpu_memory_utilization`), after
+    the weights as vLLM holds them (`Deployment.resident_weight_bytes_per_gpu`)."""
     dep = deployment
     total, source = cuda_total_bytes(dep.gpu)
-    weights = dep.model.total_params * dep.weights.bytes_per_element / dep.tp
+    weights = dep.resident_weight_bytes_per_gpu()
     return EngineMemory(total, source, dep.gpu_memory_utilization, weights, overhead_bytes,
                         float(dep.kv_bytes_per_token_per_gpu), block_tokens)  # fmt: skip
 

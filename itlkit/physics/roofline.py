@@ -39,6 +39,10 @@ NETWORK_BYTES_PER_SECOND = 12.5e9
 # 1,300 at M = 4,096, against 1,979 peak) and far less on a few tokens. `calibrate` fits mfu.
 ENGINE_MFU = 0.8
 ENGINE_MFU_HALF_TOKENS = 128.0
+# MXFP4 (gpt-oss's experts): 4-bit weights, and one uint8 scale per block of 32 of them
+# (`w13_weight_scale` of [experts, 2 x intermediate, hidden // 32] uint8, `mxfp4_block = 32`:
+# vllm/model_executor/layers/quantization/mxfp4.py @ vllm-project/vllm 007d5005).
+MXFP4_SCALE_BYTES_PER_ELEMENT = 1.0 / 32
 
 
 @dataclass(frozen=True)
@@ -170,15 +174,38 @@ class Deployment:
     def weight_bytes_per_gpu(self, *, tokens=1):
         """Weight bytes one GPU streams in a step over `tokens` tokens (MoE: experts touched).
         Engine model with quantized weights: what vLLM's quantization method leaves alone
-        streams at the activations' precision (`_unquantized_params`)."""
+        streams at the activations' precision (`_unquantized_params`), MXFP4's experts with
+        their scales."""
         params = self.model.streamed_params(
             tokens=tokens, exclude_input_embedding=self.exclude_input_embedding
         )
+        if not self.is_engine:
+            return params * self.weights.bytes_per_element / self.tp
+        return self._checkpoint_bytes(params, self._unquantized_params(params, tokens))
+
+    def resident_weight_bytes_per_gpu(self) -> float:
+        """Weight bytes one GPU holds as vLLM loads the checkpoint (what its KV cache is sized
+        after): every parameter, what vLLM's quantization method leaves alone at 16 bits (the
+        input table too, and under MXFP4 everything but the experts)."""
+        params = float(self.model.total_params)
+        m = self.model
+        if m.quantized == "experts" and m.is_moe:
+            return self._checkpoint_bytes(
+                params, params - m.moe_layers * m.num_experts * m.expert_params
+            )
+        return self._checkpoint_bytes(params, m.embedding_params + self.lm_head_matrix_params)
+
+    def _checkpoint_bytes(self, params, unquantized) -> float:
+        """Bytes per GPU of `params` parameters of which `unquantized` stay at 16 bits (all of
+        them at the run's precision where it is 16-bit or wider); MXFP4 experts carry one
+        8-bit scale per 32 weights (`MXFP4_SCALE_BYTES_PER_ELEMENT`)."""
         quantized = self.weights.bytes_per_element
-        if not self.is_engine or quantized >= self.activation_bytes_per_element:
+        if quantized >= self.activation_bytes_per_element:
             return params * quantized / self.tp
-        full = self._unquantized_params(params, tokens)
-        return ((params - full) * quantized + full * self.activation_bytes_per_element) / self.tp
+        if self.model.quantized == "experts" and quantized == 0.5:  # MXFP4's 4 bits
+            quantized += MXFP4_SCALE_BYTES_PER_ELEMENT
+        full = self.activation_bytes_per_element
+        return ((params - unquantized) * quantized + unquantized * full) / self.tp
 
     def _unquantized_params(self, params, tokens):
         """Of the `params` a step streams, those a quantized checkpoint keeps at 16 bits in
