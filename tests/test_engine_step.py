@@ -332,6 +332,13 @@ def test_a_quantized_checkpoints_lm_head_streams_at_16_bits():
     from itlkit.physics.engine_memory import vllm_kv_cache
 
     assert vllm_kv_cache(fp8).weight_bytes == BODY * 1 + 2 * TABLE * 2
+    # Llama-3.2-1B ties its head to its input table (128,256 x 2,048): one table, at 2 B, both
+    # streamed (as the head) and held
+    tied = Deployment.create(model="llama-3.2-1b", gpu="h100-sxm", weight_precision="fp8")
+    table = 128_256 * 2_048
+    params = tied.model.total_params
+    assert tied.as_engine().weight_bytes_per_gpu() == (params - table) * 1 + table * 2
+    assert tied.resident_weight_bytes_per_gpu() == (params - table) * 1 + table * 2
 
 
 def test_an_mxfp4_checkpoint_quantizes_only_the_routed_experts():

@@ -365,7 +365,7 @@ def _unquantized_words(engine: Deployment) -> str:
     16-bit weights)."""
     if engine.weights.bytes_per_element >= engine.activation_bytes_per_element:
         return ""
-    if engine.model.quantized == "experts" and engine.model.is_moe:
+    if engine.model.quantizes_experts_only:
         return "; only the routed experts quantized (MXFP4), the rest read at 16 bits"
     return "; the LM head read at 16 bits (vLLM quantizes linear layers and experts)"
 

@@ -77,6 +77,11 @@ class Model:
         return self.num_experts > 0
 
     @property
+    def quantizes_experts_only(self) -> bool:
+        """Whether a quantized checkpoint of it quantizes its routed experts alone (MXFP4)."""
+        return self.quantized == "experts" and self.is_moe
+
+    @property
     def size_class(self) -> str:
         """A coarse class for calibration coverage: MoE, else dense by total parameters."""
         if self.is_moe:

@@ -174,51 +174,43 @@ class Deployment:
     def weight_bytes_per_gpu(self, *, tokens=1):
         """Weight bytes one GPU streams in a step over `tokens` tokens (MoE: experts touched).
         Engine model with quantized weights: what vLLM's quantization method leaves alone
-        streams at the activations' precision (`_unquantized_params`), MXFP4's experts with
+        streams at the activations' precision (`_checkpoint_bytes`), MXFP4's experts with
         their scales."""
         params = self.model.streamed_params(
             tokens=tokens, exclude_input_embedding=self.exclude_input_embedding
         )
         if not self.is_engine:
             return params * self.weights.bytes_per_element / self.tp
-        return self._checkpoint_bytes(params, self._unquantized_params(params, tokens))
+        m = self.model
+        touched = m.expected_experts_touched(tokens=tokens) if m.is_moe else 0.0
+        return self._checkpoint_bytes(params, experts=touched, tables=self.lm_head_matrix_params)
 
     def resident_weight_bytes_per_gpu(self) -> float:
         """Weight bytes one GPU holds as vLLM loads the checkpoint (what its KV cache is sized
-        after): every parameter, what vLLM's quantization method leaves alone at 16 bits (the
-        input table too, and under MXFP4 everything but the experts)."""
-        params = float(self.model.total_params)
+        after): every parameter, what vLLM's quantization method leaves alone at 16 bits (both
+        tables, one where they are tied; under MXFP4 everything but the experts)."""
         m = self.model
-        if m.quantized == "experts" and m.is_moe:
-            return self._checkpoint_bytes(
-                params, params - m.moe_layers * m.num_experts * m.expert_params
-            )
-        return self._checkpoint_bytes(params, m.embedding_params + self.lm_head_matrix_params)
+        tables = m.embedding_params + m.lm_head_params  # the head: 0 when tied to the input
+        return self._checkpoint_bytes(float(m.total_params), experts=m.num_experts, tables=tables)
 
-    def _checkpoint_bytes(self, params, unquantized) -> float:
-        """Bytes per GPU of `params` parameters of which `unquantized` stay at 16 bits (all of
-        them at the run's precision where it is 16-bit or wider); MXFP4 experts carry one
-        8-bit scale per 32 weights (`MXFP4_SCALE_BYTES_PER_ELEMENT`)."""
-        quantized = self.weights.bytes_per_element
-        if quantized >= self.activation_bytes_per_element:
+    def _checkpoint_bytes(self, params, *, experts, tables) -> float:
+        """Bytes per GPU of `params` parameters of a checkpoint at the run's precision, of which
+        `tables` (the embedding tables among them) stay at 16 bits, or under MXFP4 all but the
+        routed experts (`experts` per MoE layer among them), which carry one 8-bit scale per 32
+        weights (`MXFP4_SCALE_BYTES_PER_ELEMENT`). vLLM's quantization methods act on LinearBase,
+        FusedMoE and Attention layers (`Fp8Config.get_quant_method`, vllm/model_executor/layers/
+        quantization/fp8.py @ vllm-project/vllm 0071b24b; the tables are VocabParallelEmbedding
+        layers); MXFP4's returns UnquantizedLinearMethod for every LinearBase
+        (`Mxfp4Config.get_quant_method`, mxfp4.py @ 007d5005)."""
+        quantized, full = self.weights.bytes_per_element, self.activation_bytes_per_element
+        if quantized >= full:
             return params * quantized / self.tp
-        if self.model.quantized == "experts" and quantized == 0.5:  # MXFP4's 4 bits
-            quantized += MXFP4_SCALE_BYTES_PER_ELEMENT
-        full = self.activation_bytes_per_element
-        return ((params - unquantized) * quantized + unquantized * full) / self.tp
-
-    def _unquantized_params(self, params, tokens):
-        """Of the `params` a step streams, those a quantized checkpoint keeps at 16 bits in
-        vLLM: the LM head always (quantization methods act on LinearBase, FusedMoE and
-        Attention layers: `Fp8Config.get_quant_method`, vllm/model_executor/layers/
-        quantization/fp8.py @ vllm-project/vllm 0071b24b; the head is a VocabParallelEmbedding);
-        under MXFP4 everything but the routed experts (`Mxfp4Config.get_quant_method` returns
-        UnquantizedLinearMethod for LinearBase, mxfp4.py @ 007d5005)."""
         m = self.model
-        if m.quantized != "experts" or not m.is_moe:
-            return self.lm_head_matrix_params
-        touched = m.expected_experts_touched(tokens=tokens)
-        return params - m.moe_layers * touched * m.expert_params
+        if m.quantizes_experts_only:
+            tables = params - m.moe_layers * experts * m.expert_params
+            if quantized == 0.5:  # MXFP4's 4 bits
+                quantized += MXFP4_SCALE_BYTES_PER_ELEMENT
+        return ((params - tables) * quantized + tables * full) / self.tp
 
     @property
     def lm_head_matrix_params(self) -> float:
