@@ -115,3 +115,21 @@ def test_a_stretch_with_a_step_not_above_zero_is_refused():
 
     with pytest.raises(ConfigError, match="step function"):
         simulate(w, step_function=step, kv_capacity_tokens=100_000)
+
+
+def test_a_step_whose_finishes_were_all_cancelled_no_longer_ends_a_stretch():
+    # A decoder paused by a prefill-only step (or preempted) bumps its epoch: the finish it had
+    # scheduled at step 5 is void, and `retire` would skip it. The next finish is step 7's.
+    class Request:
+        def __init__(self, epoch):
+            self.epoch = epoch
+
+    paused, live, later = Request(epoch=1), Request(epoch=0), Request(epoch=0)
+    e = object.__new__(engine.Engine)
+    e.finish_steps = [5, 7, 9]
+    e.finishes = {5: [(paused, 0)], 7: [(paused, 0), (live, 0)], 9: [(later, 0)]}
+    assert e.next_finish() == 7
+    assert 5 not in e.finishes and e.finish_steps[0] == 7  # dropped, as retire would have
+    assert e.next_finish() == 7  # a step with one live finish stays
+    e.finish_steps, e.finishes = [], {}
+    assert e.next_finish() == float("inf")

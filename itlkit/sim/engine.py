@@ -401,8 +401,7 @@ class Engine:
             self.admit_waiting(batch)
         if not batch.prefill:
             return False
-        for r in [r for r in self.running if r.decoding]:
-            self.pause(r)
+        self.pause_decoders()
         return True
 
     def continue_alone(self, batch: _Batch) -> None:
@@ -422,40 +421,54 @@ class Engine:
                 if self.reservation is not None:
                     self.hold_back_output(r, batch)
 
-    def pause(self, r: _Request) -> None:
-        """A decoder sits out a prefill-only step: its token run ends at the last step, its
-        KV stays held, its finish moves (as a preemption, without freeing anything)."""
-        done = self.s - 1 - r.seg_step  # it last emitted a token at step s - 1
-        r.computed = r.seg_kv + done
-        r.generated = r.seg_gen + done
-        self.decoders -= 1
-        self.decode_kv -= r.computed
-        r.decoding = False
-        r.epoch += 1  # its scheduled finish no longer holds
-        self.segments.close(r.index, r.seg_step, self.s - 1)
-        r.last_token = self.t  # steps run back to back while it decodes
-        self.paused.append(r)
+    def pause_decoders(self) -> None:
+        """Every decoder sits out a prefill-only step: its token run ends at the last step, its
+        KV stays held, its finish moves (as a preemption, without freeing anything). One pass
+        over the batch, the run's hottest loop in V0 and SGLang runs."""
+        s, t = self.s, self.t
+        paused = [r for r in self.running if r.decoding]
+        kv = 0
+        for r in paused:
+            done = s - 1 - r.seg_step  # it last emitted a token at step s - 1
+            r.computed = r.seg_kv + done
+            r.generated = r.seg_gen + done
+            kv += r.computed
+            r.decoding = False
+            r.epoch += 1  # its scheduled finish no longer holds
+            r.last_token = t  # steps run back to back while it decodes
+        segments = self.segments
+        segments.request.extend([r.index for r in paused])
+        segments.first.extend([r.seg_step for r in paused])
+        segments.last.extend([s - 1] * len(paused))
+        self.decoders -= len(paused)
+        self.decode_kv -= kv
+        self.paused.extend(paused)
 
     def resume_paused(self) -> None:
         """The paused decoders decode again in this step: each reads its KV, emits a token at
         its end (an ITL of the whole wait: `resumed_gaps`) and finishes as many steps later as
         it has tokens left."""
-        s = self.s
+        s, finishes, heap = self.s, self.finishes, self.finish_steps
+        kv = 0
         for r in self.paused:
             r.decoding = True
-            self.decoders += 1
-            self.decode_kv += r.computed
+            kv += r.computed
             r.seg_step, r.seg_kv, r.seg_gen = s, r.computed + 1, r.generated + 1
             last = s + r.output - r.seg_gen
-            if last not in self.finishes:
-                self.finishes[last] = []
-                heapq.heappush(self.finish_steps, last)
-            self.finishes[last].append((r, r.epoch))
+            entries = finishes.get(last)
+            if entries is None:
+                finishes[last] = entries = []
+                heapq.heappush(heap, last)
+            entries.append((r, r.epoch))
+        self.decoders += len(self.paused)
+        self.decode_kv += kv
         self.resumed, self.paused = self.paused, []
 
     def resumed_gaps(self, end: float) -> None:
-        for r in self.resumed:
-            self.segments.gap(r.index, end, end - r.last_token)
+        resumed, segments = self.resumed, self.segments
+        segments.gap_request.extend([r.index for r in resumed])
+        segments.gap_end.extend([end] * len(resumed))
+        segments.gap_value.extend([end - r.last_token for r in resumed])
         self.resumed = []
 
     # ---- SGLang's KV reservation and retraction (`sim.sglang.NewTokenRatio`) ----------------
@@ -709,10 +722,7 @@ class Engine:
         full = d >= self.max_seqs or self.batch_full  # no admission until a request leaves
         if not (full or not self.waiting):
             return False
-        heap = self.finish_steps
-        while heap and heap[0] not in self.finishes:
-            heapq.heappop(heap)
-        finish = heap[0] if heap else math.inf
+        finish = self.next_finish()
         steps = min(finish - self.s + 1, (self.capacity - self.used) // d, FAST_PATH_MAX_STEPS)
         if steps < FAST_PATH_MIN_STEPS:
             return False
@@ -741,6 +751,18 @@ class Engine:
             starts, durations, end = self._stretch_loop(steps, limit)
         self._record_stretch(starts, durations, end, finish)
         return True
+
+    def next_finish(self) -> float:
+        """The next step in which a request finishes. A step whose scheduled finishes were all
+        cancelled since (paused or preempted: `retire` skips them) is dropped, so it no longer
+        cuts a stretch short (each prefill-only step leaves one per paused decoder)."""
+        heap, finishes = self.finish_steps, self.finishes
+        while heap:
+            entries = finishes.get(heap[0])
+            if entries is not None and any(epoch == r.epoch for r, epoch in entries):
+                return heap[0]
+            finishes.pop(heapq.heappop(heap), None)
+        return math.inf
 
     def _record_stretch(self, starts, durations, end: float, finish) -> None:
         d, k = self.decoders, len(starts)
