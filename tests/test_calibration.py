@@ -36,6 +36,7 @@ from itlkit.physics.calibration import (
     read_calibration,
     write_calibration,
 )
+from itlkit.physics.model_catalog import get_model
 from itlkit.sim.run_workload import (
     PromptSet,
     fixed_count_arrivals,
@@ -395,6 +396,12 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert bundled.for_gpu("h200-sxm", "SGLang", moe=True).group == "gpu:h200/SGLang/MoE"
     assert bundled.for_gpu("b200", moe=True).group == "gpu:b200/SGLang/MoE"
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
+    # gpt-oss-120b (128 experts) on an H100: the H200's V0 MoE cell (vLLM's fused-MoE kernels
+    # on the same chip), its host side and TTFT pipeline from vLLM V1's H100 cell
+    oss = bundled.for_model("h100-sxm", get_model("gpt-oss-120b"))
+    assert oss.group == "gpu:h200/V0/MoE" and oss.efficiency == v0["efficiency"]
+    assert oss.host_seconds_per_step == v1["host_seconds_per_step"]
+    assert "another engine's runs on a GPU of the same architecture" in oss.scope
     assert set(bundled.leave_one_out) >= {"itl_mean_seconds", "ttft_mean_seconds"}
     assert set(bundled.leave_one_source_out) == {
         "inference-sim/sim-to-real-accuracy-validation", "dennislee22/vLLM-benchmarking",
@@ -581,6 +588,16 @@ def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
     assert group_keys("h200-sxm", moe=True)[:8] == (
         "gpu:h200/MoE", "gpu:h200", "gpu:h200/V0/MoE", "gpu:h200/SGLang/MoE", "gpu:h200/SGLang",
         "gpu:h100/MoE", "gpu:h100", "gpu:h100/SGLang/MoE")  # fmt: skip
+    # ... but an MoE of many small experts takes vLLM's MoE cells of the whole architecture
+    # (V1's, then V0's; its own family first) before any dense cell: the Hopper V0 cell's
+    # DeepSeek-R1 (256 experts) is nearer gpt-oss-120b (128) on an H100 than dense models are
+    assert group_keys("h100-sxm", moe=True, many_experts=True)[:7] == (
+        "gpu:h100/MoE", "gpu:h100/V0/MoE", "gpu:h200/MoE", "gpu:h200/V0/MoE", "gpu:h800/MoE",
+        "gpu:h800/V0/MoE", "gpu:h100")  # fmt: skip
+    assert group_keys("h100-sxm", "SGLang", moe=True, many_experts=True) == group_keys(
+        "h100-sxm", "SGLang", moe=True
+    )  # SGLang's own cells keep their order
+    assert group_keys("h100-sxm", many_experts=True) == group_keys("h100-sxm")  # not an MoE
     assert group_keys("h200-sxm", "SGLang", moe=True)[:4] == (
         "gpu:h200/SGLang/MoE", "gpu:h200/SGLang", "gpu:h200/MoE", "gpu:h200")  # fmt: skip
     assert group_keys("mi325x", "SGLang") == (

@@ -75,6 +75,14 @@ def test_mixtral_expected_experts_touched():
     assert float(mixtral.streamed_params(tokens=10**6)) == pytest.approx(mixtral.total_params)
 
 
+def test_many_small_experts_from_the_routed_expert_count():
+    # config.json num_local_experts / n_routed_experts / num_experts: Mixtral 8, gpt-oss-20b 32
+    # (coarse); gpt-oss-120b and Qwen3-30B-A3B 128, DeepSeek-V3 256 (many small experts)
+    coarse = ("mixtral-8x7b-v0.1", "gpt-oss-20b", "llama-3.1-8b")
+    fine = ("gpt-oss-120b", "qwen3-30b-a3b", "deepseek-v3")
+    assert [MODELS[m].many_experts for m in coarse + fine] == [False] * 3 + [True] * 3
+
+
 def test_sliding_window_layers_cap_their_kv():
     gemma = MODELS["gemma-2-9b"]  # 21 sliding (4,096) + 21 global layers
     per_layer_token = 2 * 8 * 256 * 2

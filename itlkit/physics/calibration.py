@@ -116,12 +116,13 @@ class Calibration:
         for link, value in self.allreduce_seconds_per_call.items():
             _check(f"allreduce_seconds_per_call.{link}", value)
 
-    def for_gpu(self, gpu: str, engine: str = "V1", *, moe: bool = False) -> Calibration:
+    def for_gpu(self, gpu: str, engine: str = "V1", *, moe: bool = False,
+                many_experts: bool = False) -> Calibration:  # fmt: skip
         """The constants for a deployment on `gpu` (a catalog slug) under `engine` (vLLM's "V0"
-        or "V1", or "SGLang"), of an MoE model or not: the most specific group the calibration
-        has (`group_keys`), else the global fit; constants lent by another engine's runs say
-        so in `scope`."""
-        keys = group_keys(gpu, engine, moe=moe)
+        or "V1", or "SGLang"), of an MoE model or not (of many small experts or not: `Model.
+        many_experts`): the most specific group the calibration has (`group_keys`), else the
+        global fit; constants lent by another engine's runs say so in `scope`."""
+        keys = group_keys(gpu, engine, moe=moe, many_experts=many_experts)
         for key in keys:
             if key in self.groups:
                 found = self.group_calibration(key)
@@ -160,7 +161,11 @@ class Calibration:
 
     def for_run(self, run) -> Calibration:
         """`for_gpu` for a real run (`sim.runs.Run`): its GPU, engine and model class."""
-        return self.for_gpu(run.gpu, run.engine, moe=run.model.is_moe)
+        return self.for_model(run.gpu, run.model, run.engine)
+
+    def for_model(self, gpu: str, model, engine: str = "V1") -> Calibration:
+        """`for_gpu` for `model` (a `physics.model.Model`) served on `gpu` by `engine`."""
+        return self.for_gpu(gpu, engine, moe=model.is_moe, many_experts=model.many_experts)
 
     def group_calibration(self, key: str) -> Calibration:
         """The calibration with group `key`'s constants in force."""
@@ -294,7 +299,8 @@ SIBLINGS = {
 }
 
 
-def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str, ...]:
+def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False,
+               many_experts: bool = False) -> tuple[str, ...]:  # fmt: skip
     """The calibration groups a deployment may take its constants from, the nearest first.
 
     A group is a cell of runs: a GPU family, the engine where it is V0 or SGLang, and MoE
@@ -314,13 +320,21 @@ def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False) -> tuple[str,
     and 256 of 7,168 x 2,048, split eight ways), as is the V0 cell's DeepSeek-R1; an MoE of
     few wide experts is not: with the H100 cell held out, vLLM 0.15 serving Llama-4-Scout (16
     experts of 5,120 x 8,192) at TP 2 came out +119 and +138 % in mean ITL on the H200's V0 MoE
-    cell, about 10 % on SGLang's. So the V0 cell is lent on its own GPU family only. Then the
-    same on each sibling family (`SIBLINGS`: the same chip architecture), the nearest first.
-    vLLM V1 serving an MoE on an H200: `gpu:h200/MoE`, `gpu:h200`, `gpu:h200/V0/MoE`,
-    `gpu:h200/SGLang/MoE`, `gpu:h200/SGLang`, `gpu:h100/MoE`, `gpu:h100`, ..."""
+    cell, about 10 % on SGLang's. So a V0 MoE cell is lent on its own GPU family, and, to an MoE
+    of many small experts (`many_experts`), on its sibling families too, before any dense cell:
+    vLLM's MoE cells of the architecture first (V1's, then V0's; its own family first), then the
+    rest as for any MoE. Then the same on each sibling family (`SIBLINGS`: the same chip
+    architecture), the nearest first. vLLM V1 serving an MoE on an H200: `gpu:h200/MoE`,
+    `gpu:h200`, `gpu:h200/V0/MoE`, `gpu:h200/SGLang/MoE`, `gpu:h200/SGLang`, `gpu:h100/MoE`,
+    `gpu:h100`, ...; serving one of many small experts on an H100: `gpu:h100/MoE`,
+    `gpu:h100/V0/MoE`, `gpu:h200/MoE`, `gpu:h200/V0/MoE`, `gpu:h800/MoE`, `gpu:h800/V0/MoE`,
+    `gpu:h100`, ..."""
     family = "gpu:" + gpu.split("-")[0]
+    members = (family, *SIBLINGS.get(family, ()))
     keys = []
-    for member in (family, *SIBLINGS.get(family, ())):
+    if moe and many_experts and engine not in ENGINES_APART:
+        keys += [_key(member, e, MOE) for member in members for e in ("", "V0")]
+    for member in members:
         keys += _family_keys(member, engine, moe=moe, v0_moe=member == family)
     return tuple(dict.fromkeys(keys))
 

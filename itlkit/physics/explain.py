@@ -212,7 +212,7 @@ def _calibrated_section(
     """The decode step with the calibration's terms (its GPU family's, where it has them): its
     step model's GPU time with the efficiency + host per step and per sequence + all-reduce
     latency per call."""
-    calibration = calibration.for_gpu(dep.gpu.slug, moe=dep.model.is_moe)
+    calibration = calibration.for_model(dep.gpu.slug, dep.model)
     calibrated = calibration.apply(dep)
     c = step_coefficients(calibrated, efficiency=calibration.efficiency)
     seconds = float(c.seconds(batch_size, batch_size * context_tokens, sequences=batch_size))

@@ -20,6 +20,11 @@ import numpy as np
 from itlkit.errors import ConfigError
 from itlkit.units import Precision
 
+# Routed experts from which an MoE counts as fine-grained (`Model.many_experts`): the
+# calibration lends such a model the vLLM MoE cells of its GPU's architecture before a dense
+# cell (`physics.calibration.group_keys`).
+MANY_EXPERTS = 64
+
 
 @dataclass(frozen=True)
 class Model:
@@ -75,6 +80,13 @@ class Model:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def many_experts(self) -> bool:
+        """An MoE of many small experts (`MANY_EXPERTS` routed or more: DeepSeek-V3's 256,
+        GLM-4.5's 160, gpt-oss-120b's and Qwen3-235B's 128), whose grouped-expert GEMMs run far
+        from the roofline; Mixtral's 8 and Llama-4-Scout's 16 wide experts run near it."""
+        return self.num_experts >= MANY_EXPERTS
 
     @property
     def quantizes_experts_only(self) -> bool:

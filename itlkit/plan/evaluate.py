@@ -116,7 +116,7 @@ def evaluate(candidate: Candidate, model: str, traffic: Traffic, calibration: Ca
     try:
         dep, config, kv_tokens = _engine(candidate, model)
         engine = "SGLang" if candidate.engine == "sglang" else "V1"
-        c = calibration.for_gpu(candidate.gpu, engine, moe=dep.model.is_moe)
+        c = calibration.for_model(candidate.gpu, dep.model, engine)
         window = max(traffic.duration_seconds, workload.last_arrival_seconds)
         result = simulate_deployment(
             workload, deployment=c.apply(dep), config=config, efficiency=c.efficiency,

@@ -284,7 +284,7 @@ def at_level(scenario: Scenario, level: str | NoiseLevel) -> Scenario:
     # The constants fitted for the scenario's GPU family (the golden incidents keep the
     # reference step model, on which their injections and thresholds were set).
     dep = scenario.deployment()
-    cal = bundled_calibration().for_gpu(dep.gpu.slug, moe=dep.model.is_moe)
+    cal = bundled_calibration().for_model(dep.gpu.slug, dep.model)
     constants = {
         "file": "data/calibration.json",
         "name": cal.name,

@@ -120,7 +120,7 @@ class CapacityPlanner:
             return plan_figure(self.results, self.slo())
         c = best[min(index, len(best) - 1)].candidate
         dep = deployment_of(c, self.model)
-        calibration = self.calibration.for_gpu(c.gpu, moe=dep.model.is_moe)
+        calibration = self.calibration.for_model(c.gpu, dep.model)
         view = scheduler_view(
             calibration.apply(dep),
             rate_per_second=self.rate.value / c.replicas, prompt_tokens=self.lengths[0],

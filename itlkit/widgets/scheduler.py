@@ -304,8 +304,8 @@ class SchedulerExplorer:
             return ""
         from itlkit.physics.calibration import load_calibration
 
-        c = load_calibration(self.step_model.value).for_gpu(
-            self.roofline.gpu.slug, moe=self.roofline.model.is_moe
+        c = load_calibration(self.step_model.value).for_model(
+            self.roofline.gpu.slug, self.roofline.model
         )
         self.deployment = c.apply(self.roofline)
         self.efficiency = c.efficiency
