@@ -653,6 +653,74 @@ def test_a_gpu_without_runs_borrows_a_sibling_architectures_cell_before_the_glob
     assert own.for_gpu("h200-sxm").efficiency == 0.6 and own.for_gpu("h200-sxm").scope == ""
 
 
+def test_a_v1_deployment_without_a_cell_on_its_architecture_takes_the_nearest_release():
+    groups = {"gpu:h100": group_of(0.8), "gpu:a100": group_of(0.7), "gpu:h100/V0": group_of(0.5),
+              "gpu:a100/MoE": group_of(0.4), "gpu:h200/SGLang/MoE": group_of(0.3)}  # fmt: skip
+    coverage = {"version@gpu:h100": ["0.15.1"], "version@gpu:a100": ["0.8.3", "0.10.1.1"],
+                "version@gpu:h100/V0": ["0.6.3"], "version@gpu:a100/MoE": ["0.10.1.1"]}  # fmt: skip
+    cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups, coverage=coverage)
+    # vLLM 0.14 on a B200 (no Blackwell cell): 0.15 is one minor release away, 0.10 four
+    b200 = cal.for_gpu("b200", release=(0, 14, 1))
+    assert b200.group == "gpu:h100" and b200.efficiency == 0.8
+    assert b200.scope == ("no gpu:b200 runs in it, nor of its architecture: gpu:h100's constants, "
+                          "vLLM V1 runs of the release nearest 0.14.1 (0.15.1) on another "
+                          "architecture")  # fmt: skip
+    assert cal.for_gpu("b200", release=(0, 11, 0)).group == "gpu:a100"  # 0.10 nearer than 0.15
+    assert cal.for_gpu("l40s", release=(0, 8, 5)).group == "gpu:a100"  # 0.8.3: same minor
+    # an MoE takes V1 MoE cells only; the V0 cell of 0.6.3 is never the nearest V1 release
+    assert cal.for_gpu("b200", moe=True, release=(0, 15, 0)).group == "gpu:a100/MoE"
+    assert cal.for_gpu("b200", release=(0, 6, 3)).group == "gpu:a100"
+    # no release named, an engine of its own, or a cell on its architecture: as before
+    assert (
+        cal.for_gpu("b200").group == "" and cal.for_gpu("b200", "V0", release=(0, 6, 3)).group == ""
+    )
+    assert cal.for_gpu("b200", "SGLang", release=(0, 15, 0)).group == ""
+    assert cal.for_gpu("h200-sxm", release=(0, 10, 0)).group == "gpu:h100"  # its sibling's
+    assert cal.for_gpu("h200-sxm", moe=True, release=(0, 10, 0)).group == "gpu:h200/SGLang/MoE"
+    # a tie goes to the cell of more runs
+    tied = replace(
+        cal,
+        coverage={**coverage, "version@gpu:h100": ["0.12.0"]},
+        group_leave_one_out={"gpu:h100": {"runs": 13}, "gpu:a100": {"runs": 75}},
+    )
+    assert tied.for_gpu("b200", release=(0, 11, 0)).group == "gpu:a100"
+
+
+def test_the_calibration_records_each_cells_vllm_releases():
+    from types import SimpleNamespace
+
+    from itlkit.calibration.fit import release_versions
+    from itlkit.cli._runs import load_calibration
+    from itlkit.sim.versions import parse_vllm_version
+
+    runs = [SimpleNamespace(release=parse_vllm_version(v)) for v in
+            ("0.10.1.1", "0.8.3", "0.10.1.1", "V1", "0.15.1")]  # fmt: skip
+    runs.append(SimpleNamespace(release=None))
+    assert release_versions(runs) == ["0.8.3", "0.10.1.1", "0.15.1"]  # by release, not as text
+    bundled = load_calibration("bundled")
+    assert bundled.coverage["version@gpu:h100"] == ["0.15.1"]
+    assert bundled.coverage["version@gpu:a100"] == ["0.8.3", "0.10.1.1"]
+    qwen = bundled.for_model("b200", get_model("qwen3-32b"), "V1", parse_vllm_version("0.14.1"))
+    assert qwen.group == "gpu:h100"
+    assert bundled.for_model("b200", get_model("qwen3-32b")).group == ""  # no release named
+
+
+def test_a_held_out_fold_knows_only_its_training_runs_releases(monkeypatch):
+    from types import SimpleNamespace
+
+    from itlkit.calibration import groups as groups_module
+    from itlkit.sim.versions import parse_vllm_version
+
+    # the held-out source's release must not make its own cell "nearest" in its fold
+    monkeypatch.setattr(groups_module, "_solve", lambda *a, **k: (Calibration(), {}))
+    runs = [SimpleNamespace(id=i, release=parse_vllm_version(v))
+            for i, v in (("a", "0.15.1"), ("b", "0.10.1.1"), ("c", "0.8.3"))]  # fmt: skip
+    cells = {"gpu:h100": {"a": None, "b": None}, "gpu:a100": {"c": None}}
+    cal = Calibration(groups={"gpu:h100": group_of(0.8), "gpu:a100": group_of(0.7)})
+    fold = groups_module.refit_without(runs, {}, cells, {"a"}, cal, prior_weight=1.0)
+    assert fold.coverage == {"version@gpu:h100": ["0.10.1.1"], "version@gpu:a100": ["0.8.3"]}
+
+
 def test_a_group_is_a_cell_with_runs_of_its_own():
     from types import SimpleNamespace
 

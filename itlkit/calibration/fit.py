@@ -637,16 +637,25 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
 
 
 def _coverage(runs, group_feats, usable) -> dict[str, list[str]]:
-    """The model classes and clients the global fit's runs covered, and each group's (its runs:
-    those `group_feats` holds) under `model@<group>` and `client@<group>` (a prediction beyond
-    them says so)."""
+    """The model classes, clients and vLLM releases the global fit's runs covered, and each
+    group's (its runs: those `group_feats` holds) under `model@<group>`, `client@<group>` and
+    `version@<group>` (a prediction beyond them says so; a V1 deployment on an architecture
+    without a cell takes the nearest release's: `Calibration.nearest_release_cell`)."""
     sets = {"": runs, **{f"@{key}": [run for run in usable if run.id in feats]
                          for key, feats in group_feats.items()}}  # fmt: skip
     coverage = {}
     for suffix, members in sets.items():
         coverage[f"model{suffix}"] = sorted({run.model.size_class for run in members})
         coverage[f"client{suffix}"] = sorted({run.workload.client for run in members})
+        coverage[f"version{suffix}"] = release_versions(members)
     return coverage
+
+
+def release_versions(runs) -> list[str]:
+    """The vLLM releases the runs name ("0.10.1.1"), oldest first (a bare "V1" names none)."""
+    named = {run.release.release for run in runs
+             if run.release is not None and not run.release.engine_only}  # fmt: skip
+    return [".".join(map(str, release)) for release in sorted(named)]
 
 
 def _groups(runs, cal, seed, prior_weight, log, lent):

@@ -34,6 +34,7 @@ from itlkit.calibration.fit import (
     fit_step_terms,
     lent_links,
     median_abs,
+    release_versions,
     residuals,
     solve_pipeline,
     solve_step_terms,
@@ -138,9 +139,10 @@ def refit_without(runs, feats: dict[str, RunFeatures],
     base = [run for run in train if run.id in feats]  # the global fit's runs (`global_runs`)
     cal, links = _solve(base, [feats[run.id] for run in base], calibration, prior_weight, lent,
                         pcie_share=pcie_share)  # fmt: skip
-    groups = {}
+    groups, versions = {}, {}
     for key, key_feats in group_feats.items():
         members = [run for run in train if run.id in key_feats]
+        versions[f"version@{key}"] = release_versions(members)  # for `nearest_release_cell`
         if key in calibration.groups and len(members) >= MIN_RUNS:
             group_cal, _ = _solve(
                 members,
@@ -151,7 +153,7 @@ def refit_without(runs, feats: dict[str, RunFeatures],
                 fallback=cal,
             )
             groups[key] = group_values(group_cal)
-    return replace(cal, groups=groups)
+    return replace(cal, groups=groups, coverage=versions)
 
 
 def held_out_errors(runs, feats, group_feats, calibration: Calibration, *, seed: int,

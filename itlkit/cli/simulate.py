@@ -281,7 +281,7 @@ def _calibration_for(args, calibration, dep, settings):
     """The calibration's group for this GPU and engine, with what its runs did not cover."""
     if calibration is None:
         return None
-    calibration = calibration.for_model(dep.gpu.slug, dep.model, settings.engine)
+    calibration = calibration.for_model(dep.gpu.slug, dep.model, settings.engine, settings.version)
     beyond = calibration.beyond(model=dep.model.size_class, client=_client_kind(args))
     if settings.engine not in ("V0", "V1") and settings.engine not in calibration.group:
         beyond = "; ".join(filter(None, (beyond, f"fitted on vLLM runs, not {settings.engine}'s "

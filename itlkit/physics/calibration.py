@@ -117,12 +117,22 @@ class Calibration:
             _check(f"allreduce_seconds_per_call.{link}", value)
 
     def for_gpu(self, gpu: str, engine: str = "V1", *, moe: bool = False,
-                many_experts: bool = False) -> Calibration:  # fmt: skip
+                many_experts: bool = False,
+                release: tuple[int, ...] | None = None) -> Calibration:  # fmt: skip
         """The constants for a deployment on `gpu` (a catalog slug) under `engine` (vLLM's "V0"
         or "V1", or "SGLang"), of an MoE model or not (of many small experts or not: `Model.
-        many_experts`): the most specific group the calibration has (`group_keys`), else the
-        global fit; constants lent by another engine's runs say so in `scope`."""
+        many_experts`): the most specific group the calibration has (`group_keys`); on an
+        architecture with none, a vLLM V1 deployment that names its `release` takes the V1 cell
+        of the nearest release (`nearest_release_cell`); else the global fit. Constants lent by
+        other runs say so in `scope`."""
         keys = group_keys(gpu, engine, moe=moe, many_experts=many_experts)
+        near = None if engine in ENGINES_APART else self.nearest_release_cell(release, moe=moe)
+        if near is not None and not any(key in self.groups for key in keys):
+            key, version = near
+            scope = (f"no {keys[0]} runs in it, nor of its architecture: {key}'s constants, vLLM "
+                     f"V1 runs of the release nearest {_dotted(release)} ({version}) on another "
+                     "architecture")  # fmt: skip
+            return replace(self.group_calibration(key), scope=scope)
         for key in keys:
             if key in self.groups:
                 found = self.group_calibration(key)
@@ -133,6 +143,31 @@ class Calibration:
                 scope += f"; {where}" if where else ""
                 return replace(found, scope=scope, **own)
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
+
+    def nearest_release_cell(self, release: tuple[int, ...] | None, *, moe: bool = False):
+        """(key, release) of the vLLM V1 cell of this model class fitted on the vLLM release
+        nearest `release` (`version@<group>` in `coverage`; the smaller (major, minor) distance,
+        then the cell of more runs), or None. The global fit blends every vLLM generation:
+        170 runs, 79 of them V0, whose host side and all-reduce are heavier than V1's (vLLM
+        0.14.1 serving Qwen3-32B on 8 B200, held out: ITL p50 +88 to +102 % on the global
+        constants, -15 to +6 % on vLLM 0.15.1's H100 cell)."""
+        if release is None:
+            return None
+        target = release[0] * 1000 + release[1]
+        best = None
+        for key in self.groups:
+            if _engine_of(key) != "V1" or key.endswith(f"/{MOE}") != moe:
+                continue
+            versions = self.coverage.get(f"version@{key}", [])
+            if not versions:
+                continue
+            distance = min(abs(_minor_index(v) - target) for v in versions)
+            runs = self.group_leave_one_out.get(key, {}).get("runs", 0)
+            nearest = min(versions, key=lambda v: abs(_minor_index(v) - target))
+            rank = (distance, -runs)
+            if best is None or rank < best[0]:
+                best = (rank, key, nearest)
+        return None if best is None else best[1:]
 
     def _own_engine_side(self, keys: tuple[str, ...], lender: str) -> tuple[dict, str]:
         """The constants a deployment keeps from its own engine when `lender` lends the rest,
@@ -161,11 +196,14 @@ class Calibration:
 
     def for_run(self, run) -> Calibration:
         """`for_gpu` for a real run (`sim.runs.Run`): its GPU, engine and model class."""
-        return self.for_model(run.gpu, run.model, run.engine)
+        return self.for_model(run.gpu, run.model, run.engine, run.release)
 
-    def for_model(self, gpu: str, model, engine: str = "V1") -> Calibration:
-        """`for_gpu` for `model` (a `physics.model.Model`) served on `gpu` by `engine`."""
-        return self.for_gpu(gpu, engine, moe=model.is_moe, many_experts=model.many_experts)
+    def for_model(self, gpu: str, model, engine: str = "V1", release=None) -> Calibration:
+        """`for_gpu` for `model` (a `physics.model.Model`) served on `gpu` by `engine` (of
+        vLLM `release`, a `sim.versions.VllmVersion`, where named)."""
+        named = None if release is None or release.engine_only else release.release
+        return self.for_gpu(gpu, engine, moe=model.is_moe, many_experts=model.many_experts,
+                            release=named)  # fmt: skip
 
     def group_calibration(self, key: str) -> Calibration:
         """The calibration with group `key`'s constants in force."""
@@ -365,6 +403,16 @@ def _lender(key: str, own: str) -> str:
 def _is_sglang(key: str) -> bool:
     """Whether group `key` is a cell of SGLang runs (`gpu:h200/SGLang/MoE`)."""
     return "SGLang" in key.split("/")
+
+
+def _dotted(release: tuple[int, ...]) -> str:
+    return ".".join(map(str, release))
+
+
+def _minor_index(version: str) -> int:
+    """A release "0.15.1" as one number of minor releases (major x 1000 + minor)."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return major * 1000 + minor
 
 
 def _engine_of(key: str) -> str:
