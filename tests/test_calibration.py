@@ -369,13 +369,17 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
     assert bundled.groups["gpu:h100"]["step_model"] == "reference"
     # the global constants are vLLM's: SGLang's runs are fitted in their cells only
     assert "170 vLLM runs" in bundled.undetermined["global_fit"]
-    # no L40S runs, nor of its architecture: the global constants, with what a new source's
-    # runs came out as
-    l40s = bundled.for_gpu("l40s")
+    # no L40S runs, nor of its architecture: under vLLM V1 the newest release's V1 cell (no
+    # release named); under V0 the global constants, with what a new source's runs came out as
+    v1 = bundled.for_gpu("l40s")
+    assert v1.group == "gpu:h100" and v1.scope.endswith(
+        "vLLM V1 runs of the newest release (0.15.1; none named: a current vLLM assumed) on "
+        "another architecture")  # fmt: skip
+    l40s = bundled.for_gpu("l40s", "V0")
     assert l40s.efficiency == bundled.efficiency and l40s.group == ""
     itl = [e["itl_mean_seconds"] for e in bundled.leave_one_source_out.values()]
     assert l40s.describe().endswith(
-        f"no gpu:l40s runs in it: its global constants; a source it was not fitted on came out "
+        f"no gpu:l40s/V0 runs in it: its global constants; a source it was not fitted on came out "
         f"{min(itl):.0%} to {max(itl):.0%} off in mean ITL (leave-one-source-out)")  # fmt: skip
     # no H200 vLLM runs: the H100's (the same Hopper chip, other HBM)
     h200 = bundled.for_gpu("h200-sxm")
@@ -670,10 +674,12 @@ def test_a_v1_deployment_without_a_cell_on_its_architecture_takes_the_nearest_re
     # an MoE takes V1 MoE cells only; the V0 cell of 0.6.3 is never the nearest V1 release
     assert cal.for_gpu("b200", moe=True, release=(0, 15, 0)).group == "gpu:a100/MoE"
     assert cal.for_gpu("b200", release=(0, 6, 3)).group == "gpu:a100"
-    # no release named, an engine of its own, or a cell on its architecture: as before
-    assert (
-        cal.for_gpu("b200").group == "" and cal.for_gpu("b200", "V0", release=(0, 6, 3)).group == ""
-    )
+    # no release named: the newest release's (0.15.1); V0, SGLang or a cell on its
+    # architecture: as before
+    assert cal.for_gpu("b200").group == "gpu:h100" and "newest release (0.15.1" in (
+        cal.for_gpu("b200").scope)  # fmt: skip
+    assert cal.for_gpu("b200", "V0", release=(0, 6, 3)).group == ""
+    assert replace(cal, coverage={}).for_gpu("b200", release=(0, 14, 0)).group == ""  # unknown
     assert cal.for_gpu("b200", "SGLang", release=(0, 15, 0)).group == ""
     assert cal.for_gpu("h200-sxm", release=(0, 10, 0)).group == "gpu:h100"  # its sibling's
     assert cal.for_gpu("h200-sxm", moe=True, release=(0, 10, 0)).group == "gpu:h200/SGLang/MoE"
@@ -702,7 +708,7 @@ def test_the_calibration_records_each_cells_vllm_releases():
     assert bundled.coverage["version@gpu:a100"] == ["0.8.3", "0.10.1.1"]
     qwen = bundled.for_model("b200", get_model("qwen3-32b"), "V1", parse_vllm_version("0.14.1"))
     assert qwen.group == "gpu:h100"
-    assert bundled.for_model("b200", get_model("qwen3-32b")).group == ""  # no release named
+    assert bundled.for_model("b200", get_model("qwen3-32b")).group == "gpu:h100"  # the newest
 
 
 def test_a_held_out_fold_knows_only_its_training_runs_releases(monkeypatch):

@@ -122,16 +122,20 @@ class Calibration:
         """The constants for a deployment on `gpu` (a catalog slug) under `engine` (vLLM's "V0"
         or "V1", or "SGLang"), of an MoE model or not (of many small experts or not: `Model.
         many_experts`): the most specific group the calibration has (`group_keys`); on an
-        architecture with none, a vLLM V1 deployment that names its `release` takes the V1 cell
-        of the nearest release (`nearest_release_cell`); else the global fit. Constants lent by
-        other runs say so in `scope`."""
+        architecture with none, a vLLM V1 deployment takes the V1 cell of the release nearest
+        its `release` (none: the newest; `nearest_release_cell`); else the global fit.
+        Constants lent by other runs say so in `scope`."""
         keys = group_keys(gpu, engine, moe=moe, many_experts=many_experts)
         near = None if engine in ENGINES_APART else self.nearest_release_cell(release, moe=moe)
         if near is not None and not any(key in self.groups for key in keys):
             key, version = near
+            which = (
+                f"the release nearest {_dotted(release)} ({version})"
+                if release
+                else f"the newest release ({version}; none named: a current vLLM assumed)"
+            )
             scope = (f"no {keys[0]} runs in it, nor of its architecture: {key}'s constants, vLLM "
-                     f"V1 runs of the release nearest {_dotted(release)} ({version}) on another "
-                     "architecture")  # fmt: skip
+                     f"V1 runs of {which} on another architecture")  # fmt: skip
             return replace(self.group_calibration(key), scope=scope)
         for key in keys:
             if key in self.groups:
@@ -147,13 +151,17 @@ class Calibration:
     def nearest_release_cell(self, release: tuple[int, ...] | None, *, moe: bool = False):
         """(key, release) of the vLLM V1 cell of this model class fitted on the vLLM release
         nearest `release` (`version@<group>` in `coverage`; the smaller (major, minor) distance,
-        then the cell of more runs), or None. The global fit blends every vLLM generation:
+        then the cell of more runs), or None. No release named (explain, plan, the notebooks,
+        `simulate` without --vllm-version, whose engine defaults are a current V1's): the
+        newest release's cell. The global fit blends every vLLM generation:
         170 runs, 79 of them V0, whose host side and all-reduce are heavier than V1's (vLLM
         0.14.1 serving Qwen3-32B on 8 B200, held out: ITL p50 +88 to +102 % on the global
         constants, -15 to +6 % on vLLM 0.15.1's H100 cell)."""
-        if release is None:
+        newest = max((_minor_index(v) for key, versions in self.coverage.items()
+                      if key.startswith("version@") for v in versions), default=None)  # fmt: skip
+        if newest is None:
             return None
-        target = release[0] * 1000 + release[1]
+        target = newest if release is None else release[0] * 1000 + release[1]
         best = None
         for key in self.groups:
             if _engine_of(key) != "V1" or key.endswith(f"/{MOE}") != moe:
