@@ -126,8 +126,9 @@ class Calibration:
         its `release` (none: the newest; `nearest_release_cell`); else the global fit.
         Constants lent by other runs say so in `scope`."""
         keys = group_keys(gpu, engine, moe=moe, many_experts=many_experts)
-        near = None if engine in ENGINES_APART else self.nearest_release_cell(release, moe=moe)
-        if near is not None and not any(key in self.groups for key in keys):
+        apart = engine in ENGINES_APART or any(key in self.groups for key in keys)
+        near = None if apart else self.nearest_release_cell(release, moe=moe)
+        if near is not None:
             key, version = near
             which = (
                 f"the release nearest {_dotted(release)} ({version})"
@@ -169,10 +170,9 @@ class Calibration:
             versions = self.coverage.get(f"version@{key}", [])
             if not versions:
                 continue
-            distance = min(abs(_minor_index(v) - target) for v in versions)
-            runs = self.group_leave_one_out.get(key, {}).get("runs", 0)
             nearest = min(versions, key=lambda v: abs(_minor_index(v) - target))
-            rank = (distance, -runs)
+            runs = self.group_leave_one_out.get(key, {}).get("runs", 0)
+            rank = (abs(_minor_index(nearest) - target), -runs)
             if best is None or rank < best[0]:
                 best = (rank, key, nearest)
         return None if best is None else best[1:]

@@ -103,6 +103,18 @@ class Segments:
         self.gap_end.append(end)
         self.gap_value.append(value)
 
+    def close_all(self, requests: list, last: int) -> None:
+        """`close` for each request, its run from its `seg_step` to `last` (one batch)."""
+        self.request.extend([r.index for r in requests])
+        self.first.extend([r.seg_step for r in requests])
+        self.last.extend([last] * len(requests))
+
+    def gap_all(self, requests: list, end: float) -> None:
+        """`gap` for each request, of its wait since its `last_token` until `end`."""
+        self.gap_request.extend([r.index for r in requests])
+        self.gap_end.extend([end] * len(requests))
+        self.gap_value.extend([end - r.last_token for r in requests])
+
 
 class Engine:
     """A vLLM V1 engine over one workload: `step()` until it returns False."""
@@ -436,10 +448,7 @@ class Engine:
             r.decoding = False
             r.epoch += 1  # its scheduled finish no longer holds
             r.last_token = t  # steps run back to back while it decodes
-        segments = self.segments
-        segments.request.extend([r.index for r in paused])
-        segments.first.extend([r.seg_step for r in paused])
-        segments.last.extend([s - 1] * len(paused))
+        self.segments.close_all(paused, s - 1)
         self.decoders -= len(paused)
         self.decode_kv -= kv
         self.paused.extend(paused)
@@ -465,10 +474,7 @@ class Engine:
         self.resumed, self.paused = self.paused, []
 
     def resumed_gaps(self, end: float) -> None:
-        resumed, segments = self.resumed, self.segments
-        segments.gap_request.extend([r.index for r in resumed])
-        segments.gap_end.extend([end] * len(resumed))
-        segments.gap_value.extend([end - r.last_token for r in resumed])
+        self.segments.gap_all(self.resumed, end)
         self.resumed = []
 
     # ---- SGLang's KV reservation and retraction (`sim.sglang.NewTokenRatio`) ----------------
