@@ -396,9 +396,11 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
                           "pipeline gpu:h100's (its own engine's)")  # fmt: skip
     assert (lent.host_seconds_per_step, lent.ttft_pipeline_seconds) == (
         v1["host_seconds_per_step"], v1["ttft_pipeline_seconds"])  # fmt: skip
-    # SGLang serving one keeps its own cell; vLLM V1 on a B200 has no V0 cell: SGLang's
+    # SGLang serving one keeps its own cell; vLLM V1 on a B200 has no V0 cell: SGLang's, but
+    # for an MoE of many experts vLLM's on Hopper
     assert bundled.for_gpu("h200-sxm", "SGLang", moe=True).group == "gpu:h200/SGLang/MoE"
     assert bundled.for_gpu("b200", moe=True).group == "gpu:b200/SGLang/MoE"
+    assert bundled.for_model("b200", get_model("gpt-oss-120b")).group == "gpu:h200/V0/MoE"
     assert bundled.for_gpu("h100-sxm").group == "gpu:h100"
     # gpt-oss-120b (128 experts) on an H100: the H200's V0 MoE cell (vLLM's fused-MoE kernels
     # on the same chip), its host side and TTFT pipeline from vLLM V1's H100 cell
@@ -595,9 +597,10 @@ def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
     # ... but an MoE of many small experts takes vLLM's MoE cells of the whole architecture
     # (V1's, then V0's; its own family first) before any dense cell: the Hopper V0 cell's
     # DeepSeek-R1 (256 experts) is nearer gpt-oss-120b (128) on an H100 than dense models are
-    assert group_keys("h100-sxm", moe=True, many_experts=True)[:7] == (
+    # (then those of the earlier architecture: Ampere's)
+    assert group_keys("h100-sxm", moe=True, many_experts=True)[:9] == (
         "gpu:h100/MoE", "gpu:h100/V0/MoE", "gpu:h200/MoE", "gpu:h200/V0/MoE", "gpu:h800/MoE",
-        "gpu:h800/V0/MoE", "gpu:h100")  # fmt: skip
+        "gpu:h800/V0/MoE", "gpu:a100/MoE", "gpu:a100/V0/MoE", "gpu:h100")  # fmt: skip
     assert group_keys("h100-sxm", "SGLang", moe=True, many_experts=True) == group_keys(
         "h100-sxm", "SGLang", moe=True
     )  # SGLang's own cells keep their order
@@ -607,6 +610,33 @@ def test_groups_run_from_a_runs_own_cell_to_its_gpu_family():
     assert group_keys("mi325x", "SGLang") == (
         "gpu:mi325x/SGLang", "gpu:mi325x", "gpu:mi300x/SGLang", "gpu:mi300x")  # fmt: skip
     assert fit_keys("mi355x", "SGLang", moe=True) == ("gpu:mi355x/SGLang/MoE", "gpu:mi355x/SGLang")
+
+
+def test_an_moe_of_many_experts_takes_vllms_moe_cells_of_the_earlier_architecture():
+    from itlkit.physics.calibration import architecture_of, earlier_families, group_keys
+
+    # Blackwell, then Hopper, then Ampere; each vendor its own line; the newest first
+    assert earlier_families("gpu:b300") == (
+        "gpu:h100", "gpu:h200", "gpu:h800", "gpu:a100")  # fmt: skip
+    assert earlier_families("gpu:h200") == ("gpu:a100",)
+    assert earlier_families("gpu:a100") == ()
+    assert earlier_families("gpu:mi355x")[:2] == ("gpu:mi300x", "gpu:mi325x")
+    assert earlier_families("gpu:l40s") == () and architecture_of("gpu:l40s") == ""
+    # vLLM V1 serving one on a B200: Blackwell's vLLM MoE cells, then Hopper's, then Ampere's,
+    # each V1 before V0, all before Blackwell's dense and SGLang cells
+    keys = group_keys("b200", moe=True, many_experts=True)
+    assert keys[:8] == ("gpu:b200/MoE", "gpu:b200/V0/MoE", "gpu:b300/MoE", "gpu:b300/V0/MoE",
+                        "gpu:gb200/MoE", "gpu:gb200/V0/MoE", "gpu:h100/MoE",
+                        "gpu:h100/V0/MoE")  # fmt: skip
+    assert keys.index("gpu:a100/V0/MoE") < keys.index("gpu:b200") < keys.index(
+        "gpu:b200/SGLang/MoE")  # fmt: skip
+    assert "gpu:h100" not in keys  # never another architecture's dense cell
+    # a later architecture lends nothing to an earlier one; SGLang and few experts: unchanged
+    assert not any(k.startswith(("gpu:h", "gpu:b")) for k in
+                   group_keys("a100-80gb-sxm", moe=True, many_experts=True))  # fmt: skip
+    assert group_keys("b200", "SGLang", moe=True, many_experts=True) == group_keys(
+        "b200", "SGLang", moe=True)  # fmt: skip
+    assert "gpu:h200/V0/MoE" not in group_keys("b200", moe=True)
 
 
 def group_of(efficiency: float) -> dict:
@@ -655,6 +685,29 @@ def test_a_gpu_without_runs_borrows_a_sibling_architectures_cell_before_the_glob
     groups["gpu:h200"] = group_of(0.6)
     own = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups)
     assert own.for_gpu("h200-sxm").efficiency == 0.6 and own.for_gpu("h200-sxm").scope == ""
+
+
+def test_an_earlier_architectures_v0_moe_cell_lends_its_gpu_side_with_a_v1_host_side():
+    groups = {"gpu:h200/V0/MoE": {**group_of(0.43), "host_seconds_per_step": 0.004},
+              "gpu:b200/SGLang/MoE": group_of(0.71), "gpu:a100/MoE": group_of(0.63),
+              "gpu:h100": {**group_of(0.79), "host_seconds_per_step": 0.0006,
+                           "ttft_pipeline_seconds": 0.006}}  # fmt: skip
+    coverage = {"version@gpu:h100": ["0.15.1"], "version@gpu:a100/MoE": ["0.10.1.1"]}
+    cal = Calibration(efficiency=0.9, fitted_on=("x",), groups=groups, coverage=coverage)
+    oss = cal.for_gpu("b200", moe=True, many_experts=True, release=(0, 14, 1))
+    # the GPU side of vLLM's fused-MoE kernels on Hopper, not SGLang's on Blackwell, nor the
+    # A100's (the nearer architecture first)
+    assert oss.group == "gpu:h200/V0/MoE" and oss.efficiency == 0.43
+    # the host side and TTFT pipeline of vLLM V1: the dense cell of the nearest release, not
+    # the A100 MoE cell that `group_keys` also lists, nor V0's
+    assert (oss.host_seconds_per_step, oss.ttft_pipeline_seconds) == (0.0006, 0.006)
+    assert oss.scope == ("no gpu:b200/MoE runs in it: gpu:h200/V0/MoE's constants, vLLM's MoE "
+                         "runs on an earlier architecture (Hopper; this GPU is Blackwell); the "
+                         "host side and the TTFT pipeline gpu:h100's (vLLM V1 of release "
+                         "0.15.1)")  # fmt: skip
+    # an MoE of few experts, and SGLang, keep Blackwell's SGLang cell
+    assert cal.for_gpu("b200", moe=True, release=(0, 14, 1)).group == "gpu:b200/SGLang/MoE"
+    assert cal.for_gpu("b200", "SGLang", moe=True, many_experts=True).efficiency == 0.71
 
 
 def test_a_v1_deployment_without_a_cell_on_its_architecture_takes_the_nearest_release():

@@ -52,3 +52,20 @@ def test_each_run_finds_the_start_of_its_prompts_from_the_run_before():
         100, 2048)  # fmt: skip
     w = run_workload(later, capacity_blocks=10**6)
     assert (w.cached_prompt_tokens[1:] == 2048).all()  # 128 full blocks of each prompt's start
+
+
+@pytest.mark.parametrize("tokens", [1024, 2048, 4096, 8192, 15000])
+def test_gpt_oss_on_b200_is_priced_by_vllms_moe_cell_of_hopper(tokens):
+    from itlkit.calibration.predict import predict, simulate_run
+    from itlkit.cli._runs import load_calibration
+
+    # No vLLM MoE run on Blackwell is calibrated: vLLM 0.14.1 serving gpt-oss-120b (128
+    # experts) on 8 B200 takes the Hopper V0 MoE cell's GPU side (`group_keys`: an earlier
+    # architecture's vLLM MoE cell before the SGLang cell of its own). Measured: the runs' own
+    # mean TPOT (ignore_eos, 128 tokens each: the ITL mean). On the SGLang cell these came out
+    # 51-56 % fast; these runs showed the rule, so this guards it rather than proving it
+    run = RUNS[f"gpt-oss-120b-b200-tp8-random-{tokens}-128-c100"]
+    calibration = load_calibration("bundled")
+    assert calibration.for_run(run).group == "gpu:h200/V0/MoE"
+    predicted = predict(run, simulate_run(run, calibration), calibration).itl_mean_seconds
+    assert predicted == pytest.approx(run.measured["itl_mean_seconds"], rel=0.25)

@@ -144,7 +144,7 @@ class Calibration:
                 if key in fit_keys(gpu, engine, moe=moe):
                     return found
                 scope = f"no {keys[0]} runs in it: {key}'s constants, " + _lender(key, keys[0])
-                own, where = self._own_engine_side(keys, key)
+                own, where = self._own_engine_side(keys, key, release)
                 scope += f"; {where}" if where else ""
                 return replace(found, scope=scope, **own)
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
@@ -177,7 +177,8 @@ class Calibration:
                 best = (rank, key, nearest)
         return None if best is None else best[1:]
 
-    def _own_engine_side(self, keys: tuple[str, ...], lender: str) -> tuple[dict, str]:
+    def _own_engine_side(self, keys: tuple[str, ...], lender: str,
+                         release: tuple[int, ...] | None = None) -> tuple[dict, str]:  # fmt: skip
         """The constants a deployment keeps from its own engine when `lender` lends the rest,
         and whence, in words ("" where the lender's are all kept).
 
@@ -185,17 +186,24 @@ class Calibration:
         server, the tokenizer, the first token's way out; each engine has its own (SGLang's
         tokenizer and detokenizer run as processes of their own). Lent by vLLM V0 (a vLLM V1
         MoE deployment: `group_keys`), the host side is V1's too. They come from the nearest
-        cell of the deployment's own engine in `keys`, else, for vLLM, from the global fit
-        (vLLM's runs); an SGLang deployment with no SGLang cell keeps the lender's."""
+        cell of the deployment's own engine in `keys` on its own architecture, else, for vLLM
+        V1, from the V1 dense cell of the release nearest `release` (`nearest_release_cell`),
+        else from the global fit (vLLM's runs); an SGLang deployment with no SGLang cell keeps
+        the lender's."""
         own = _engine_of(keys[0])
         if _engine_of(lender) == own:
             return {}, ""
         fields = (*HOST_KEYS, *PIPELINE_KEYS) if _engine_of(lender) == "V0" else PIPELINE_KEYS
         what = "the host side and the TTFT pipeline" if fields != PIPELINE_KEYS else (
             "the TTFT pipeline")  # fmt: skip
-        same = [k for k in keys if k in self.groups and _engine_of(k) == own]
+        home = architecture_of(keys[0].split("/")[0]) or keys[0].split("/")[0]
+        same = [k for k in keys if k in self.groups and _engine_of(k) == own
+                and (architecture_of(k.split("/")[0]) or k.split("/")[0]) == home]  # fmt: skip
+        near = self.nearest_release_cell(release) if own == "V1" and not same else None
         if same:
             source, where = self.groups[same[0]], f"{same[0]}'s (its own engine's)"
+        elif near is not None:
+            source, where = self.groups[near[0]], f"{near[0]}'s (vLLM V1 of release {near[1]})"
         elif own != "SGLang":
             source, where = vars(self), "the global fit's (vLLM's runs)"
         else:
@@ -344,6 +352,39 @@ SIBLINGS = {
     "gpu:mi300x": ("gpu:mi325x",),
 }
 
+# Each vendor's data-centre chip architectures, the newest first, with their GPU families (the
+# catalog's: B200, B300, GB200 "Blackwell"; H100, H200, H800 Hopper; A100 Ampere; MI355X "AMD
+# CDNA 4"; MI300X, MI325X CDNA 3; MI210, MI250X CDNA 2; MI100 CDNA). A vLLM V1 MoE of many small
+# experts with no vLLM MoE cell on its own architecture borrows one of the nearest earlier
+# architecture (`group_keys`).
+LINEAGES = (
+    (("Blackwell", ("gpu:b200", "gpu:b300", "gpu:gb200")),
+     ("Hopper", ("gpu:h100", "gpu:h200", "gpu:h800")),
+     ("Ampere", ("gpu:a100",))),
+    (("CDNA 4", ("gpu:mi355x",)),
+     ("CDNA 3", ("gpu:mi300x", "gpu:mi325x")),
+     ("CDNA 2", ("gpu:mi250x", "gpu:mi210")),
+     ("CDNA", ("gpu:mi100",))),
+)  # fmt: skip
+
+
+def architecture_of(family: str) -> str:
+    """The chip architecture of a GPU family ("gpu:h200" -> "Hopper"), "" where not listed."""
+    return next((name for lineage in LINEAGES for name, families in lineage
+                 if family in families), "")  # fmt: skip
+
+
+def earlier_families(family: str) -> tuple[str, ...]:
+    """The GPU families of the architectures before `family`'s in its vendor's lineage, the
+    nearest architecture first (`LINEAGES`); () for one not listed."""
+    own = architecture_of(family)
+    for lineage in LINEAGES:
+        names = [name for name, _ in lineage]
+        if own in names:
+            later = lineage[names.index(own) + 1 :]
+            return tuple(f for _, families in later for f in families)
+    return ()
+
 
 def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False,
                many_experts: bool = False) -> tuple[str, ...]:  # fmt: skip
@@ -369,17 +410,22 @@ def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False,
     cell, about 10 % on SGLang's. So a V0 MoE cell is lent on its own GPU family, and, to an MoE
     of many small experts (`many_experts`), on its sibling families too, before any dense cell:
     vLLM's MoE cells of the architecture first (V1's, then V0's; its own family first), then the
-    rest as for any MoE. Then the same on each sibling family (`SIBLINGS`: the same chip
-    architecture), the nearest first. vLLM V1 serving an MoE on an H200: `gpu:h200/MoE`,
+    rest as for any MoE. With no vLLM MoE cell on its own architecture, such an MoE takes
+    those of the nearest earlier architecture of its vendor (`LINEAGES`: Blackwell, then Hopper,
+    then Ampere), still before any dense or SGLang cell: held out, vLLM 0.14.1 serving
+    gpt-oss-120b on 8 B200 came out -11 to -23 % in mean TPOT on the H200's V0 MoE cell, -51 to
+    -56 % on the B200's SGLang cell (these runs showed the rule). Then the same on each sibling
+    family (`SIBLINGS`: the same chip architecture), the nearest first. vLLM V1 serving an MoE on an H200: `gpu:h200/MoE`,
     `gpu:h200`, `gpu:h200/V0/MoE`, `gpu:h200/SGLang/MoE`, `gpu:h200/SGLang`, `gpu:h100/MoE`,
     `gpu:h100`, ...; serving one of many small experts on an H100: `gpu:h100/MoE`,
     `gpu:h100/V0/MoE`, `gpu:h200/MoE`, `gpu:h200/V0/MoE`, `gpu:h800/MoE`, `gpu:h800/V0/MoE`,
-    `gpu:h100`, ..."""
+    `gpu:a100/MoE`, `gpu:a100/V0/MoE`, `gpu:h100`, ..."""
     family = "gpu:" + gpu.split("-")[0]
     members = (family, *SIBLINGS.get(family, ()))
     keys = []
     if moe and many_experts and engine not in ENGINES_APART:
-        keys += [_key(member, e, MOE) for member in members for e in ("", "V0")]
+        for lender in (*members, *earlier_families(family)):
+            keys += [_key(lender, e, MOE) for e in ("", "V0")]
     for member in members:
         keys += _family_keys(member, engine, moe=moe, v0_moe=member == family)
     return tuple(dict.fromkeys(keys))
@@ -399,6 +445,9 @@ def _family_keys(family: str, engine: str, *, moe: bool, v0_moe: bool) -> list[s
 
 def _lender(key: str, own: str) -> str:
     """Whose runs a lent group's constants come from, in words."""
+    arch, home = architecture_of(key.split("/")[0]), architecture_of(own.split("/")[0])
+    if arch and home and arch != home:
+        return f"vLLM's MoE runs on an earlier architecture ({arch}; this GPU is {home})"
     sibling = key.split("/")[0] != own.split("/")[0]
     engine = _engine_of(key) != _engine_of(own)
     if sibling and engine:
