@@ -415,9 +415,10 @@ def group_keys(gpu: str, engine: str = "V1", *, moe: bool = False,
     then Ampere), still before any dense or SGLang cell: held out, vLLM 0.14.1 serving
     gpt-oss-120b on 8 B200 came out -11 to -23 % in mean TPOT on the H200's V0 MoE cell, -51 to
     -56 % on the B200's SGLang cell (these runs showed the rule). Then the same on each sibling
-    family (`SIBLINGS`: the same chip architecture), the nearest first. vLLM V1 serving an MoE on an H200: `gpu:h200/MoE`,
-    `gpu:h200`, `gpu:h200/V0/MoE`, `gpu:h200/SGLang/MoE`, `gpu:h200/SGLang`, `gpu:h100/MoE`,
-    `gpu:h100`, ...; serving one of many small experts on an H100: `gpu:h100/MoE`,
+    family (`SIBLINGS`: the same chip architecture), the nearest first. vLLM V1 serving an MoE
+    on an H200: `gpu:h200/MoE`, `gpu:h200`, `gpu:h200/V0/MoE`, `gpu:h200/SGLang/MoE`,
+    `gpu:h200/SGLang`, `gpu:h100/MoE`, `gpu:h100`, ...; serving one of many small experts on an
+    H100: `gpu:h100/MoE`,
     `gpu:h100/V0/MoE`, `gpu:h200/MoE`, `gpu:h200/V0/MoE`, `gpu:h800/MoE`, `gpu:h800/V0/MoE`,
     `gpu:a100/MoE`, `gpu:a100/V0/MoE`, `gpu:h100`, ..."""
     family = "gpu:" + gpu.split("-")[0]
