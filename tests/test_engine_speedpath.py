@@ -51,6 +51,11 @@ CASES = {
                       SchedulerConfig(disaggregated=True, max_num_seqs=32), 0.1),
     "no chunking": (dict(rate_per_second=4, prompt_tokens=Uniform(500, 6000), output_tokens=200),
                     SchedulerConfig(enable_chunked_prefill=False, max_num_seqs=48), None),
+    # vLLM's --async-scheduling: an arrival joins the step after next, stretches stop for it
+    "async scheduling": (dict(rate_per_second=3, prompt_tokens=Uniform(500, 4000),
+                              output_tokens=300),
+                         SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=32,
+                                         async_scheduling=True), 0.2),
 }  # fmt: skip
 
 

@@ -108,6 +108,7 @@ def run_config(run: Run, *, kv_tokens: int | None = None) -> SchedulerConfig:
         enable_prefix_caching=run.prefix_caching,
         admission_watermark=admission_watermark(run.engine),
         intake_seconds_per_prompt_token=intake_seconds_per_prompt_token(run.release),
+        async_scheduling=run.async_scheduling,
     )
 
 

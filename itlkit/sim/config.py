@@ -52,6 +52,10 @@ class SchedulerConfig:
     # The API server's serial intake in front of the engine, seconds per prompt token
     # (`sim.intake`; an open loop's or a burst's prompts reach the engine one after another)
     intake_seconds_per_prompt_token: float = 0.0
+    # vLLM's --async-scheduling (on by default from 0.14): each step is scheduled while the one
+    # before it runs, so a request arriving during a step joins the step after next
+    # (`Engine.admission_horizon`)
+    async_scheduling: bool = False
 
     def validate(self) -> None:
         """Raise ConfigError for knobs vLLM would reject or that cannot run."""

@@ -167,6 +167,11 @@ class Engine:
         self.log = StepLog(self.ready_array)
         self.segments = Segments()
         self.first_tokens = 0  # requests that got their first token so far
+        # vLLM's --async-scheduling: step N+1 is scheduled as step N starts, so a step takes the
+        # arrivals up to its previous step's start (`admission_horizon`); None: no step ran
+        # since the engine was last empty
+        self.async_scheduling = getattr(config, "async_scheduling", False)
+        self.last_start: float | None = None
         self._set_sglang(config)
 
     def _set_timing(self, step_function, jitter) -> None:
@@ -221,8 +226,9 @@ class Engine:
         """Advance by one scheduled step or one stretch of decode steps; False when done."""
         i = self.next_ready
         receiving = self.recv is None or self.receive_turn()
-        if receiving and i < len(self.ready_seconds) and self.ready_seconds[i] <= self.t:
-            self.enqueue_ready()
+        horizon = self.admission_horizon()
+        if receiving and i < len(self.ready_seconds) and self.ready_seconds[i] <= horizon:
+            self.enqueue_ready(horizon)
         if not self.running and not self.waiting:
             if self.reservation is not None:
                 self.ratio = self.reservation.init  # SGLang's `on_idle`
@@ -231,6 +237,7 @@ class Engine:
             # (an arrival not yet received may be due already: the clock never goes back)
             self.t = max(self.t, self.ready_seconds[self.next_ready])
             self.idle = True
+            self.last_start = None
             return True
         if self.t >= self.end_limit:
             return False
@@ -253,6 +260,7 @@ class Engine:
         self.first_tokens += first
         self.log.add(start, duration, counts, (self.used, first, prompt, generation))
         self.t = end
+        self.last_start = start
         self.s += 1
         return True
 
@@ -299,10 +307,21 @@ class Engine:
         self.recv_count = self.recv.tick(self.recv_count, prefill=self.last_prefill)
         return self.recv_count == 0
 
-    def enqueue_ready(self) -> None:
-        """Requests that arrived (or whose KV arrived) before the step starts join the queue."""
+    def admission_horizon(self) -> float:
+        """The latest arrival the step about to start can take: its start; under vLLM's
+        --async-scheduling the start of the step before it, while one ran. The engine core
+        schedules step N+1 as soon as step N is launched, before it blocks on N's output
+        (`EngineCore.step_with_batch_queue`, batch queue of 2: vllm/v1/engine/core.py @
+        vllm-project/vllm 00080ee1), so a request that reaches it while N runs waits for N+2;
+        with the engine empty the first step is scheduled at once."""
+        if self.async_scheduling and self.last_start is not None:
+            return self.last_start
+        return self.t
+
+    def enqueue_ready(self, horizon: float) -> None:
+        """Requests that arrived (or whose KV arrived) by `horizon` join the queue."""
         ready, n = self.ready_seconds, len(self.ready_seconds)
-        while self.next_ready < n and ready[self.next_ready] <= self.t:
+        while self.next_ready < n and ready[self.next_ready] <= horizon:
             self.waiting.append(self.ready_order[self.next_ready])
             self.next_ready += 1
 
@@ -734,6 +753,8 @@ class Engine:
             return False
         n = len(self.ready_seconds)
         arrival = self.ready_seconds[self.next_ready] if self.next_ready < n else math.inf
+        if self.async_scheduling and arrival <= self.t and not full:
+            return False  # it came during the last step: it joins the step after this one
         if self.recv is not None and arrival < math.inf:
             # SGLang sees an arrival only at a receiving pass: stop before the next one, where
             # `step` takes what came (nothing is taken before it, so no earlier limit)
@@ -789,6 +810,7 @@ class Engine:
         self.log.add_stretch(starts, durations, counts, self.used)
         self.s += 1
         self.t = end
+        self.last_start = float(starts[-1])
 
     def _stretch_loop(self, steps: int, limit: float):
         starts, durations = [], []

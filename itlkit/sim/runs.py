@@ -219,6 +219,7 @@ class Run:
     schedule_conservativeness: float = 1.0  # SGLang's --schedule-conservativeness
     scheduler_recv_interval: int = 1  # SGLang's --scheduler-recv-interval
     num_continuous_decode_steps: int = 1  # SGLang's flag of that name (it reads it nowhere)
+    async_scheduling: bool = False  # vLLM's --async-scheduling: given, else its release's default
 
     @property
     def engine(self) -> str:
@@ -700,6 +701,7 @@ def _versioned_engine(r: _Reader, doc: dict, defaults: dict, gpu: str, version) 
         "gpu_memory_utilization": s.gpu_memory_utilization,
         "chunked_prefill": s.enable_chunked_prefill, "prefix_caching": s.enable_prefix_caching,
         "vllm_version": s.version.label, "engine_assumptions": (*said, *s.assumptions),
+        "async_scheduling": bool(s.async_scheduling),
     }  # fmt: skip
 
 

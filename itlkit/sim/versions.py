@@ -350,6 +350,7 @@ class EngineSettings:
             "enable_prefix_caching": self.enable_prefix_caching,
             "admission_watermark": admission_watermark(self.engine),
             "intake_seconds_per_prompt_token": intake_seconds_per_prompt_token(self.version),
+            "async_scheduling": bool(self.async_scheduling),
         }
 
     def scheduler_config(self, **rest) -> SchedulerConfig:
@@ -499,6 +500,12 @@ def _behaviour_lines(row: Release, name: str, value: dict, given_async: bool | N
         f"{name} runs {row.cuda_graphs}, {host}: itlkit's step time does not depend on them "
         "(the deployment's host overhead, or a calibration, carries the host's time per step)"
     )
+    if given_async if given_async is not None else row.async_scheduling:
+        lines.append(
+            "with --async-scheduling each step is scheduled while the one before it runs: a "
+            "request that arrives during a step joins the step after next, in itlkit's engine "
+            "too (vllm/v1/engine/core.py step_with_batch_queue)"
+        )
     return lines
 
 
@@ -509,7 +516,9 @@ def _itlkit_defaults(given: dict) -> EngineSettings:
     said = [
         "no vLLM version given: itlkit's defaults, those of V1 `vllm serve` on a GPU of at "
         "least 70 GiB that is not an A100 (vLLM 0.10.1 to 0.19.x), whatever the GPU; the API "
-        "server's serial intake is not simulated (a release up to 0.10 named takes it)"
+        "server's serial intake is not simulated (a release up to 0.10 named takes it), nor "
+        "--async-scheduling (a release from 0.14 named takes it: a request arriving during a "
+        "step then joins the step after next)"
     ]
     for key in SETTINGS:
         if key in given:
