@@ -435,3 +435,22 @@ def test_simulate_runs_prints_the_defaults_a_runs_version_gave_it(tmp_path, caps
     assert main(["simulate", "--runs", str(path), "--calibration", "none"]) == 0
     line = json.loads(capsys.readouterr().out.splitlines()[0])
     assert any(a.startswith("max_num_seqs 256") for a in line["assumed"]), line["assumed"]
+
+
+def test_simulate_takes_async_scheduling_from_the_release_or_the_flag(capsys):
+    on_ = _json(capsys, "--vllm-version", "0.15.1")
+    assert on_["config"]["async_scheduling"] is True
+    assert any("joins the step after next" in a for a in on_["assumptions"])
+    off = _json(capsys, "--vllm-version", "0.15.1", "--no-async-scheduling")
+    assert off["config"]["async_scheduling"] is False
+    assert not any("joins the step after next" in a for a in off["assumptions"])
+    assert _json(capsys, "--vllm-version", "0.13.0")["config"]["async_scheduling"] is False
+    assert _json(capsys)["config"]["async_scheduling"] is False  # none named: off
+    given = _json(capsys, "--async-scheduling")
+    assert given["config"]["async_scheduling"] is True
+    assert "--async-scheduling on (given)" in given["assumptions"]
+    # the same arrivals wait a step more for their first token: TTFT longer, never shorter
+    assert on_["ttft_mean_seconds"] > off["ttft_mean_seconds"]
+    assert main(["simulate", "--engine", "sglang", "--async-scheduling"]) != 0
+    assert "--async-scheduling / --no-async-scheduling is a vLLM setting" in (
+        capsys.readouterr().err)  # fmt: skip

@@ -27,6 +27,7 @@ _VLLM_ONLY = (
     ("--chunked-prefill / --no-chunked-prefill", "chunked_prefill", None),
     ("--gpu-memory-utilization", "gpu_memory_utilization", "--mem-fraction-static"),
     ("--disaggregated", "disaggregated", None),
+    ("--async-scheduling / --no-async-scheduling", "async_scheduling", None),
 )
 _SGLANG_ONLY = (
     ("--chunked-prefill-size", "chunked_prefill_size", "--max-num-batched-tokens"),
@@ -72,6 +73,13 @@ def add_engine_arguments(p) -> None:
                      const=False,
                      help="prefill prompts whole (vLLM then needs --max-num-batched-tokens of at "
                           "least every request's prompt + output)")  # fmt: skip
+    eng.add_argument("--async-scheduling", dest="async_scheduling", action="store_const",
+                     const=True, help="schedule each step while the one before it runs: a "
+                     "request arriving during a step joins the step after next (default: the "
+                     "version's, on from vLLM 0.14; else off)")  # fmt: skip
+    eng.add_argument("--no-async-scheduling", dest="async_scheduling", action="store_const",
+                     const=False,
+                     help="a request arriving during a step joins the next one")  # fmt: skip
     eng.add_argument("--disaggregated", action="store_true", default=None,
                      help="prefill on another instance; decode steps carry no chunks")  # fmt: skip
     eng.add_argument("--kv-transfer-bandwidth", type=kv_bandwidth, default=50e9,
@@ -174,7 +182,8 @@ def engine_settings(args):
     }
     try:
         return engine_defaults(args.vllm_version, gpu_memory_bytes=total, gpu_name=gpu.name,
-                               max_model_len=max_model_len(args), given=given)  # fmt: skip
+                               max_model_len=max_model_len(args), given=given,
+                               async_scheduling=args.async_scheduling)  # fmt: skip
     except ConfigError as exc:
         raise ConfigError(f"--vllm-version {args.vllm_version.text}: {exc}") from None
 

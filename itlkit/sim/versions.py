@@ -393,7 +393,7 @@ def engine_defaults(
     if unknown:
         raise ValueError(f"engine_defaults: unknown settings {unknown}; known: {SETTINGS}")
     if version is None:
-        return _itlkit_defaults(given)
+        return _itlkit_defaults(given, async_scheduling)
     if isinstance(version, str):
         version = parse_vllm_version(version)
     row = version.row
@@ -509,7 +509,7 @@ def _behaviour_lines(row: Release, name: str, value: dict, given_async: bool | N
     return lines
 
 
-def _itlkit_defaults(given: dict) -> EngineSettings:
+def _itlkit_defaults(given: dict, async_scheduling: bool | None = None) -> EngineSettings:
     """itlkit's defaults, unchanged since before versions: a budget of 8,192, max_num_seqs
     min(1,024, budget), chunked prefill on, whatever the GPU."""
     value = dict(given)
@@ -528,8 +528,10 @@ def _itlkit_defaults(given: dict) -> EngineSettings:
             default = min(default, value["max_num_batched_tokens"])
         value[key] = default
         said.append(f"{key} {shown_setting(default)} (itlkit's default)")
+    if async_scheduling is not None:
+        said.append(f"--async-scheduling {'on' if async_scheduling else 'off'} (given)")
     return EngineSettings(version=None, engine="V1", **{k: value[k] for k in SETTINGS},
-                          async_scheduling=None, cuda_graphs=_V1_PIECEWISE,
+                          async_scheduling=async_scheduling, cuda_graphs=_V1_PIECEWISE,
                           assumptions=tuple(said))  # fmt: skip
 
 
