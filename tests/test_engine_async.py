@@ -70,3 +70,16 @@ def test_real_runs_take_their_releases_default():
     assert all(run.async_scheduling and run_config(run).async_scheduling for run in h100)
     assert all(run.async_scheduling for run in scicom)
     assert not any(run.async_scheduling or run_config(run).async_scheduling for run in a100)
+
+
+def test_a_runs_own_flag_overrides_its_release():
+    import json
+
+    from _paths import REAL_RUNS
+
+    from itlkit.sim.runs import parse_runs
+
+    doc = json.loads((REAL_RUNS / "real_runs_trainval.json").read_text(encoding="utf-8"))
+    doc["runs"][0]["engine"]["async_scheduling"] = False  # vLLM 0.15.1 started without it
+    runs = parse_runs(doc, source="runs.json")
+    assert not runs[0].async_scheduling and runs[1].async_scheduling

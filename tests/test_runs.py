@@ -63,6 +63,8 @@ def _broken(edit) -> dict:
          "rate_per_second must be a finite number > 0"),
         (lambda d: d["runs"][0]["measured"].pop("ttft_mean_seconds"), "ttft_mean_seconds is mi"),
         (lambda d: d["runs"][0]["engine"].update(chunked_prefill="yes"), "must be true or false"),
+        (lambda d: d["runs"][0]["engine"].update(async_scheduling=1),
+         r"run 'trainval:17': engine.async_scheduling must be true or false, got 1"),
         (lambda d: d["runs"][1].update(id="trainval:17"), "ids must be unique"),
         (lambda d: d["runs"][0]["model"]["config"]["text_config"].update(num_key_value_heads=0),
          "num_key_value_heads"),
