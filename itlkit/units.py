@@ -117,6 +117,11 @@ def format_bandwidth(bytes_per_second) -> str:
     return f"{value / GB:.0f} GB/s"
 
 
+def format_release(release: tuple[int, ...]) -> str:
+    """A release as its dotted name: (0, 10, 1, 1) -> "0.10.1.1"."""
+    return ".".join(map(str, release))
+
+
 def format_percent(fraction) -> str:
     """A fraction as a percentage."""
     return f"{100 * _scalar(fraction):.0f}%"

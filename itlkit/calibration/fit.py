@@ -55,6 +55,7 @@ from itlkit.physics.roofline import (
 from itlkit.sim.results import SimulationResult
 from itlkit.sim.run_workload import unknown_workload
 from itlkit.sim.runs import Run
+from itlkit.units import format_release
 
 # The per-call all-reduce latency is fitted per link the runs' TP crosses (NVLink, PCIe, network).
 LINK_TERMS = tuple(f"allreduce_seconds_per_call.{link}" for link in INTERCONNECTS)
@@ -655,7 +656,7 @@ def release_versions(runs) -> list[str]:
     """The vLLM releases the runs name ("0.10.1.1"), oldest first (a bare "V1" names none)."""
     named = {run.release.release for run in runs
              if run.release is not None and not run.release.engine_only}  # fmt: skip
-    return [".".join(map(str, release)) for release in sorted(named)]
+    return [format_release(release) for release in sorted(named)]
 
 
 def _groups(runs, cal, seed, prior_weight, log, lent):

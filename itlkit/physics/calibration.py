@@ -51,6 +51,7 @@ from itlkit.physics.roofline import (
     STEP_MODELS,
     Deployment,
 )
+from itlkit.units import format_release
 
 FORMAT = "itlkit-calibration/1"
 INTERCONNECTS = ("nvlink", "pcie", "network")
@@ -131,7 +132,7 @@ class Calibration:
         if near is not None:
             key, version = near
             which = (
-                f"the release nearest {_dotted(release)} ({version})"
+                f"the release nearest {format_release(release)} ({version})"
                 if release
                 else f"the newest release ({version}; none named: a current vLLM assumed)"
             )
@@ -461,10 +462,6 @@ def _lender(key: str, own: str) -> str:
 def _is_sglang(key: str) -> bool:
     """Whether group `key` is a cell of SGLang runs (`gpu:h200/SGLang/MoE`)."""
     return "SGLang" in key.split("/")
-
-
-def _dotted(release: tuple[int, ...]) -> str:
-    return ".".join(map(str, release))
 
 
 def _minor_index(version: str) -> int:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from itlkit.errors import ConfigError
 from itlkit.sim.config import SchedulerConfig, admission_watermark
 from itlkit.sim.intake import INTAKE_SECONDS_PER_PROMPT_TOKEN
+from itlkit.units import format_release
 
 GIB = 2**30  # vLLM compares the CUDA total in GiB (`GiB_bytes`, vllm/utils)
 
@@ -264,7 +265,7 @@ class VllmVersion:
 
     @property
     def label(self) -> str:
-        dotted = _dotted(self.release)
+        dotted = format_release(self.release)
         if self.engine_only:
             return f"{self.text} (read as vLLM {dotted})"
         if self.text.lstrip("vV") != dotted:
@@ -316,10 +317,6 @@ def parse_vllm_version(text) -> VllmVersion:
 def release_row(release: tuple[int, ...]) -> Release:
     """The row of `RELEASES` that holds `release` (a known one)."""
     return [row for row in RELEASES if row.first <= release][-1]
-
-
-def _dotted(release: tuple[int, ...]) -> str:
-    return ".".join(map(str, release))
 
 
 @dataclass(frozen=True)
@@ -406,7 +403,7 @@ def engine_defaults(
             value[key] = default
             said.append(f"{key} {shown_setting(default)}: {why}")
 
-    name = f"vLLM {_dotted(version.release)}"
+    name = f"vLLM {format_release(version.release)}"
     if row.engine == "V0":
         long = max_model_len > V0_LONG_CONTEXT_TOKENS and row.long_context_chunking
         rule = (
