@@ -83,3 +83,24 @@ def test_a_runs_own_flag_overrides_its_release():
     doc["runs"][0]["engine"]["async_scheduling"] = False  # vLLM 0.15.1 started without it
     runs = parse_runs(doc, source="runs.json")
     assert not runs[0].async_scheduling and runs[1].async_scheduling
+
+
+def test_a_runs_flag_is_refused_where_its_release_has_no_such_option_and_read_without_one():
+    import json
+
+    import pytest
+    from _paths import REAL_RUNS
+
+    from itlkit.errors import ConfigError
+    from itlkit.sim.runs import parse_runs
+
+    doc = json.loads((REAL_RUNS / "real_runs_trainval.json").read_text(encoding="utf-8"))
+    doc["runs"] = doc["runs"][:1]
+    engine = doc["runs"][0]["engine"]
+    engine.update(version="0.6.3", async_scheduling=True)
+    with pytest.raises(ConfigError, match=r"engine.async_scheduling is true, but vLLM 0.6.3 has"):
+        parse_runs(doc, source="runs.json")
+    engine.pop("version")
+    assert parse_runs(doc, source="runs.json")[0].async_scheduling  # no version: as given
+    engine.pop("async_scheduling")
+    assert not parse_runs(doc, source="runs.json")[0].async_scheduling  # no version: off

@@ -454,3 +454,17 @@ def test_simulate_takes_async_scheduling_from_the_release_or_the_flag(capsys):
     assert main(["simulate", "--engine", "sglang", "--async-scheduling"]) != 0
     assert "--async-scheduling / --no-async-scheduling is a vLLM setting" in (
         capsys.readouterr().err)  # fmt: skip
+
+
+def test_async_scheduling_is_refused_where_the_release_has_no_such_option(capsys):
+    def settings(version, flag):
+        h100 = get_gpu("h100-sxm")
+        return engine_defaults(version, gpu_memory_bytes=cuda_total_bytes(h100)[0],
+                               max_model_len=8192, async_scheduling=flag)  # fmt: skip
+
+    with pytest.raises(ConfigError, match=r"--async-scheduling: vLLM 0.9.2 has no such option"):
+        settings("0.9.2", True)
+    assert settings("0.9.2", False).async_scheduling is False
+    assert settings("0.10.0", True).async_scheduling is True  # the option's first release
+    assert main(["simulate", "--vllm-version", "0.6.3", "--async-scheduling"]) != 0
+    assert "vLLM 0.6.3 has no such option" in capsys.readouterr().err

@@ -564,8 +564,9 @@ def _engine(r: _Reader, doc, defaults: dict, gpu: str) -> dict:
     share = r.positive(doc, "gpu_memory_utilization", optional=True, most=1.0,
                        name="engine.gpu_memory_utilization")  # fmt: skip
     out["gpu_memory_utilization"] = share or defaults["gpu_memory_utilization"]
-    for key in ("chunked_prefill", "prefix_caching"):
-        flag = doc.get(key, True)
+    for key, default in (("chunked_prefill", True), ("prefix_caching", True),
+                         ("async_scheduling", False)):  # fmt: skip
+        flag = doc.get(key, default)
         if not isinstance(flag, bool):
             raise r.fail(f"engine.{key}", f"must be true or false, got {flag!r:.60}")
         out[key] = flag
@@ -689,6 +690,9 @@ def _versioned_engine(r: _Reader, doc: dict, defaults: dict, gpu: str, version) 
         "enable_prefix_caching": flag("prefix_caching"),
     }
     hardware = get_gpu(gpu)
+    if flag("async_scheduling") and version.row.async_scheduling is None:
+        raise r.fail("engine.async_scheduling", f"is true, but {version.label} has no "
+                     "--async-scheduling (vLLM V1 from 0.10.0)")  # fmt: skip
     try:
         s = engine_defaults(version, gpu_memory_bytes=cuda_total_bytes(hardware)[0],
                             gpu_name=hardware.name, max_model_len=longest, given=given,

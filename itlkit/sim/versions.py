@@ -394,6 +394,9 @@ def engine_defaults(
     if isinstance(version, str):
         version = parse_vllm_version(version)
     row = version.row
+    if async_scheduling and row.async_scheduling is None:
+        raise ConfigError(f"--async-scheduling: {version.label} has no such option (vLLM V1 "
+                          "from 0.10.0)")  # fmt: skip
     said = [f"{version.label}: the {row.engine} engine, its default; the defaults below are "
             f"read in {row.citation}"]  # fmt: skip
     value = dict(given)
