@@ -163,7 +163,7 @@ class Calibration:
                       if key.startswith("version@") for v in versions), default=None)  # fmt: skip
         if newest is None:
             return None
-        target = newest if release is None else release[0] * 1000 + release[1]
+        target = newest if release is None else _minor_index(format_release(release))
         best = None
         for key in self.groups:
             if _engine_of(key) != "V1" or key.endswith(f"/{MOE}") != moe:
@@ -197,9 +197,9 @@ class Calibration:
         fields = (*HOST_KEYS, *PIPELINE_KEYS) if _engine_of(lender) == "V0" else PIPELINE_KEYS
         what = "the host side and the TTFT pipeline" if fields != PIPELINE_KEYS else (
             "the TTFT pipeline")  # fmt: skip
-        home = architecture_of(keys[0].split("/")[0]) or keys[0].split("/")[0]
+        home = _architecture_or_family(keys[0])
         same = [k for k in keys if k in self.groups and _engine_of(k) == own
-                and (architecture_of(k.split("/")[0]) or k.split("/")[0]) == home]  # fmt: skip
+                and _architecture_or_family(k) == home]  # fmt: skip
         near = self.nearest_release_cell(release) if own == "V1" and not same else None
         if same:
             source, where = self.groups[same[0]], f"{same[0]}'s (its own engine's)"
@@ -373,6 +373,12 @@ def architecture_of(family: str) -> str:
     """The chip architecture of a GPU family ("gpu:h200" -> "Hopper"), "" where not listed."""
     return next((name for lineage in LINEAGES for name, families in lineage
                  if family in families), "")  # fmt: skip
+
+
+def _architecture_or_family(key: str) -> str:
+    """The architecture of group `key`'s GPU family, else the family itself (one not listed)."""
+    family = key.split("/")[0]
+    return architecture_of(family) or family
 
 
 def earlier_families(family: str) -> tuple[str, ...]:
