@@ -14,6 +14,15 @@ class ConfigError(ItlkitError):
     """A model, deployment or config file that cannot work; the message says what and where."""
 
 
+class SettingError(ConfigError):
+    """A server setting the engine would refuse: `setting` is its vLLM name (`max_num_seqs`), so
+    a caller can name the field it came from; `state` says how it stands ("is needed")."""
+
+    def __init__(self, message: str, *, setting: str, state: str) -> None:
+        super().__init__(message)
+        self.setting, self.state = setting, state
+
+
 class UnknownNameError(KeyError, ItlkitError):
     """A catalog lookup by a name that does not exist; the message lists the valid names."""
 

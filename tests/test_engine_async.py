@@ -98,7 +98,8 @@ def test_a_runs_flag_is_refused_where_its_release_has_no_such_option_and_read_wi
     doc["runs"] = doc["runs"][:1]
     engine = doc["runs"][0]["engine"]
     engine.update(version="0.6.3", async_scheduling=True)
-    with pytest.raises(ConfigError, match=r"engine.async_scheduling is true, but vLLM 0.6.3 has"):
+    refused = r"engine.async_scheduling is true: vLLM 0.6.3 has no --async-scheduling"
+    with pytest.raises(ConfigError, match=refused):
         parse_runs(doc, source="runs.json")
     engine.pop("version")
     assert parse_runs(doc, source="runs.json")[0].async_scheduling  # no version: as given

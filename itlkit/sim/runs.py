@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from functools import partial
 
-from itlkit.errors import ConfigError, UnknownNameError
+from itlkit.errors import ConfigError, SettingError, UnknownNameError
 from itlkit.input_files import read_json_file
 from itlkit.physics.engine_memory import cuda_total_bytes, vllm_kv_cache
 from itlkit.physics.hardware import get_gpu
@@ -690,15 +690,12 @@ def _versioned_engine(r: _Reader, doc: dict, defaults: dict, gpu: str, version) 
         "enable_prefix_caching": flag("prefix_caching"),
     }
     hardware = get_gpu(gpu)
-    if flag("async_scheduling") and version.row.async_scheduling is None:
-        raise r.fail("engine.async_scheduling", f"is true, but {version.label} has no "
-                     "--async-scheduling (vLLM V1 from 0.10.0)")  # fmt: skip
     try:
         s = engine_defaults(version, gpu_memory_bytes=cuda_total_bytes(hardware)[0],
                             gpu_name=hardware.name, max_model_len=longest, given=given,
                             async_scheduling=flag("async_scheduling"))  # fmt: skip
-    except ConfigError as exc:
-        raise r.fail("engine.max_num_seqs", f"is needed: {exc}") from None
+    except SettingError as exc:
+        raise r.fail(f"engine.{exc.setting}", f"{exc.state}: {exc}") from None
     return {
         "max_num_batched_tokens": s.max_num_batched_tokens, "max_num_seqs": s.max_num_seqs,
         "max_model_len": longest, "block_size": s.block_size,

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from itlkit.errors import ConfigError
+from itlkit.errors import ConfigError, SettingError
 from itlkit.sim.config import SchedulerConfig, admission_watermark
 from itlkit.sim.intake import INTAKE_SECONDS_PER_PROMPT_TOKEN
 from itlkit.units import format_release
@@ -381,9 +381,9 @@ def engine_defaults(
     `async_scheduling`: the server's --async-scheduling where known (None: the release's
     default), which the assumptions then state as given.
 
-    With no version: itlkit's own defaults (`ITLKIT_DEFAULTS`), whatever the GPU. ConfigError
-    where vLLM would refuse to start: a default max_num_seqs above a given budget in releases
-    that do not clamp it.
+    With no version: itlkit's own defaults (`ITLKIT_DEFAULTS`), whatever the GPU. SettingError
+    (naming the setting) where vLLM would refuse to start: a default max_num_seqs above a given
+    budget in releases that do not clamp it, --async-scheduling before the option existed.
     """
     given = {k: v for k, v in (given or {}).items() if v is not None}
     unknown = sorted(set(given) - set(SETTINGS))
@@ -395,8 +395,8 @@ def engine_defaults(
         version = parse_vllm_version(version)
     row = version.row
     if async_scheduling and row.async_scheduling is None:
-        raise ConfigError(f"--async-scheduling: {version.label} has no such option (vLLM V1 "
-                          "from 0.10.0)")  # fmt: skip
+        raise SettingError(f"{version.label} has no --async-scheduling (vLLM V1 from 0.10.0)",
+                           setting="async_scheduling", state="is true")  # fmt: skip
     said = [f"{version.label}: the {row.engine} engine, its default; the defaults below are "
             f"read in {row.citation}"]  # fmt: skip
     value = dict(given)
@@ -408,34 +408,13 @@ def engine_defaults(
 
     name = f"vLLM {format_release(version.release)}"
     if row.engine == "V0":
-        long = max_model_len > V0_LONG_CONTEXT_TOKENS and row.long_context_chunking
-        rule = (
-            f"above {V0_LONG_CONTEXT_TOKENS:,} tokens of max_model_len ({max_model_len:,})"
-            if long
-            else f"at max_model_len {max_model_len:,}"
-            + (f" (not above {V0_LONG_CONTEXT_TOKENS:,})" if row.long_context_chunking else "")
-        )
-        take("enable_chunked_prefill", long, f"{name}'s V0 default {rule}")
-        if value["enable_chunked_prefill"]:
-            take("max_num_batched_tokens", row.v0_chunked_budget,
-                 f"{name}'s V0 budget with chunked prefill")  # fmt: skip
-        else:
-            budget = max(max_model_len, V0_UNCHUNKED_MIN_BUDGET)
-            take("max_num_batched_tokens", budget, f"{name}'s V0 budget without chunked prefill, "
-                 f"max(max_model_len, {V0_UNCHUNKED_MIN_BUDGET:,})")  # fmt: skip
-        take("max_num_seqs", V0_MAX_NUM_SEQS, f"{name}'s V0 default")
-        take("enable_prefix_caching", False, f"{name}'s V0 default (off)")
+        _v0(row, name, value, take, max_model_len=max_model_len)
     else:
         _v1(row, name, value, given, take, said, gpu_memory_bytes=gpu_memory_bytes,
             gpu_name=gpu_name, max_model_len=max_model_len)  # fmt: skip
     take("block_size", row.block_size, f"{name}'s default on CUDA")
     take("gpu_memory_utilization", row.gpu_memory_utilization, f"{name}'s default")
-    if value["max_num_seqs"] > value["max_num_batched_tokens"]:
-        raise ConfigError(
-            f"max_num_seqs {value['max_num_seqs']:,} (the default of {name}) exceeds "
-            f"max_num_batched_tokens {value['max_num_batched_tokens']:,}; {name} refuses to "
-            "start then (SchedulerConfig's check in vllm/config.py): give max_num_seqs"
-        )
+    _refuse_more_seqs_than_budget(value, name)
     said += _behaviour_lines(row, name, value, async_scheduling)
     if intake_seconds_per_prompt_token(version):
         said.append(
@@ -447,6 +426,41 @@ def engine_defaults(
                           async_scheduling=row.async_scheduling if async_scheduling is None
                           else async_scheduling, cuda_graphs=row.cuda_graphs,
                           assumptions=tuple(said))  # fmt: skip
+
+
+def _v0(row: Release, name: str, value: dict, take, *, max_model_len: int) -> None:
+    """V0's chunked prefill (off unless the context is long, where the release chunks it), its
+    budget with and without it, max_num_seqs and prefix caching (off)."""
+    long = max_model_len > V0_LONG_CONTEXT_TOKENS and row.long_context_chunking
+    rule = (
+        f"above {V0_LONG_CONTEXT_TOKENS:,} tokens of max_model_len ({max_model_len:,})"
+        if long
+        else f"at max_model_len {max_model_len:,}"
+        + (f" (not above {V0_LONG_CONTEXT_TOKENS:,})" if row.long_context_chunking else "")
+    )
+    take("enable_chunked_prefill", long, f"{name}'s V0 default {rule}")
+    if value["enable_chunked_prefill"]:
+        take("max_num_batched_tokens", row.v0_chunked_budget,
+             f"{name}'s V0 budget with chunked prefill")  # fmt: skip
+    else:
+        budget = max(max_model_len, V0_UNCHUNKED_MIN_BUDGET)
+        take("max_num_batched_tokens", budget, f"{name}'s V0 budget without chunked prefill, "
+             f"max(max_model_len, {V0_UNCHUNKED_MIN_BUDGET:,})")  # fmt: skip
+    take("max_num_seqs", V0_MAX_NUM_SEQS, f"{name}'s V0 default")
+    take("enable_prefix_caching", False, f"{name}'s V0 default (off)")
+
+
+def _refuse_more_seqs_than_budget(value: dict, name: str) -> None:
+    """vLLM refuses to start with max_num_seqs above max_num_batched_tokens (SchedulerConfig's
+    check in vllm/config.py), as a release that does not clamp its default does."""
+    if value["max_num_seqs"] > value["max_num_batched_tokens"]:
+        raise SettingError(
+            f"max_num_seqs {value['max_num_seqs']:,} (the default of {name}) exceeds "
+            f"max_num_batched_tokens {value['max_num_batched_tokens']:,}; {name} refuses to "
+            "start then (SchedulerConfig's check in vllm/config.py): give max_num_seqs",
+            setting="max_num_seqs",
+            state="is needed",
+        )
 
 
 def _v1(row, name, value, given, take, said, *, gpu_memory_bytes, gpu_name, max_model_len):
