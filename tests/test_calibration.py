@@ -772,12 +772,18 @@ def test_a_held_out_fold_knows_only_its_training_runs_releases(monkeypatch):
 
     # the held-out source's release must not make its own cell "nearest" in its fold
     monkeypatch.setattr(groups_module, "_solve", lambda *a, **k: (Calibration(), {}))
-    runs = [SimpleNamespace(id=i, release=parse_vllm_version(v))
-            for i, v in (("a", "0.15.1"), ("b", "0.10.1.1"), ("c", "0.8.3"))]  # fmt: skip
+    runs = [SimpleNamespace(id=i, release=parse_vllm_version(v), gpu=g)
+            for i, v, g in (("a", "0.15.1", "h200-sxm"), ("b", "0.10.1.1", "h100-sxm"),
+                            ("c", "0.8.3", "a100-80gb-sxm"))]  # fmt: skip
     cells = {"gpu:h100": {"a": None, "b": None}, "gpu:a100": {"c": None}}
     cal = Calibration(groups={"gpu:h100": group_of(0.8), "gpu:a100": group_of(0.7)})
     fold = groups_module.refit_without(runs, {}, cells, {"a"}, cal, prior_weight=1.0)
-    assert fold.coverage == {"version@gpu:h100": ["0.10.1.1"], "version@gpu:a100": ["0.8.3"]}
+    assert fold.coverage == {
+        "version@gpu:h100": ["0.10.1.1"],
+        "version@gpu:a100": ["0.8.3"],
+        "gpu@gpu:h100": ["h100-sxm"],
+        "gpu@gpu:a100": ["a100-80gb-sxm"],
+    }
 
 
 def test_a_group_is_a_cell_with_runs_of_its_own():

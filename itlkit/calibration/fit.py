@@ -638,10 +638,11 @@ def calibrate(runs, *, seed: int = 0, leave_one_out: bool = True, log=None,
 
 
 def _coverage(runs, group_feats, usable) -> dict[str, list[str]]:
-    """The model classes, clients and vLLM releases the global fit's runs covered, and each
-    group's (its runs: those `group_feats` holds) under `model@<group>`, `client@<group>` and
-    `version@<group>` (a prediction beyond them says so; a V1 deployment on an architecture
-    without a cell takes the nearest release's: `Calibration.nearest_release_cell`)."""
+    """The model classes, clients, vLLM releases and GPUs the global fit's runs covered, and
+    each group's (its runs: those `group_feats` holds) under `model@<group>`, `client@<group>`,
+    `version@<group>` and `gpu@<group>` (a prediction beyond them says so; a V1 deployment on an
+    architecture without a cell takes the nearest release's: `Calibration.nearest_release_cell`;
+    a cell lent to another GPU scales its matmuls by the GPUs' achievable shares)."""
     sets = {"": runs, **{f"@{key}": [run for run in usable if run.id in feats]
                          for key, feats in group_feats.items()}}  # fmt: skip
     coverage = {}
@@ -649,6 +650,7 @@ def _coverage(runs, group_feats, usable) -> dict[str, list[str]]:
         coverage[f"model{suffix}"] = sorted({run.model.size_class for run in members})
         coverage[f"client{suffix}"] = sorted({run.workload.client for run in members})
         coverage[f"version{suffix}"] = release_versions(members)
+        coverage[f"gpu{suffix}"] = sorted({run.gpu for run in members})
     return coverage
 
 

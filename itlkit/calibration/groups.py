@@ -143,6 +143,7 @@ def refit_without(runs, feats: dict[str, RunFeatures],
     for key, key_feats in group_feats.items():
         members = [run for run in train if run.id in key_feats]
         versions[f"version@{key}"] = release_versions(members)  # for `nearest_release_cell`
+        versions[f"gpu@{key}"] = sorted({run.gpu for run in members})  # for lending's scale
         if key in calibration.groups and len(members) >= MIN_RUNS:
             group_cal, _ = _solve(
                 members,

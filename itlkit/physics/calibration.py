@@ -44,6 +44,7 @@ from pathlib import Path
 
 from itlkit.errors import ConfigError
 from itlkit.input_files import read_json_file
+from itlkit.physics.hardware import GPUS, achievable_matmul_share
 from itlkit.physics.roofline import (
     ENGINE_MFU,
     NETWORK_BYTES_PER_SECOND,
@@ -102,6 +103,9 @@ class Calibration:
     leave_one_source_out: dict[str, dict[str, float]] = field(default_factory=dict)
     # group -> {"runs": its runs, metric: their leave-one-out median |error| under its constants}
     group_leave_one_out: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Set by `for_gpu` where another GPU's runs lend the constants (`_compute_scale`); never
+    # fitted, read or written.
+    compute_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for key in BOUNDS:
@@ -138,7 +142,7 @@ class Calibration:
             )
             scope = (f"no {keys[0]} runs in it, nor of its architecture: {key}'s constants, vLLM "
                      f"V1 runs of {which} on another architecture")  # fmt: skip
-            return replace(self.group_calibration(key), scope=scope)
+            return self._scaled(replace(self.group_calibration(key), scope=scope), gpu, key)
         for key in keys:
             if key in self.groups:
                 found = self.group_calibration(key)
@@ -147,8 +151,28 @@ class Calibration:
                 scope = f"no {keys[0]} runs in it: {key}'s constants, " + _lender(key, keys[0])
                 own, where = self._own_engine_side(keys, key, release)
                 scope += f"; {where}" if where else ""
-                return replace(found, scope=scope, **own)
+                return self._scaled(replace(found, scope=scope, **own), gpu, key)
         return replace(self, scope=self._extrapolation(keys[0])) if self.groups else self
+
+    def _scaled(self, lent: Calibration, gpu: str, key: str) -> Calibration:
+        """`lent` (group `key`'s constants) with its matmuls scaled to `gpu`: its fitted MFU is a
+        share of its own runs' GPUs' datasheet peak, and GPUs reach different shares of theirs
+        (`achievable_matmul_share`, measured: 0.87 on an A100 SXM, 0.80 on an H100, 0.51 on an
+        MI300X), so a cell lent across GPUs keeps its share of what is achievable. No measure
+        for either side (`gpu@<group>` in `coverage`, from `calibrate`): unscaled."""
+        lenders = [achievable_matmul_share(g) for g in self.coverage.get(f"gpu@{key}", ())
+                   if g in GPUS]  # fmt: skip
+        lenders = [share for share in lenders if share is not None]
+        own = achievable_matmul_share(gpu) if gpu in GPUS else None
+        if own is None or not lenders:
+            return lent
+        lender = sum(lenders) / len(lenders)
+        scale = own / lender
+        if abs(scale - 1.0) < 0.005:
+            return lent
+        said = (f"; its matmuls x {scale:.2f}: this GPU's measured achievable BF16 matmul is "
+                f"{own:.0%} of its peak, the lending runs' GPUs' {lender:.0%} (MAMF)")  # fmt: skip
+        return replace(lent, compute_scale=scale, scope=lent.scope + said)
 
     def nearest_release_cell(self, release: tuple[int, ...] | None, *, moe: bool = False):
         """(key, release) of the vLLM V1 cell of this model class fitted on the vLLM release
@@ -264,8 +288,10 @@ class Calibration:
             pcie_bandwidth_share=self.pcie_bandwidth_share,
         )
         if self.step_model == REFERENCE:
-            return calibrated
-        return calibrated.as_engine(mfu=self.mfu)
+            if self.compute_scale == 1.0:
+                return calibrated
+            return replace(calibrated, mfu=min(1.0, calibrated.mfu * self.compute_scale))
+        return calibrated.as_engine(mfu=min(1.0, self.mfu * self.compute_scale))
 
     @property
     def is_calibrated(self) -> bool:
@@ -306,6 +332,7 @@ class Calibration:
 
     def to_json(self) -> dict:
         doc = asdict(self)
+        doc.pop("compute_scale")
         doc["fitted_on"] = list(self.fitted_on)
         return {"format": FORMAT, **doc}
 
@@ -513,7 +540,7 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
         raise ConfigError(
             f"{source}: not a calibration file (format must be {FORMAT!r}, got {found!r})"
         )
-    known = set(Calibration.__dataclass_fields__)
+    known = set(Calibration.__dataclass_fields__) - {"compute_scale"}
     extra = sorted(set(doc) - known - {"format"})
     if extra:
         raise ConfigError(f"{source}: unknown keys {', '.join(extra)}")

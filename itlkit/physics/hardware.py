@@ -601,3 +601,36 @@ GPUS: dict[str, Hardware] = {
         ),
     ),
 }
+
+# Maximum achievable matmul FLOP/s (MAMF): the best BF16 `torch.matmul` throughput a brute-force
+# search over shapes found on one device (mean of 100 iterations after 50 warm-up), measured by
+# Stas Bekman and contributors with mamf-finder.py: the "Maximum Achievable Matmul FLOPS
+# comparison table" (BF16) of stas00/ml-engineering compute/accelerator/README.md @ 744d01e1
+# (2026-08-22; CC BY-SA 4.0). Datasheet peaks are never reached, and not by the same share on
+# every chip: 87 % on an A100 SXM, 80 % on an H100, 78 % on a B200, 51 % on an MI300X. The
+# table's "A100 SXM" row states no memory size (both SXM4 cards are the same GA100 at the same
+# clocks); its H100 row says "H200 is the same".
+MAMF_BF16_FLOPS_PER_SECOND: dict[str, float] = {
+    "a100-80gb-sxm": 271.2e12,
+    "a100-40gb-sxm": 271.2e12,
+    "a100-80gb-pcie": 252.9e12,
+    "a100-40gb-pcie": 252.9e12,
+    "h100-sxm": 794.5e12,
+    "h200-sxm": 794.5e12,
+    "b200": 1745.0e12,
+    "b300": 1769.0e12,
+    "gb200-gpu": 1822.0e12,
+    "mi300x": 668.4e12,
+    "mi325x": 784.9e12,
+    "mi355x": 1565.0e12,
+}
+
+
+def achievable_matmul_share(gpu: str | Hardware) -> float | None:
+    """The measured maximum achievable BF16 matmul over the catalog's dense BF16 peak
+    (`MAMF_BF16_FLOPS_PER_SECOND`: 794.5 / 989.4 = 0.80 on an H100 SXM); None where unmeasured."""
+    hardware = get_gpu(gpu)
+    mamf = MAMF_BF16_FLOPS_PER_SECOND.get(hardware.slug)
+    if mamf is None:
+        return None
+    return mamf / hardware.peak_flops_per_second["bf16"]
