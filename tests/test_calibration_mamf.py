@@ -87,3 +87,14 @@ def test_the_bundled_calibration_records_each_cells_gpus():
     bundled = load_calibration("bundled")
     assert bundled.coverage["gpu@gpu:h100"] == ["h100-sxm"]
     assert bundled.coverage["gpu@gpu:a100"] == ["a100-40gb-sxm", "a100-80gb-sxm"]
+
+
+def test_explain_shows_the_measured_ceiling_beside_the_datasheet_peak(capsys):
+    from itlkit.cli import main
+
+    assert main(["explain", "--gpu", "h100-sxm", "--model", "llama-3.1-8b"]) == 0
+    out = capsys.readouterr().out
+    assert "794.5 TFLOP/s (MAMF, stas00/ml-engineering)" in out
+    assert "80% of the datasheet's 989.4 TFLOP/s" in out
+    assert main(["explain", "--gpu", "l40s", "--model", "llama-3.1-8b", "--batch", "8"]) == 0
+    assert "achievable matmul" not in capsys.readouterr().out  # not measured: not shown

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from itlkit.physics.calibration import Calibration
 from itlkit.physics.engine_memory import vllm_kv_cache
+from itlkit.physics.hardware import MAMF_BF16_FLOPS_PER_SECOND, achievable_matmul_share
 from itlkit.physics.roofline import (
     ALLREDUCES_PER_LAYER,
     Deployment,
@@ -287,7 +288,18 @@ def _ridge_section(dep: Deployment) -> _Section:
         "ridge_tokens_per_step": ridge_tokens_per_step(dep),
         "compute_bound_tokens_per_step": compute_bound_tokens_per_step(dep),
     }
-    return [line], values
+    lines = [line]
+    share = achievable_matmul_share(dep.gpu)
+    if share is not None:
+        mamf = MAMF_BF16_FLOPS_PER_SECOND[dep.gpu.slug]
+        peak = format_rate(dep.gpu.peak_flops_per_second["bf16"])
+        lines.append(ExplainLine(
+            "achievable matmul (bf16)",
+            f"measured best of any shape: {format_rate(mamf)} (MAMF, stas00/ml-engineering)",
+            f"{format_percent(share)} of the datasheet's {peak}",
+        ))  # fmt: skip
+        values["achievable_matmul_share"] = share
+    return lines, values
 
 
 def _speculative_section(dep: Deployment, spec: Speculation, batch: int, context: int) -> _Section:
