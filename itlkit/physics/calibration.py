@@ -103,8 +103,8 @@ class Calibration:
     leave_one_source_out: dict[str, dict[str, float]] = field(default_factory=dict)
     # group -> {"runs": its runs, metric: their leave-one-out median |error| under its constants}
     group_leave_one_out: dict[str, dict[str, float]] = field(default_factory=dict)
-    # Set by `for_gpu` where another GPU's runs lend the constants (`_compute_scale`); never
-    # fitted, read or written.
+    # Set by `for_gpu` where another GPU's runs lend the constants (`_scaled`); never fitted,
+    # read or written.
     compute_scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -288,8 +288,6 @@ class Calibration:
             pcie_bandwidth_share=self.pcie_bandwidth_share,
         )
         if self.step_model == REFERENCE:
-            if self.compute_scale == 1.0:
-                return calibrated
             return replace(calibrated, mfu=min(1.0, calibrated.mfu * self.compute_scale))
         return calibrated.as_engine(mfu=min(1.0, self.mfu * self.compute_scale))
 
