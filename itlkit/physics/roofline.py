@@ -345,6 +345,12 @@ class StepCoefficients:
     expert_flops_per_token: float = 0.0  # routed experts, in GEMMs of tokens x share rows
     expert_token_share: float = 1.0  # top-k / experts: the rows one expert's GEMM gets
     mfu_half_tokens: float = 0.0
+    # Sliding-window layers (gpt-oss, Gemma 2): a decode reads, and a prefill token attends
+    # to, only the last `window_tokens` of its sequence there. Their share of the KV bytes per
+    # token and of the attention FLOPs per pair; 0 for a model without such layers.
+    window_tokens: float = 0.0
+    window_kv_bytes_per_token: float = 0.0
+    window_attention_flops_per_token_pair: float = 0.0
 
     def weight_read(self, tokens):
         """Seconds to stream the weights a step over `tokens` tokens reads."""
@@ -386,11 +392,26 @@ class StepCoefficients:
     def kv_read_seconds(self, kv_bytes):
         return kv_bytes / self.hbm_bytes_per_second
 
+    def decode_kv_bytes(self, kv_tokens, sequences):
+        """KV bytes the decodes of a step read, their contexts summing to `kv_tokens`. A
+        sliding-window layer reads at most the window of each of the step's `sequences`:
+        min(kv_tokens, sequences x window) there, exact when every context is past the window
+        or none is, an upper bound between."""
+        if not self.window_kv_bytes_per_token:
+            return self.kv_bytes_per_token * kv_tokens
+        window = self.window_kv_bytes_per_token
+        held = np.minimum(kv_tokens, sequences * self.window_tokens)
+        return (self.kv_bytes_per_token - window) * kv_tokens + window * held
+
     def attention_flops(self, *, chunk_tokens, prior_tokens=0):
-        """Causal attention FLOPs of a prefill chunk: per pair x chunk x (prior + chunk / 2)."""
-        return (
-            self.attention_flops_per_token_pair * chunk_tokens * (prior_tokens + chunk_tokens / 2.0)
-        )
+        """Causal attention FLOPs of a prefill chunk: per pair x chunk x (prior + chunk / 2);
+        in a sliding-window layer each position attends to at most the window."""
+        pair = self.attention_flops_per_token_pair
+        if not self.window_attention_flops_per_token_pair:
+            return pair * chunk_tokens * (prior_tokens + chunk_tokens / 2.0)
+        window = self.window_attention_flops_per_token_pair
+        full = (pair - window) * chunk_tokens * (prior_tokens + chunk_tokens / 2.0)
+        return full + window * _window_pairs(chunk_tokens, prior_tokens, self.window_tokens)
 
     def allreduce_bytes(self, tokens):
         return self.allreduce_bytes_per_token * tokens
@@ -425,7 +446,7 @@ class StepCoefficients:
         return self.total(
             self.weight_read(tokens) if weight_read is None else weight_read,
             self.matmul_seconds(tokens, sequences),
-            self.kv_read_seconds(self.kv_bytes_per_token * kv_tokens),
+            self.kv_read_seconds(self.decode_kv_bytes(kv_tokens, sequences)),
             attention_flops / self.flops_per_second,
             self.allreduce_seconds(tokens),
             maximum,
@@ -466,8 +487,35 @@ def step_coefficients(
         host_seconds_per_sequence=float(dep.host_seconds_per_sequence),
         efficiency=float(efficiency),
         moe=dep if m.is_moe else None,
+        **_window_terms(dep, pair if dep.prefill_attention else 0.0),
         **engine,
     )
+
+
+def _window_terms(dep: Deployment, pair: float) -> dict:
+    """The sliding-window layers' share of the KV bytes per token and of the attention FLOPs
+    per pair (`StepCoefficients`). vLLM passes a layer's window to the attention kernel
+    (`FlashAttentionImpl`: `self.sliding_window = (sliding_window - 1, 0)`, given as
+    `window_size` to `flash_attn_varlen_func`, vllm/v1/attention/backends/flash_attn.py @
+    vllm-project/vllm 0084b783), which visits only the keys inside it."""
+    m = dep.model
+    if not (m.sliding_layers and m.sliding_window):
+        return {}
+    share = m.sliding_layers / m.num_layers
+    return {
+        "window_tokens": float(m.sliding_window),
+        "window_kv_bytes_per_token": dep.kv_bytes_per_token_per_gpu * share,
+        "window_attention_flops_per_token_pair": pair * share,
+    }
+
+
+def _window_pairs(chunk, prior, window):
+    """(query, key) pairs of a causal chunk of `chunk` positions after `prior` cached ones
+    when each attends to at most `window` keys, in `attention_flops`' continuous form (no
+    window: chunk x (prior + chunk / 2))."""
+    end = prior + chunk
+    low, high = np.minimum(prior, window), np.minimum(end, window)
+    return (high * high - low * low) / 2.0 + window * np.maximum(end - np.maximum(prior, window), 0)
 
 
 def _engine_terms(dep: Deployment) -> dict:

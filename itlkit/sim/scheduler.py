@@ -127,6 +127,8 @@ def roofline_step_function(
         # an MoE step's weight bytes depend on the experts its tokens touch: the same for every
         # step of that size (a few thousand sizes in a run), so remembered per size
         scalar, weight_read = None, functools.cache(c.weight_read)
+    elif c.window_tokens:  # sliding-window layers: `c.seconds` caps their KV read and attention
+        scalar, weight_read = None, None
     else:
         scalar = _engine_scalar_seconds(c) if c.engine else _scalar_seconds(c)
         weight_read = None
