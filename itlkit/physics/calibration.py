@@ -56,6 +56,10 @@ from itlkit.units import format_release
 
 FORMAT = "itlkit-calibration/1"
 INTERCONNECTS = ("nvlink", "pcie", "network")
+# Fields `for_gpu` sets on a calibration it lends, never written to or read from a file.
+LENT_ONLY_FIELDS = frozenset({"compute_scale"})
+# A lent cell's matmul scale this close to 1 is left out (neither applied nor said).
+NEGLIGIBLE_SCALE = 0.005
 # The constants a fit may set, with the range a physical value lies in (seconds, or a ratio).
 BOUNDS = {
     "efficiency": (0.05, 1.0),
@@ -104,7 +108,7 @@ class Calibration:
     # group -> {"runs": its runs, metric: their leave-one-out median |error| under its constants}
     group_leave_one_out: dict[str, dict[str, float]] = field(default_factory=dict)
     # Set by `for_gpu` where another GPU's runs lend the constants (`_scaled`); never fitted,
-    # read or written.
+    # read or written (`LENT_ONLY_FIELDS`).
     compute_scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -168,7 +172,7 @@ class Calibration:
             return lent
         lender = sum(lenders) / len(lenders)
         scale = own / lender
-        if abs(scale - 1.0) < 0.005:
+        if abs(scale - 1.0) < NEGLIGIBLE_SCALE:
             return lent
         said = (f"; its matmuls x {scale:.2f}: this GPU's measured achievable BF16 matmul is "
                 f"{own:.0%} of its peak, the lending runs' GPUs' {lender:.0%} (MAMF)")  # fmt: skip
@@ -330,7 +334,8 @@ class Calibration:
 
     def to_json(self) -> dict:
         doc = asdict(self)
-        doc.pop("compute_scale")
+        for key in LENT_ONLY_FIELDS:
+            doc.pop(key)
         doc["fitted_on"] = list(self.fitted_on)
         return {"format": FORMAT, **doc}
 
@@ -538,7 +543,7 @@ def calibration_from_json(doc, *, source: str = "<calibration>") -> Calibration:
         raise ConfigError(
             f"{source}: not a calibration file (format must be {FORMAT!r}, got {found!r})"
         )
-    known = set(Calibration.__dataclass_fields__) - {"compute_scale"}
+    known = set(Calibration.__dataclass_fields__) - LENT_ONLY_FIELDS
     extra = sorted(set(doc) - known - {"format"})
     if extra:
         raise ConfigError(f"{source}: unknown keys {', '.join(extra)}")
