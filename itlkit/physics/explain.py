@@ -20,6 +20,7 @@ from itlkit.physics.roofline import (
     decode_step,
     mbu,
     mixed_step,
+    moe_elementwise_bytes,
     prefill_cost,
     ridge_tokens_per_step,
     step_coefficients,
@@ -525,9 +526,11 @@ def _mixed_section(
             f"at {dep.mfu:g} of {format_rate(dep.peak_flops_per_second)} = {format_rate(rate)}",
             format_seconds(mixed.matmul_seconds),
         ),
+        *_moe_elementwise_lines(dep, mixed, tokens),
         ExplainLine(
             "step with a chunk",
             "max(GEMMs, weight read) + decode KV read"
+            + (" + MoE elementwise" if dep.model.is_moe else "")
             + (" + prefill attention" if dep.prefill_attention else "")
             + (" + all-reduce" if mixed.allreduce_seconds else "")
             + (" + host" if dep.host_overhead_seconds else ""),
@@ -544,4 +547,23 @@ def _mixed_section(
         mixed_step_over_floor=float(mixed.step_seconds / step.floor_seconds),
         mixed_step_compute_bound=bool(mixed.compute_bound),
     )
+    if dep.model.is_moe:
+        values["mixed_step_moe_elementwise_seconds"] = float(mixed.moe_elementwise_seconds)
     return lines, values
+
+
+def _moe_elementwise_lines(dep: Deployment, mixed: StepTime, tokens: int) -> list[ExplainLine]:
+    """An MoE step's fused-MoE elementwise traffic (`roofline.moe_elementwise_bytes`): what
+    silu_and_mul and moe_sum move after the expert GEMMs; none for a dense model."""
+    m = dep.model
+    if not m.is_moe:
+        return []
+    width = m.moe_intermediate_size / dep.tp
+    moved = moe_elementwise_bytes(dep) * tokens
+    return [ExplainLine(
+        "MoE elementwise",
+        f"({m.experts_per_token} x ({m.hidden_size:,} + 3 x {width:,.0f}) + {m.hidden_size:,}) x "
+        f"{dep.activation_bytes_per_element:g} B x {m.moe_layers} layers x {tokens:,} tokens "
+        "(silu_and_mul, moe_sum: vLLM fused_moe.py)",
+        f"{format_bytes(moved)} -> {format_seconds(mixed.moe_elementwise_seconds)}",
+    )]  # fmt: skip

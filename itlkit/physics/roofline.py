@@ -43,6 +43,15 @@ ENGINE_MFU_HALF_TOKENS = 128.0
 # (`w13_weight_scale` of [experts, 2 x intermediate, hidden // 32] uint8, `mxfp4_block = 32`:
 # vllm/model_executor/layers/quantization/mxfp4.py @ vllm-project/vllm 007d5005).
 MXFP4_SCALE_BYTES_PER_ELEMENT = 1.0 / 32
+# vLLM's fused-MoE layer moves its activations once per (token, expert) pair, through three
+# caches per layer (`TritonExperts.apply`, vllm/model_executor/layers/fused_moe/fused_moe.py @
+# vllm-project/vllm 000d1458): the gate/up GEMM writes intermediate_cache1 (tokens, top-k,
+# 2 x intermediate); silu_and_mul reads it and writes intermediate_cache2 (tokens x top-k,
+# intermediate); the down GEMM writes intermediate_cache3 (tokens, top-k, hidden); moe_sum reads
+# that and writes the layer's output (tokens, hidden). The two elementwise kernels do no math to
+# hide their traffic under: per pair 3 x intermediate and one hidden row, and one hidden row per
+# token (the GEMMs' own reads and writes overlap their matmuls, as a dense layer's do).
+MOE_ELEMENTWISE_WIDTHS = (1, 3)  # hidden rows, intermediate rows per (token, expert) pair
 
 
 @dataclass(frozen=True)
@@ -273,6 +282,7 @@ class StepTime:
     host_overhead_seconds: np.ndarray | float
     step_seconds: np.ndarray | float
     compute_bound: np.ndarray | bool
+    moe_elementwise_seconds: np.ndarray | float = 0.0  # after the GEMMs (`moe_elementwise_bytes`)
 
     @property
     def over_floor(self):
@@ -351,6 +361,8 @@ class StepCoefficients:
     window_tokens: float = 0.0
     window_kv_bytes_per_token: float = 0.0
     window_attention_flops_per_token_pair: float = 0.0
+    # MoE: the fused-MoE layers' elementwise kernels' bytes per token (`moe_elementwise_bytes`)
+    moe_elementwise_bytes_per_token: float = 0.0
 
     def weight_read(self, tokens):
         """Seconds to stream the weights a step over `tokens` tokens reads."""
@@ -391,6 +403,10 @@ class StepCoefficients:
 
     def kv_read_seconds(self, kv_bytes):
         return kv_bytes / self.hbm_bytes_per_second
+
+    def moe_elementwise_seconds(self, tokens):
+        """Seconds of the fused-MoE layers' activation and sum kernels over `tokens` tokens."""
+        return self.moe_elementwise_bytes_per_token * tokens / self.hbm_bytes_per_second
 
     def decode_kv_bytes(self, kv_tokens, sequences):
         """KV bytes the decodes of a step read, their contexts summing to `kv_tokens`. A
@@ -443,10 +459,13 @@ class StepCoefficients:
                 weight_read=None):  # fmt: skip
         """The step over `tokens` tokens whose decodes hold `kv_tokens` of context in all
         (`weight_read`: `self.weight_read(tokens)` where the caller already has it)."""
+        kv = self.kv_read_seconds(self.decode_kv_bytes(kv_tokens, sequences))
+        if self.moe_elementwise_bytes_per_token:
+            kv = kv + self.moe_elementwise_seconds(tokens)
         return self.total(
             self.weight_read(tokens) if weight_read is None else weight_read,
             self.matmul_seconds(tokens, sequences),
-            self.kv_read_seconds(self.decode_kv_bytes(kv_tokens, sequences)),
+            kv,
             attention_flops / self.flops_per_second,
             self.allreduce_seconds(tokens),
             maximum,
@@ -488,8 +507,22 @@ def step_coefficients(
         efficiency=float(efficiency),
         moe=dep if m.is_moe else None,
         **_window_terms(dep, pair if dep.prefill_attention else 0.0),
+        moe_elementwise_bytes_per_token=moe_elementwise_bytes(dep),
         **engine,
     )
+
+
+def moe_elementwise_bytes(dep: Deployment) -> float:
+    """Bytes per token one GPU's fused-MoE elementwise kernels move over all the MoE layers
+    (`MOE_ELEMENTWISE_WIDTHS`): top-k pairs per token, TP splitting the experts' intermediate
+    width, at the activations' precision; 0 for a dense model."""
+    m = dep.model
+    if not m.is_moe:
+        return 0.0
+    rows, widths = MOE_ELEMENTWISE_WIDTHS
+    per_pair = rows * m.hidden_size + widths * m.moe_intermediate_size / dep.tp
+    per_token = m.experts_per_token * per_pair + m.hidden_size
+    return m.moe_layers * dep.activation_bytes_per_element * per_token
 
 
 def _window_terms(dep: Deployment, pair: float) -> dict:
@@ -578,10 +611,11 @@ def step_time(
     attention_seconds = attention_flops / c.flops_per_second
     allreduce_seconds = np.broadcast_to(c.allreduce_seconds(tokens), np.shape(tokens))
     host = c.host_seconds(sequences)
+    moe_elementwise = c.moe_elementwise_seconds(tokens)
     step = c.total(
         weight=weight_read,
         matmul=matmul_seconds,
-        kv=kv_read,
+        kv=kv_read + moe_elementwise,
         attention=attention_seconds,
         allreduce=allreduce_seconds,
         sequences=sequences,
@@ -605,6 +639,7 @@ def step_time(
         host_overhead_seconds=_out(np.broadcast_to(host, np.shape(tokens)).astype(float)),
         step_seconds=_out(step),
         compute_bound=_out(matmul_seconds > weight_read),
+        moe_elementwise_seconds=_out(moe_elementwise),
     )
 
 
