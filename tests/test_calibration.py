@@ -365,8 +365,14 @@ def test_the_bundled_calibration_says_what_it_was_fitted_on():
         "gpu:b200/SGLang/MoE", "gpu:b300/SGLang/MoE", "gpu:mi300x/SGLang/MoE",
         "gpu:mi325x/SGLang/MoE", "gpu:mi355x/SGLang/MoE", "gpu:h200/V0/MoE",
         "gpu:mi300x/V0/MoE"}  # fmt: skip
-    # the H100 vLLM 0.15 corner keeps the step model that predicts its held-out runs better
-    assert bundled.groups["gpu:h100"]["step_model"] == "reference"
+    # the H100 vLLM 0.15 corner's six runs show neither step model better beyond chance
+    # (each predicts three of them better): the engine model, its MFU the global fit's, which
+    # those mostly-decode runs cannot tell; SGLang's MI355X cell, whose 29 runs favour the
+    # reference model on all but a few, keeps it
+    h100 = bundled.groups["gpu:h100"]
+    assert h100["step_model"] == "engine"
+    assert h100["mfu"] == pytest.approx(bundled.mfu, rel=1e-3)
+    assert bundled.groups["gpu:mi355x/SGLang/MoE"]["step_model"] == "reference"
     # the global constants are vLLM's: SGLang's runs are fitted in their cells only
     assert "170 vLLM runs" in bundled.undetermined["global_fit"]
     # no L40S runs, nor of its architecture: under vLLM V1 the newest release's V1 cell (no

@@ -277,15 +277,19 @@ def test_the_fit_reads_the_pcie_term_of_tp_over_pcie():
 def test_a_group_keeps_the_step_model_its_held_out_runs_prefer(monkeypatch):
     import itlkit.calibration.groups as groups
 
+    better = {"reference": 0.09, "engine": 0.05}
+
     def fake_fit(runs, start, *, seed, prior_weight, lent=None):
-        # the engine model predicts these held-out runs better (5% against 9%)
-        # (its TTFT worse: the choice is by the ITL alone)
-        error = {"reference": 0.09, "engine": 0.05}[start.step_model]
+        # one model predicts every held-out run better (5% against 9%); its TTFT worse: the
+        # choice is by the ITL alone
+        error = better[start.step_model]
         loo = {"itl_mean_seconds": error, "ttft_mean_seconds": 0.14 - error, "ttft_p99": 0.5}
-        return replace(start, efficiency=error), [None] * len(runs), loo
+        folds = {run.id: {"itl_mean_seconds": error} for run in runs}
+        return replace(start, efficiency=error), [None] * len(runs), loo, folds
 
     monkeypatch.setattr(groups, "_fit_group", fake_fit)
     runs = [r for r in read_runs(REAL_RUNS / "real_runs_trainval.json") if r.workload.stages]
+    assert len(runs) >= 5  # better on all of five or more runs: p <= 1 / 32
     a100 = [replace(r, id=f"a{r.id}", gpu="a100-80gb-sxm") for r in runs]
     chosen, _, errors = groups.fit_groups([*runs, *a100], Calibration(), seed=0,
                                           prior_weight=0.1)  # fmt: skip
@@ -294,6 +298,11 @@ def test_a_group_keeps_the_step_model_its_held_out_runs_prefer(monkeypatch):
     # each group keeps its runs' count and the kept model's errors, the mean metrics only
     expected = {"runs": len(runs), "itl_mean_seconds": 0.05, "ttft_mean_seconds": 0.09}
     assert errors == {"gpu:a100": pytest.approx(expected), "gpu:h100": pytest.approx(expected)}
+    # the reference model better on every run: kept
+    better.update(reference=0.05, engine=0.09)
+    chosen, _, errors = groups.fit_groups([*runs, *a100], Calibration(), seed=0,
+                                          prior_weight=0.1)  # fmt: skip
+    assert {v["step_model"] for v in chosen.values()} == {"reference"}
 
 
 def test_a_groups_own_leave_one_out_refits_its_pcie_share(monkeypatch):
@@ -315,7 +324,7 @@ def test_a_groups_own_leave_one_out_refits_its_pcie_share(monkeypatch):
     monkeypatch.setattr(groups, "solve_pipeline", lambda runs, feats, **_: (0.0, 0.01))
     monkeypatch.setattr(groups, "held_out_errors", folds)
     runs = [r for r in read_runs(REAL_RUNS / "real_runs_trainval.json") if r.workload.stages]
-    _, _, loo = groups._fit_group(runs, Calibration(), seed=0, prior_weight=0.1)
+    _, _, loo, _ = groups._fit_group(runs, Calibration(), seed=0, prior_weight=0.1)
     assert asked["pcie_share"] is True and GLOBAL_PCIE_SHARE is False
     assert loo == {"itl_mean_seconds": pytest.approx(0.1)}
 

@@ -242,7 +242,7 @@ def test_a_cell_of_queued_runs_takes_the_global_pipeline(monkeypatch):
         groups, "fit_step_terms", lambda runs, start, **_: (start, feats, {}, {}, 1)
     )
     monkeypatch.setattr(groups, "held_out_errors", lambda *args, **kwargs: {})
-    cal, _, _ = groups._fit_group(runs, start, seed=0, prior_weight=0.1)
+    cal, *_ = groups._fit_group(runs, start, seed=0, prior_weight=0.1)
     assert (cal.ttft_pipeline_steps, cal.ttft_pipeline_seconds) == (0.0, 0.021)
     # and its held-out folds take the re-solved global one (here the queued runs' own, at 10
     # steps), where the group's features alone (the engine 5% over) would solve for 0

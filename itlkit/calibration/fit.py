@@ -82,6 +82,11 @@ PIPELINE_MAX_TTFT_SECONDS = 2.0
 # from trading off freely against efficiency. The weight 0.1 was picked from 0, 0.02, 0.05, 0.1,
 # 0.2, 0.4 by the leave-one-out ITL error on the fixture (one global choice, not per run).
 PRIOR_MEAN = np.array([1.0, 1.0 / ENGINE_MFU, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+# A cell's MFU is centred on the global fit's instead (`solve_step_terms(prior_mfu=...)`): runs
+# whose steps are mostly decodes cannot tell their MFU, and the roofline's 0.8 is the best shape
+# an H100 reaches, not the steps vLLM runs. The H100 cell's six vLLM 0.15.1 runs left it at the
+# prior's 0.800 while the 170 vLLM runs put it at 0.56; held out, vLLM 0.14.1 serving Qwen3-32B
+# on 8 H100 and 8 H200 then came out 14 to 28 % fast in mean TTFT on the engine model.
 PRIOR_SPREAD = np.array([0.5, 0.5, 30e-6, 100e-6, 500e-6, 2e-3, 50e-6, 10.0, 10.0])
 PRIOR_WEIGHT = 0.1
 # The TTFT pipeline's least absolute deviations: reweighting rounds, and the smallest residual
@@ -231,12 +236,14 @@ def step_design(runs, feats, measured) -> tuple[np.ndarray, np.ndarray]:
 
 def solve_step_terms(
     runs, feats, *, prior_weight: float = PRIOR_WEIGHT, lent: dict[str, float] | None = None,
-    pcie_share: bool = True,
+    pcie_share: bool = True, prior_mfu: float | None = None,
 ) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:  # fmt: skip
     """(constants, standard errors, undetermined) of the step terms from these runs' features;
     a link (or network bandwidth) none of them crossed takes its value from `lent` where it has
     one (a group: the global constants fitted on runs that crossed it), else NVLink's.
-    `pcie_share` False leaves the PCIe bandwidth at the datasheet's (`GLOBAL_PCIE_SHARE`)."""
+    `pcie_share` False leaves the PCIe bandwidth at the datasheet's (`GLOBAL_PCIE_SHARE`);
+    `prior_mfu` centres the MFU's prior there (a group: the global fit's MFU), not at
+    ENGINE_MFU."""
     measured = {run.id: run.measured["itl_mean_seconds"] for run in runs}
     a, y = step_design(runs, feats, measured)
     undetermined = {}
@@ -265,7 +272,10 @@ def solve_step_terms(
     high = np.array([1 / BOUNDS["efficiency"][0], 1 / BOUNDS["mfu"][0], *link_high, *hosts,
                      100.0, 100.0])  # fmt: skip
     weight = prior_weight / PRIOR_SPREAD
-    x = _bounded_lstsq(np.vstack([a, np.diag(weight)]), np.concatenate([y, weight * PRIOR_MEAN]),
+    mean = PRIOR_MEAN.copy()
+    if prior_mfu is not None:
+        mean[1] = 1.0 / prior_mfu
+    x = _bounded_lstsq(np.vstack([a, np.diag(weight)]), np.concatenate([y, weight * mean]),
                        low, high)  # fmt: skip
     e, u, *links, h0, h1, v, vp = (float(v) for v in x)
     network = np.clip(e * NETWORK_BYTES_PER_SECOND / v, *BOUNDS["network_bytes_per_second"])
