@@ -191,7 +191,7 @@ class Calibration:
                       if key.startswith("version@") for v in versions), default=None)  # fmt: skip
         if newest is None:
             return None
-        target = newest if release is None else _minor_index(format_release(release))
+        target = newest if release is None else _release_index(release)
         best = None
         for key in self.groups:
             if _engine_of(key) != "V1" or key.endswith(f"/{MOE}") != moe:
@@ -502,7 +502,12 @@ def _is_sglang(key: str) -> bool:
 
 def _minor_index(version: str) -> int:
     """A release "0.15.1" as one number of minor releases (major x 1000 + minor)."""
-    major, minor = (int(part) for part in version.split(".")[:2])
+    return _release_index(tuple(int(part) for part in version.split(".")[:2]))
+
+
+def _release_index(release: tuple[int, ...]) -> int:
+    """A release (0, 15, 1) as one number of minor releases (major x 1000 + minor)."""
+    major, minor = release[:2]
     return major * 1000 + minor
 
 
