@@ -36,6 +36,25 @@ def test_the_figure_shows_the_sweep_and_the_cheapest_that_meets(planner):
     assert planner.chosen.options[0][0].startswith(best.candidate.label())
 
 
+def test_the_title_names_the_targets_it_judged_by(planner):
+    from itlkit.plan.space import Slo
+    from itlkit.plots.plan import figure_title
+
+    # the defaults, 50 ms and 1 s; a target moved shows in the title, whichever candidate wins
+    title = planner.figure.layout.title.text.replace("<br>", " ")
+    assert "meets ITL p99 ≤ 50 ms and TTFT p99 ≤ 1 s:" in title
+    planner.itl.value = 45.0
+    planner.ttft.value = 2.5
+    title = planner.figure.layout.title.text.replace("<br>", " ")
+    assert "ITL p99 ≤ 45 ms and TTFT p99 ≤ 2.5 s:" in title
+    # a microsecond each: nothing meets them
+    none = figure_title(planner.results, Slo(itl_p99_seconds=1e-6, ttft_p99_seconds=1e-6))
+    assert none.replace("<br>", " ").startswith(
+        "no candidate meets ITL p99 ≤ 0.001 ms and TTFT p99 ≤ 1e-06 s")  # fmt: skip
+    # only a TTFT target: only it is named
+    assert "meets TTFT p99 ≤ 2.5 s:" in figure_title(planner.results, Slo(ttft_p99_seconds=2.5))
+
+
 def test_a_tighter_itl_target_reranks_without_simulating(planner):
     held = planner.results
     planner.itl.value = 20.0

@@ -48,12 +48,26 @@ def trace_data(results, slo: Slo) -> list[dict]:
 
 
 def figure_title(results, slo: Slo) -> str:
+    """The cheapest candidate that meets the targets, which the title names (a moved target
+    is seen in the title even where the answer stays)."""
     best = ranked(results, slo, "cost_per_hour")
+    targets = targets_text(slo)
     if not best:
-        return "no candidate meets both SLOs: loosen a target or widen the space"
+        return wrap(f"no candidate meets {targets}: loosen a target or widen the space")
     b = best[0]
-    return wrap(f"cheapest that meets both SLOs: {b.candidate.label()}, "
+    return wrap(f"cheapest that meets {targets}: {b.candidate.label()}, "
                 f"${b.cost_per_hour:,.2f}/h")  # fmt: skip
+
+
+def targets_text(slo: Slo) -> str:
+    """The panels' targets in words: "ITL p99 ≤ 50 ms and TTFT p99 ≤ 1 s"."""
+    parts = []
+    for key, label, unit in PANELS:
+        target = getattr(slo, f"{key}_seconds")
+        if target is not None:
+            name, symbol = label.split(" (")
+            parts.append(f"{name} ≤ {target / unit:.3g} {symbol.rstrip(')')}")
+    return " and ".join(parts) or "no target"
 
 
 def plan_figure(results, slo: Slo, *, width: int | None = None, height: int = 460) -> go.Figure:
