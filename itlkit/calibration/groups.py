@@ -8,9 +8,9 @@ run is fitted in one cell of these (`physics.calibration.fit_keys`: `gpu:a100`, 
 `gpu:h200/SGLang/MoE`; an MoE cell with fewer than `MIN_RUNS` runs joins its engine's dense cell
 on the family); the step terms and the TTFT pipeline are refitted on each cell's runs, starting
 from the global constants, where a cell has at least `MIN_RUNS` runs and is not every run, once
-under each step model; the group keeps the model with the lower leave-one-out error of its mean
-ITL. A prediction takes the nearest group its deployment has (`group_keys`), else the global
-constants. The jitter stays global.
+under each step model; the group keeps the engine model unless the reference model predicts its
+held-out runs' mean ITL better beyond chance (`chosen_fit`). A prediction takes the nearest
+group its deployment has (`group_keys`), else the global constants. The jitter stays global.
 
 Held-out errors are computed the cheap way the global leave-one-out is: from the features of the
 fit's last simulations, the constants are re-solved without the held runs (the global ones, and
@@ -57,7 +57,7 @@ TTFT = "ttft_mean_seconds"
 # and 8 H200 came out +7 to +31 % in mean TTFT (the engine model: -11 to +9 %).
 RANK_TEST_LEVEL = 0.05
 # What a prediction from a group's own constants is told of their error (`fit_groups`)
-GROUP_ERROR_METRICS = ("itl_mean_seconds", "ttft_mean_seconds", "e2e_mean_seconds")
+GROUP_ERROR_METRICS = (ITL, TTFT, "e2e_mean_seconds")
 
 
 def group_values(calibration: Calibration) -> dict:
