@@ -60,13 +60,14 @@ LISTEN_TO_KERNEL = """() => {
 
 # Figures, titles, legends and labels measured against their boxes. A figure must lie inside
 # its output area; a title, subplot title or legend inside its figure; a label must not be cut.
-LAYOUT_PROBLEMS = """() => {
+LAYOUT_PROBLEMS = """(only) => {  // only: one figure's index, or null for all
     const problems = [];
     const inside = (inner, outer, slack) => inner.left >= outer.left - slack
         && inner.right <= outer.right + slack && inner.top >= outer.top - slack
         && inner.bottom <= outer.bottom + slack;
     const plots = [...document.querySelectorAll('.js-plotly-plot')];
     plots.forEach((plot, i) => {
+        if (only !== null && only !== undefined && i !== only) return;
         const svg = plot.querySelector('svg.main-svg');
         const area = plot.closest('.jp-OutputArea-output') || plot.parentElement;
         if (!svg) { problems.push(`figure ${i}: not drawn`); return; }
@@ -296,13 +297,28 @@ def cell_errors(page) -> list[str]:
     return page.locator(".jp-OutputArea-output[data-mime-type*='error']").all_text_contents()
 
 
-def layout_problems(page, *, settle_ms: int = 8_000) -> list[str]:
-    """What is wrong with the page's layout once it has had `settle_ms` to settle (or now)."""
+def layout_problems(page, *, settle_ms: int = 8_000, figure: int | None = None) -> list[str]:
+    """What is wrong with the page's layout once it has had `settle_ms` to settle (or now); with
+    `figure`, that figure's problems and the controls' (not the other figures')."""
     try:
-        page.wait_for_function(f"() => ({LAYOUT_PROBLEMS})().length === 0", timeout=settle_ms)
+        page.wait_for_function(
+            f"(only) => ({LAYOUT_PROBLEMS})(only).length === 0", arg=figure, timeout=settle_ms
+        )
     except PlaywrightTimeout:
         pass  # the problems still there are the answer
-    return page.evaluate(LAYOUT_PROBLEMS)
+    return page.evaluate(LAYOUT_PROBLEMS, figure)
+
+
+def problems_of_each_figure_in_view(page) -> list[str]:
+    """`layout_problems` of each figure in turn, scrolled into view, as a reader sees them.
+    JupyterLab skips laying out the cells out of view (`content-visibility: auto`), and a figure
+    there is refitted as it comes into view (the FitFiguresToWidth widget)."""
+    problems = []
+    plots = page.locator(".js-plotly-plot")
+    for i in range(plots.count()):
+        plots.nth(i).scroll_into_view_if_needed()
+        problems += layout_problems(page, figure=i)
+    return problems
 
 
 def figure_problems(page) -> list[str]:

@@ -23,6 +23,7 @@ from _lab import (
     layout_problems,
     open_in_lab,
     press_and_time,
+    problems_of_each_figure_in_view,
     toasts,
 )
 
@@ -82,12 +83,14 @@ def test_notebook_layout_and_errors(sized_page, lab_server, page_errors, artifac
                 f"{seen['shown']:.0%} of the figure in view below its controls: its top "
                 f"{seen['top']:.0f} px down a {page.viewport_size['height']} px window"
             )
-        page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")  # wider output area
+        # the figures follow a wider output area, then a narrower one, each seen in view (after
+        # "run all" notebook 04's first figure is out of view, where JupyterLab lays nothing out)
+        page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); }")
         page.wait_for_timeout(800)
-        assert layout_problems(page) == []  # the figures followed
+        assert problems_of_each_figure_in_view(page) == []
         page.evaluate("() => { window.jupyterapp.shell.expandLeft(); }")
         page.wait_for_timeout(800)
-        assert layout_problems(page) == []
+        assert problems_of_each_figure_in_view(page) == []
         if handle:
             press_and_time(page, handle, key, figure=redrawn)
             page.wait_for_timeout(1500)  # the browser's echo reaches the kernel after the redraw

@@ -300,8 +300,14 @@ def update_figure(figure: go.FigureWidget, spec: Mapping) -> None:
 # an autosized figure starts at plotly's default 700 px and never hears of later size changes
 # (its resize hooks are Lumino messages, which anywidget views do not get). This watcher sits in
 # the explorer's box and refits every figure in it whose drawn width differs from its container's:
-# when the box or a figure changes size, and on a short schedule after each change (a figure
-# drawn while still hidden ignores the first refit). A responsive figure keeps its refit handler
+# when the box or a figure changes size, when a figure scrolls into view, and on a short schedule
+# after each (a figure drawn while still hidden ignores the first refit). JupyterLab 4 skips the
+# layout of cells out of view (its default windowing mode, `contentVisibility`). Notebook 04's
+# first figure is out of view after "run all"; when the file browser collapsed, it usually
+# followed within 3 s, but in 4 CI runs out of 6 it stayed 1,488 px wide in the 1,740 px area for
+# the 8.8 s the test waited (why, not found: plotly had computed the new width and not drawn it).
+# What a reader sees is a figure in view, so a figure is also refitted as it scrolls into view.
+# A responsive figure keeps its refit handler
 # on its element (`_responsiveChartHandler`); the window resize event it listens to is the
 # fallback.
 _FIT_ESM = (
@@ -331,9 +337,16 @@ export default {
       checks = [0, 100, 300, 700, 1500, 3000, 6000].map((ms) => setTimeout(refit, ms));
     };
     const sizes = new ResizeObserver(fit);
+    const shown = new IntersectionObserver((entries) => {
+      if (entries.some((entry) => entry.isIntersecting)) fit();
+    });
     const seen = new WeakSet();
     const scan = () => box.querySelectorAll(".main-svg").forEach((svg) => {
-      if (!seen.has(svg)) { seen.add(svg); sizes.observe(svg); fit(); }
+      if (seen.has(svg)) return;
+      seen.add(svg);
+      sizes.observe(svg);
+      shown.observe(svg.closest(".js-plotly-plot") || svg);
+      fit();
     });
     const drawn = new MutationObserver(scan);
     const watch = () => {
@@ -346,7 +359,9 @@ export default {
       fit();
     };
     watch();
-    return () => { sizes.disconnect(); drawn.disconnect(); checks.forEach(clearTimeout); };
+    return () => {
+      sizes.disconnect(); shown.disconnect(); drawn.disconnect(); checks.forEach(clearTimeout);
+    };
   }
 };
 """
