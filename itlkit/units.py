@@ -37,8 +37,9 @@ PRECISIONS: dict[str, Precision] = {
     "fp8": Precision("fp8", 1.0),
     "int8": Precision("int8", 1.0),
     "int4": Precision("int4", 0.5),
+    "fp4": Precision("fp4", 0.5),
 }
-WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
+WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 KV_PRECISIONS = ("bf16", "fp16", "fp8")
 
 
@@ -51,7 +52,7 @@ def lookup(kind: str, name: str, valid: dict):
 
 
 def weight_precision(name: str | Precision) -> Precision:
-    """The weight precision called `name` (bf16, fp16, fp8, int8, int4)."""
+    """The weight precision called `name` (bf16, fp16, fp8, int8, int4, fp4)."""
     if isinstance(name, Precision):
         return name
     return lookup("weight precision", name, {k: PRECISIONS[k] for k in WEIGHT_PRECISIONS})

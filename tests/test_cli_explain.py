@@ -85,7 +85,7 @@ def test_own_config_json_works_as_model(tmp_path):
     [
         (["--model", "llama-9"], "valid models: llama-3.1-8b"),
         (["--gpu", "h1000"], "valid GPUs: h100-sxm"),
-        (["--weights-precision", "fp4"], "valid weight precisions: bf16, fp16, fp8, int8, int4"),
+        (["--weights-precision", "nf4"], "valid weight precisions: bf16, fp16, fp8, int8, int4"),
         (["--kv-precision", "int4"], "valid KV precisions: bf16, fp16, fp8"),
         (["--batch", "0"], "--batch: '0' is not a number of sequences from 1 to 10,000,000"),
         (["--context", "-5"], "--context: '-5' is not a number of tokens from 1 to 100,000,000"),

@@ -140,6 +140,18 @@ def test_gpus_without_fp8_run_fp8_weights_at_bf16(slug):
     assert compute_precision(gpu, PRECISIONS["fp8"]) == "bf16"
 
 
+def test_fp4_weights_run_at_the_fp4_rate_only_where_the_gpu_has_one():
+    # W4A4 (AMD Quark's MXFP4, NVIDIA's NVFP4): AITER's FP4 GEMM on the MI355X, whose datasheet
+    # gives 10.1 PF dense FP4 beside 8.0 TB/s; dequantized to 16 bits on a GPU without FP4.
+    mi355x, h100 = get_gpu("mi355x"), get_gpu("h100-sxm")
+    assert compute_precision(mi355x, PRECISIONS["fp4"]) == "fp4"
+    assert ridge_flops_per_byte(mi355x, PRECISIONS["fp4"]) == pytest.approx(10100e12 / 8.0e12)
+    assert compute_precision(h100, PRECISIONS["fp4"]) == "bf16"
+    # int4 stays weight-only (Marlin, AWQ) even where the GPU has FP4 units
+    assert compute_precision(mi355x, PRECISIONS["int4"]) == "bf16"
+    assert PRECISIONS["fp4"].bytes_per_element == 0.5
+
+
 def test_b300_int8_is_cut_below_its_bf16_rate():
     # Blackwell Ultra trades INT8 for FP4: the HGX B300 table's 2 POPS* over 8 GPUs is 125 TOPS
     # dense per GPU, under a 2,250 TF BF16 rate; W8A8 INT8 weights hit the roof at 15.6 FLOP/B.

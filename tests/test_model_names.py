@@ -29,6 +29,8 @@ REAL = REAL_PAGES
         ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3", None),
         ("Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4", "qwen2.5-72b", "int4"),
         ("Qwen/Qwen2.5-7B-Instruct-AWQ", "qwen2.5-7b", "int4"),
+        ("amd/Llama-3.3-70B-Instruct-MXFP4-Preview", "llama-3.3-70b", "fp4"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.3-70b", "fp4"),
         ("google/gemma-2-9b-it", "gemma-2-9b", None),
         ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b", None),
     ],

@@ -25,7 +25,7 @@ PRINTED = {
     "B03": ("deepseek-v3", "mi300x", 8, "fp8", 500, 256, 3200, 800, 18547.34, 124.24, 1597574),
     # Llama/Llama3.3-70B-ROCm.md @ 584c0c64 lines 270-298 (FP8-KV), 303-331 (MXFP4)
     "B21": ("llama-3.3-70b", "mi355x", 1, "fp8", 128, 64, 8192, 1024, 11639.66, None, None),
-    "B22": ("llama-3.3-70b", "mi355x", 1, "int4", 128, 64, 8192, 1024, 10128.30, None, None),
+    "B22": ("llama-3.3-70b", "mi355x", 1, "fp4", 128, 64, 8192, 1024, 10128.30, None, None),
     # Qwen/Qwen2.5-VL.md @ 335e3bf5 lines 99-119: 16 prompts of 8000/1000 at once
     "B33": ("qwen2.5-7b", "a100-80gb-sxm", 4, "bf16", 16, None, 8000, 1000, 1979.73, 9.39,
             127945),

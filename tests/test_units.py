@@ -14,7 +14,9 @@ def test_kv_cache_rejects_weight_only_formats_and_lists_valid_names():
     with pytest.raises(UnknownNameError, match=r"valid KV precisions: bf16, fp16, fp8"):
         kv_precision("int4")
     with pytest.raises(UnknownNameError, match="valid weight precisions: bf16, fp16, fp8, int8"):
-        weight_precision("fp4")
+        weight_precision("nf4")
+    with pytest.raises(UnknownNameError, match=r"valid KV precisions: bf16, fp16, fp8"):
+        kv_precision("fp4")
 
 
 def test_display_uses_decimal_prefixes():

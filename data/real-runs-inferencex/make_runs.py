@@ -67,8 +67,8 @@ GPUS = {"h100": "h100-sxm", "h200": "h200-sxm", "b200": "b200", "b300": "b300",
 MODELS = {"dsr1": "deepseek-v3", "gptoss120b": "gpt-oss-120b", "llama70b": "llama-3.3-70b"}
 ENGINES = ("sglang", "vllm")
 # The fixture's precision -> (itlkit weights precision, flag). FP4 (MXFP4 on AMD, NVFP4 on NVIDIA)
-# has no itlkit precision; int4's 0.5 byte per weight is its size.
-PRECISIONS = {"bf16": ("bf16", None), "fp8": ("fp8", None), "fp4": ("int4", "fp4_as_int4")}
+# is itlkit's fp4: W4A4, at the GPU's FP4 rate where it has one.
+PRECISIONS = {"bf16": ("bf16", None), "fp8": ("fp8", None), "fp4": ("fp4", "fp4_w4a4")}
 
 # From InferenceX #666 (8d81e0bf, 2026-02-19) every single-node row is launched by
 # benchmarks/single_node/<model>_<precision>_<gpu>.sh and measured by benchmark_lib.sh's
@@ -259,8 +259,9 @@ CONSISTENCY = {"itl_per_chunk": 0.05, "e2e_identity": 0.03}
 
 # What each flag means for a simulation of the run (one line each).
 FLAG_NOTES = {
-    "fp4_as_int4": "FP4 weights (MXFP4 experts) are priced as int4, 0.5 byte per weight; the "
-    "checkpoint keeps some layers at higher precision, which itlkit does not separate",
+    "fp4_w4a4": "FP4 weights and activations (W4A4): 0.5 byte per weight, matmuls at the GPU's "
+    "FP4 rate where it has one (AITER's FP4 GEMM on the MI355X); the block scales and the layers "
+    "the checkpoint keeps at higher precision are not counted",
     "stream_interval": "SGLang streams every N tokens (--stream-interval N): the client's ITL is "
     "per chunk of N tokens (measured.itl_per_chunk_seconds), so itl_mean_seconds holds the "
     "per-request TPOT mean and no per-token ITL quantiles are given",

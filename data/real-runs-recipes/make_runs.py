@@ -22,11 +22,12 @@ HERE = Path(__file__).resolve().parent
 MS = 1e-3  # the client prints milliseconds
 
 # How the format's precision names read the checkpoints' (why: the run's flags and notes).
-WEIGHTS = {"fp8": "fp8", "bf16": "bf16", "mxfp4": "int4"}
+WEIGHTS = {"fp8": "fp8", "bf16": "bf16", "mxfp4": "fp4"}
 MXFP4_NOTE = (
-    "MXFP4 weights read as int4: itlkit has no FP4 format; MXFP4's 4-bit values with a shared "
-    "8-bit scale per 32 weights are 0.53 byte per weight, int4's 0.5 the nearest (as "
-    "data/real-runs-inferencex does). The checkpoint keeps some layers at higher precision"
+    "MXFP4 weights and activations (AMD Quark, 'MXFP4 for MI350/MI355'): 0.5 byte per weight, "
+    "matmuls at the GPU's FP4 rate where it has one (vLLM's QuarkW4A4MXFP4 runs AITER's FP4 GEMM "
+    "on the MI355X). The 8-bit scale per 32 weights (0.03 byte) and the layers the checkpoint "
+    "keeps at higher precision are not counted"
 )
 
 
@@ -201,7 +202,7 @@ def precisions(run: dict) -> dict:
 def flags(run: dict, record: dict, out_measured: dict) -> list[str]:
     found = []
     if run["weights_precision"] == "mxfp4":
-        found.append("mxfp4_as_int4")
+        found.append("mxfp4_w4a4")
     if "release current at the commit date" in run["vllm_version_source"]:
         found.append("vllm_version_from_commit_date")
     if "from the main branch" in run["vllm_version_source"]:
@@ -220,7 +221,7 @@ def flags(run: dict, record: dict, out_measured: dict) -> list[str]:
 
 
 FLAG_NOTES = {
-    "mxfp4_as_int4": MXFP4_NOTE,
+    "mxfp4_w4a4": MXFP4_NOTE,
     "vllm_version_from_commit_date": "the vLLM release is not written: the release current at "
     "the commit date is taken (engine.vllm_version_source); the engine defaults itlkit fills "
     "are that release's",

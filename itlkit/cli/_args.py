@@ -99,7 +99,8 @@ def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = F
     parser.add_argument("--model", default=d["model"], help="catalog name or path to config.json")
     parser.add_argument("--gpu", default=d["gpu"], help="catalog GPU name")
     parser.add_argument("--weights-precision", default=d["weights_precision"],
-                        help="bf16, fp16, fp8, int8, int4")  # fmt: skip
+                        help="bf16, fp16, fp8, int8, int4 (weight-only, 16-bit matmuls), "
+                             "fp4 (MXFP4/NVFP4 with FP4 activations)")  # fmt: skip
     parser.add_argument("--kv-precision", default=None if inferred else "bf16",
                         help="bf16, fp16, fp8")  # fmt: skip
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")

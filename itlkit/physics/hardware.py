@@ -48,8 +48,13 @@ class Hardware:
 def compute_precision(gpu: Hardware, weights: Precision) -> str:
     """The tensor-core precision a matmul with these weights runs at on this GPU.
 
-    FP8 and INT8 weights run as W8A8 where the GPU has that unit; otherwise (and always for int4)
-    they are dequantized and the matmul runs at BF16, as weight-only kernels (Marlin, AWQ) do.
+    FP8 and INT8 weights run as W8A8 where the GPU has that unit, and FP4 ones (MXFP4 / NVFP4
+    checkpoints that quantize the activations too) as W4A4 where it has an FP4 unit: vLLM's
+    `QuarkW4A4MXFP4` quantizes the activations and runs AITER's FP4 GEMM on a GPU that
+    `supports_mx` (the MI355X), and elsewhere dequantizes both to 16 bits
+    (vllm/model_executor/layers/quantization/quark/schemes/quark_w4a4_mxfp4.py @
+    vllm-project/vllm 0320f490). Otherwise (and always for int4) the weights are dequantized and
+    the matmul runs at BF16, as weight-only kernels (Marlin, AWQ) do.
     """
     if weights.name in gpu.peak_flops_per_second and weights.name != "int4":
         return weights.name

@@ -21,6 +21,7 @@ _QUANT_SUFFIXES = (
     (r"w8a8(?:[-_]fp8)?", "fp8"),
     (r"int8|w8a16|8bit", "int8"),
     (r"awq|gptq(?:[-_]int4)?|int4|w4a16|4bit|bnb[-_]4bit", "int4"),
+    (r"(?:mx|nv)?fp4(?:[-_]preview)?", "fp4"),  # AMD's -MXFP4-Preview, NVIDIA's -FP4 (W4A4)
 )
 _TUNING_WORDS = {"instruct", "chat", "it", "hf", "base"}
 # Names whose architecture is a catalog entry's under another release name.
