@@ -41,8 +41,21 @@ def test_the_a100_total_is_80_gib_as_cuda_reports_it():
 
 
 def test_a_gpu_without_a_measurement_says_so():
-    total, source = cuda_total_bytes(get_gpu("h200-sxm"))
-    assert total == get_gpu("h200-sxm").hbm_bytes and "estimate" in source
+    total, source = cuda_total_bytes(get_gpu("mi355x"))
+    assert total == get_gpu("mi355x").hbm_bytes and "estimate" in source
+
+
+def test_the_h200_total_is_what_torch_reports_beside_the_h100_and_b200():
+    # One source prints torch's "total capacity of X GiB" (2 decimals) for 8 x H100 HBM3, 8 x
+    # H200 and 8 x B200 runs: 79.21, 139.80 and 178.36 GiB. The H100 and B200 figures of the
+    # catalog (deviceQuery, cudaDeviceProp) agree to the rounding, so the H200's is taken as read.
+    h100, h200, b200 = (
+        cuda_total_bytes(get_gpu(g))[0] / GIB for g in ("h100-sxm", "h200-sxm", "b200")
+    )
+    assert h100 == pytest.approx(79.21, abs=0.006)
+    assert b200 == pytest.approx(178.36, abs=0.015)
+    assert h200 == pytest.approx(139.80, abs=0.005)
+    assert cuda_total_bytes(get_gpu("h200-sxm"))[0] > get_gpu("h200-sxm").hbm_bytes  # 141e9 B
 
 
 def test_no_room_left_is_zero_blocks_not_a_negative_cache():

@@ -35,6 +35,15 @@ CUDA_TOTAL_BYTES: dict[str, tuple[float, str]] = {
     "a100-40gb-sxm": (42_298_834_944, "deviceQuery, bottlerocket-os/bottlerocket#3873"),
     "h100-sxm": (85_045_477_376, "deviceQuery, thamada/nvidia-smi gls/H100SXMx8 @c4c8a46"),
     "h100-nvl": (99_861_594_112, "deviceQuery, thamada/nvidia-smi gls/H100NVLx2 @c4c8a46"),
+    # torch's "total capacity of 139.80 GiB" (its device total, rounded to 0.01 GiB): 8 x H200 in
+    # PrimeIntellect-ai/prime-rl benchmarks/results/BENCHMARKS.md (2026-01-13 version), where
+    # the same runs print 79.21 GiB for the H100 (above: 79.205) and 178.36 for the B200 (below:
+    # 178.35)
+    "h200-sxm": (
+        139.80 * 2**30,
+        "torch's total capacity 139.80 GiB, PrimeIntellect-ai/prime-rl "
+        "benchmarks/results/BENCHMARKS.md (2026-01-13)",
+    ),
     "l4": (23_570_219_008, "deviceQuery, thamada/nvidia-smi gls/L4 @c4c8a46"),
     "l40s": (47_803_596_800, "deviceQuery, thamada/nvidia-smi gls/L40S @c4c8a46"),
     "a10": (23_609_475_072, "deviceQuery, aalanwyr/face2cuda @9ad8156"),
