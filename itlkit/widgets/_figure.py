@@ -304,12 +304,11 @@ def update_figure(figure: go.FigureWidget, spec: Mapping) -> None:
 # after each (a figure drawn while still hidden ignores the first refit). JupyterLab 4 skips the
 # layout of cells out of view (its default windowing mode, `contentVisibility`). Notebook 04's
 # first figure is out of view after "run all"; when the file browser collapsed, it usually
-# followed within 3 s, but in 4 CI runs out of 6 it stayed 1,488 px wide in the 1,740 px area for
-# the 8.8 s the test waited (why, not found: plotly had computed the new width and not drawn it).
-# What a reader sees is a figure in view, so a figure is also refitted as it scrolls into view.
-# A responsive figure keeps its refit handler
-# on its element (`_responsiveChartHandler`); the window resize event it listens to is the
-# fallback.
+# followed within 3 s, but in 4 of 5 CI runs (2026-12-06 to 08) it stayed 1,488 px wide in the
+# 1,740 px area for the 8.8 s the test waited (why, not found: plotly had computed the new width
+# and not drawn it). What a reader sees is a figure in view, so a figure is also refitted as it
+# scrolls into view. A responsive figure keeps its refit handler on its element
+# (`_responsiveChartHandler`); the window resize event it listens to is the fallback.
 _FIT_ESM = (
     _LOADED_JS
     + """
