@@ -41,8 +41,21 @@ def test_the_a100_total_is_80_gib_as_cuda_reports_it():
 
 
 def test_a_gpu_without_a_measurement_says_so():
-    total, source = cuda_total_bytes(get_gpu("mi355x"))
-    assert total == get_gpu("mi355x").hbm_bytes and "estimate" in source
+    total, source = cuda_total_bytes(get_gpu("b300"))
+    assert total == get_gpu("b300").hbm_bytes and "estimate" in source
+
+
+@pytest.mark.parametrize(("slug", "vram_gib"), [("mi325x", 256), ("mi355x", 288)])
+def test_amd_totals_are_rocm_vram_in_gib_less_what_the_mi300x_shows(slug, vram_gib):
+    # ROCm's table gives VRAM in GiB (MI300X 192); HIP's measured MI300X total is 196,592 MiB,
+    # 16 MiB under it. The 288 GiB parts' out-of-memory messages print 287.98 GiB.
+    mi300x = cuda_total_bytes(get_gpu("mi300x"))[0]
+    assert mi300x == 196_592 * 2**20 == 192 * GIB - 16 * 2**20
+    total, source = cuda_total_bytes(get_gpu(slug))
+    assert total == vram_gib * 1024 * 2**20 - 16 * 2**20 and "estimate" in source
+    assert total > get_gpu(slug).hbm_bytes  # the datasheet's decimal GB
+    if vram_gib == 288:
+        assert round(total / GIB, 2) == 287.98
 
 
 def test_the_h200_total_is_what_torch_reports_beside_the_h100_and_b200():

@@ -28,6 +28,7 @@ BLOCK_TOKENS = 16  # vLLM's default block_size
 # GiB reproduces the logged KV tokens within 1 %.
 PROFILED_OVERHEAD_BYTES = 0.6 * GIB
 
+_AMD_ESTIMATE = "an estimate: ROCm's VRAM %d GiB less the 16 MiB the MI300X's HIP total shows"
 # torch.cuda.mem_get_info()[1] (= deviceQuery's totalGlobalMem), bytes, with its source; it moves
 # by about 0.1 GiB with the driver. GPUs not listed fall back to the datasheet figure, said so.
 CUDA_TOTAL_BYTES: dict[str, tuple[float, str]] = {
@@ -51,6 +52,12 @@ CUDA_TOTAL_BYTES: dict[str, tuple[float, str]] = {
     "rtx-4090": (25_386_352_640, "deviceQuery, thamada/nvidia-smi gls/RTX4090 @c4c8a46"),
     "b200": (191.50e9, "cudaDeviceProp 178.35 GiB, pytorch/ao#4002"),
     "mi300x": (206_141_652_992, "HIP totalGlobalMem, thamada/nvidia-smi gls/MI300X_x4 @c4c8a46"),
+    # AMD gives VRAM in GiB (ROCm/legacy-rocm-build docs/reference/gpu-arch-specs.rst @ 089d7513:
+    # MI300X 192, MI325X 256, MI350X / MI355X 288), and the MI300X's HIP total above is its
+    # 192 GiB less 16 MiB: the same 16 MiB off the others is an estimate (HIP out-of-memory
+    # messages from 288 GB Instinct GPUs print "total capacity of 287.98 GiB", which it matches)
+    "mi325x": (256 * GIB - 16 * 2**20, _AMD_ESTIMATE % 256),
+    "mi355x": (288 * GIB - 16 * 2**20, _AMD_ESTIMATE % 288),
 }
 
 
