@@ -41,7 +41,7 @@ CUDA_TOTAL_BYTES: dict[str, tuple[float, str]] = {
     # the same runs print 79.21 GiB for the H100 (above: 79.205) and 178.36 for the B200 (below:
     # 178.35)
     "h200-sxm": (
-        139.80 * 2**30,
+        150_109_106_995,  # 139.80 GiB
         "torch's total capacity 139.80 GiB, PrimeIntellect-ai/prime-rl "
         "benchmarks/results/BENCHMARKS.md (2026-01-13)",
     ),
@@ -56,8 +56,8 @@ CUDA_TOTAL_BYTES: dict[str, tuple[float, str]] = {
     # MI300X 192, MI325X 256, MI350X / MI355X 288), and the MI300X's HIP total above is its
     # 192 GiB less 16 MiB: the same 16 MiB off the others is an estimate (HIP out-of-memory
     # messages from 288 GB Instinct GPUs print "total capacity of 287.98 GiB", which it matches)
-    "mi325x": (256 * GIB - 16 * 2**20, _AMD_ESTIMATE % 256),
-    "mi355x": (288 * GIB - 16 * 2**20, _AMD_ESTIMATE % 288),
+    "mi325x": (274_861_129_728, _AMD_ESTIMATE % 256),  # 256 GiB - 16 MiB
+    "mi355x": (309_220_868_096, _AMD_ESTIMATE % 288),  # 288 GiB - 16 MiB = 287.98 GiB
 }
 
 
