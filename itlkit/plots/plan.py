@@ -11,7 +11,8 @@ from itlkit.plan.space import Slo
 from itlkit.plots._style import FOOT_LEGEND, responsive, top_title, wrap
 from itlkit.units import MILLISECOND
 
-PANELS = (("itl_p99", "ITL p99 (ms)", MILLISECOND), ("ttft_p99", "TTFT p99 (s)", 1.0))
+# (Slo field, quantity, unit symbol, seconds per unit) of each panel
+PANELS = (("itl_p99", "ITL p99", "ms", MILLISECOND), ("ttft_p99", "TTFT p99", "s", 1.0))
 COLOURS = {"meets": "#4C72B0", "misses": "#C44E52", "frontier": "#55A868", "best": "#000000"}
 
 
@@ -42,7 +43,7 @@ def _target_line(results, slo: Slo, key: str, unit: float) -> dict:
 def trace_data(results, slo: Slo) -> list[dict]:
     """x (dollars per hour), y and hover text of every trace, in the figure's order: per
     panel the candidates that meet, miss, the frontier, the best, then the target."""
-    return [item for key, _, unit in PANELS
+    return [item for key, _, _, unit in PANELS
             for item in (*(_points(results, slo, key, unit, which) for which in COLOURS),
                          _target_line(results, slo, key, unit))]  # fmt: skip
 
@@ -62,21 +63,20 @@ def figure_title(results, slo: Slo) -> str:
 def targets_text(slo: Slo) -> str:
     """The panels' targets in words: "ITL p99 ≤ 50 ms and TTFT p99 ≤ 1 s"."""
     parts = []
-    for key, label, unit in PANELS:
+    for key, name, symbol, unit in PANELS:
         target = getattr(slo, f"{key}_seconds")
         if target is not None:
-            name, symbol = label.split(" (")
-            parts.append(f"{name} ≤ {target / unit:.3g} {symbol.rstrip(')')}")
+            parts.append(f"{name} ≤ {target / unit:.3g} {symbol}")
     return " and ".join(parts) or "no target"
 
 
 def plan_figure(results, slo: Slo, *, width: int | None = None, height: int = 460) -> go.Figure:
     """Cost against each SLO quantity (log y), the targets dashed."""
-    titles = ("cost against ITL p99", "cost against TTFT p99")
+    titles = tuple(f"cost against {name}" for _, name, _, _ in PANELS)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=titles)
     data = trace_data(results, slo)
     i = 0
-    for col, (_, label, _) in enumerate(PANELS, 1):
+    for col, (_, name, symbol, _) in enumerate(PANELS, 1):
         for which, colour in COLOURS.items():
             mode = "lines+markers" if which == "frontier" else "markers"
             marker = dict(color=colour, size=14 if which == "best" else 8,
@@ -91,7 +91,7 @@ def plan_figure(results, slo: Slo, *, width: int | None = None, height: int = 46
                                  hoverinfo="skip"), row=1, col=col)  # fmt: skip
         i += 1
         fig.update_xaxes(title_text="cost ($ per hour)", row=1, col=col)
-        fig.update_yaxes(title_text=label, type="log", row=1, col=col)
+        fig.update_yaxes(title_text=f"{name} ({symbol})", type="log", row=1, col=col)
     fig.update_layout(title=top_title(figure_title(results, slo)), legend=FOOT_LEGEND,
                       margin=dict(t=80, b=90))  # fmt: skip
     return responsive(fig, height=height, width=width)
