@@ -70,6 +70,32 @@ def test_version_strings_parse(text, release, engine):
     assert version.release == release and version.engine == engine
 
 
+# What `vllm --version` prints for builds other than a release (PEP 440): each takes the release
+# it names, and its label (the first line of the printed assumptions) says how it was read.
+@pytest.mark.parametrize(
+    ("text", "release", "said"),
+    [
+        ("0.11.0rc1", (0, 11, 0), "a pre-release of 0.11.0, read as 0.11.0"),
+        ("0.9.0b2", (0, 9, 0), "a pre-release of 0.9.0"),
+        ("0.11.1.dev5+g2aeac4b", (0, 11, 1), "a development build toward 0.11.1"),
+        ("0.10.1.1+cu126", (0, 10, 1, 1), "build label '+cu126' left aside"),
+        ("v0.12.0rc2.dev7+gabc1234", (0, 12, 0), "a pre-release of 0.12.0"),
+    ],
+)
+def test_pre_release_and_development_builds_read_as_their_release(text, release, said):
+    version = parse_vllm_version(text)
+    assert version.release == release
+    assert said in version.label and repr(text) in version.label
+    assert not parse_vllm_version(".".join(map(str, release))).build  # a release needs no note
+
+
+def test_a_runs_release_candidate_takes_the_releases_defaults():
+    rc, release = on("0.11.0rc1", "h100-sxm"), on("0.11.0", "h100-sxm")
+    assert batch(rc) == (8192, 1024)  # V1 on a GPU of at least 70 GiB
+    assert (batch(rc), rc.engine) == (batch(release), release.engine)
+    assert "given as '0.11.0rc1': a pre-release of 0.11.0" in rc.assumptions[0]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -79,6 +105,10 @@ def test_version_strings_parse(text, release, engine):
         ("V2", "is not a vLLM version"),
         ("latest", "is not a vLLM version"),
         ("0.10.1.1.1", "is not a vLLM version"),
+        ("v0.11.0-cu128", "is not a vLLM version"),  # a container tag, not PEP 440
+        ("1!0.10.0", "is not a vLLM version"),  # an epoch
+        ("0.10.10000", "is not a vLLM version"),
+        ("0.34.0rc1", "measured free memory"),  # a pre-release of an unknown release
         ("", "is not a vLLM version"),
         (10, "must be a vLLM version string"),
         (None, "must be a vLLM version string"),
@@ -357,6 +387,7 @@ def test_the_fixtures_version_changes_none_of_its_values():
 @pytest.mark.parametrize("text, release, engine", [
     ("0.6.3.post1", (0, 6, 3), "V0"),  # labelled "vLLM 0.6.3 (given as '0.6.3.post1')"
     ("v0.8.5", (0, 8, 5), "V1"),  # labelled "vLLM 0.8.5 (given as 'v0.8.5')"
+    ("0.11.1rc2+cu128", (0, 11, 1), "V1"),  # "vLLM 0.11.1 (given as '...': a pre-release ...)"
     ("V0", ENGINE_RELEASES["V0"], "V0"),  # labelled "V0 (read as vLLM ...)"
 ])  # fmt: skip
 def test_a_run_reads_its_release_back_from_any_label(text, release, engine):

@@ -23,9 +23,10 @@ one line per default what it took and why.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
 
 from itlkit.errors import ConfigError, SettingError
 from itlkit.sim.config import SchedulerConfig, admission_watermark
@@ -262,6 +263,7 @@ class VllmVersion:
     text: str  # as given
     release: tuple[int, ...]  # the release whose defaults apply
     engine_only: bool = False  # "V0"/"V1" named no release
+    build: str = ""  # how a pre-release, development or local build was read (`_build_note`)
 
     @property
     def label(self) -> str:
@@ -269,7 +271,8 @@ class VllmVersion:
         if self.engine_only:
             return f"{self.text} (read as vLLM {dotted})"
         if self.text.lstrip("vV") != dotted:
-            return f"vLLM {dotted} (given as {self.text!r})"
+            build = f": {self.build}" if self.build else ""
+            return f"vLLM {dotted} (given as {self.text!r}{build})"
         return f"vLLM {dotted}"
 
     @property
@@ -281,12 +284,15 @@ class VllmVersion:
         return self.row.engine
 
 
-_VERSION = re.compile(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:\.?post\d{1,4})?")
+_MOST_RELEASE_PARTS = 4  # 0.10.1.1
 
 
 def parse_vllm_version(text) -> VllmVersion:
-    """`0.10.1.1`, `v0.6.3`, `0.8.5.post1`, `0.15` (read as 0.15.0), `V0` or `V1`; ConfigError
-    (without the field's name, which the caller adds) for anything else or an unknown release."""
+    """`0.10.1.1`, `v0.6.3`, `0.8.5.post1`, `0.15` (read as 0.15.0), `V0` or `V1`, and what
+    `vllm --version` prints for other builds (PEP 440, read with `packaging`): `0.11.0rc1`,
+    `0.11.1.dev5+g2aeac4b`, `0.10.1.1+cu126` take the release they name (`_build_note` says
+    so). ConfigError (without the field's name, which the caller adds) for anything else or an
+    unknown release."""
     if not isinstance(text, str):
         raise ConfigError(
             f"must be a vLLM version string such as '0.10.1.1' or 'V1', got {text!r:.60}"
@@ -294,14 +300,13 @@ def parse_vllm_version(text) -> VllmVersion:
     given = text.strip()
     if given.upper() in ENGINE_RELEASES:
         return VllmVersion(given.upper(), ENGINE_RELEASES[given.upper()], engine_only=True)
-    match = _VERSION.fullmatch(given.lower())
-    if not match:
+    parsed = _pep440(given)
+    if parsed is None:
         raise ConfigError(
             f"{given[:40]!r} is not a vLLM version: give a release such as '0.10.1.1', "
             f"'v0.6.3' or '0.15', or 'V0' / 'V1' (itlkit knows {KNOWN_RANGE})"
         )
-    release = tuple(int(p) for p in match.groups() if p is not None)
-    release = release + (0,) * (3 - len(release))
+    release = parsed.release + (0,) * (3 - len(parsed.release))
     if release < FIRST_KNOWN:
         raise ConfigError(
             f"{given[:40]!r}: itlkit knows the defaults of vLLM {KNOWN_RANGE}, V0 and V1"
@@ -311,7 +316,35 @@ def parse_vllm_version(text) -> VllmVersion:
             f"{given[:40]!r}: itlkit knows the defaults of vLLM {KNOWN_RANGE}, V0 and V1 (from "
             "0.34.0 vLLM sizes its KV cache from measured free memory, which itlkit does not model)"
         )
-    return VllmVersion(given, release)
+    return VllmVersion(given, release, build=_build_note(parsed, format_release(release)))
+
+
+def _pep440(text: str) -> Version | None:
+    """The version `text` spells under PEP 440 (a leading 'v' allowed), None where it spells
+    none or more than four release parts, an epoch or a part over 9999."""
+    try:
+        parsed = Version(text)
+    except InvalidVersion:
+        return None
+    parts = parsed.release
+    if parsed.epoch or len(parts) < 2 or len(parts) > _MOST_RELEASE_PARTS or max(parts) > 9999:
+        return None
+    return parsed
+
+
+def _build_note(parsed: Version, dotted: str) -> str:
+    """How a build other than a release was read: a release candidate (or alpha, beta) and a
+    development build take the defaults of the release they name, which such a build may not
+    have yet (the label says so, so that the assumption is printed); a local label (`+cu126`,
+    `+g2aeac4b`) names the build, not the release."""
+    notes = []
+    if parsed.pre is not None:
+        notes.append(f"a pre-release of {dotted}, read as {dotted}")
+    elif parsed.dev is not None:
+        notes.append(f"a development build toward {dotted}, read as {dotted}")
+    if parsed.local:
+        notes.append(f"build label '+{parsed.local}' left aside")
+    return "; ".join(notes)
 
 
 def release_row(release: tuple[int, ...]) -> Release:
