@@ -32,6 +32,8 @@ REAL = REAL_PAGES
         ("amd/Llama-3.3-70B-Instruct-MXFP4-Preview", "llama-3.3-70b", "fp4"),
         ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.3-70b", "fp4"),
         ("google/gemma-2-9b-it", "gemma-2-9b", None),
+        ("zai-org/GLM-4.5-FP8", "glm-4.5", "fp8"),
+        ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b", "fp8"),
         ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b", None),
     ],
 )
