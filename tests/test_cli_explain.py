@@ -148,9 +148,11 @@ def test_measured_step_just_above_the_floor_is_accepted():
 
 
 def test_debug_shows_the_traceback_of_a_failure():
-    plain = itlkit("explain", "--model", "no-such-model")
+    # a TP that does not divide the heads fails inside the command (an unknown --model is
+    # refused by argparse, before any command runs)
+    plain = itlkit("explain", "--model", "llama-3.1-8b", "--tp", "3")
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
-    debug = itlkit("--debug", "explain", "--model", "no-such-model")
+    debug = itlkit("--debug", "explain", "--model", "llama-3.1-8b", "--tp", "3")
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 

@@ -101,3 +101,11 @@ def test_two_served_models_need_a_choice(tmp_path):
     assert qwen["model"] == "qwen2.5-7b"
     alone = _diagnose_json(str(REAL / "kubeai-llama31-8b-fp8-v0.5" / "metrics.prom"))
     assert qwen["itl"]["count"] == alone["itl"]["count"]  # the copy, not the sum of both
+
+
+def test_a_served_name_given_as_model_is_read_and_said():
+    page = str(REAL / "francetravail-llama3-8b-v0.4" / "metrics.prom")
+    doc = _diagnose_json(page, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4")
+    assert doc["model"] == "llama-3.1-8b"
+    said = "--model 'meta-llama/Llama-3.1-8B-Instruct' read as the catalog's llama-3.1-8b"
+    assert doc["assumptions"][0] == f"{said}, the architecture its name gives"

@@ -81,6 +81,55 @@ def seconds_at_most(limit_seconds: float):
     return number_between(0.0, limit_seconds, "a number of seconds")
 
 
+class ModelName(str):
+    """--model's value: a catalog name or a config.json path, as `get_model` takes it; `said`
+    holds how a served name (a Hugging Face id) was read, for the command's 'assumed:' lines."""
+
+    said: str = ""
+    precision: str | None = None  # the weight precision the served name states
+
+
+def model_name(text: str) -> ModelName:
+    """An argparse type for --model: a catalog name or a config.json path, else a served name
+    (`meta-llama/Llama-3.1-8B-Instruct`, `Qwen/Qwen3-235B-A22B-FP8`) that `guess_model` reads
+    as a catalog architecture; else a clear argparse error that lists the catalog."""
+    from pathlib import Path
+
+    from itlkit.errors import UnknownNameError
+    from itlkit.physics.model_catalog import MODELS
+    from itlkit.physics.model_names import guess_model
+
+    key = text.strip()
+    if key.lower() in MODELS or key.endswith(".json") or Path(key).exists():
+        return ModelName(key)
+    guess = guess_model(key)
+    if guess is None:
+        raise argparse.ArgumentTypeError(
+            str(UnknownNameError(f"unknown model {shown(key)}; valid models: {', '.join(MODELS)}"))
+        )
+    value = ModelName(guess.slug)
+    alias = guess.reason.partition("; ")[2]  # a release name of a catalog architecture
+    value.said = (f"--model {key!r} read as the catalog's {guess.slug}, the architecture its "
+                  f"name gives{'; ' + alias if alias else ''}")  # fmt: skip
+    value.precision = guess.weight_precision
+    return value
+
+
+def model_assumptions(args) -> list[str]:
+    """The 'assumed:' lines of a --model given as a served name: how it was read, and a weight
+    precision its name states that --weights-precision does not price."""
+    model = getattr(args, "model", None)
+    if not isinstance(model, ModelName) or not model.said:
+        return []
+    lines = [model.said]
+    given = getattr(args, "weights_precision", None)
+    if model.precision and given and model.precision != given:
+        lines.append(f"its name says {model.precision} weights, but --weights-precision is "
+                     f"{given}: priced as {given} (pass --weights-precision {model.precision} "
+                     "to price the checkpoint's)")  # fmt: skip
+    return lines
+
+
 DEFAULT_DEPLOYMENT = {
     "model": DEFAULT_MODEL,
     "gpu": DEFAULT_GPU,
@@ -96,7 +145,10 @@ def add_deployment_arguments(parser, *, memory: bool = False, inferred: bool = F
     input or state its assumption.
     """
     d = {k: None if inferred else v for k, v in DEFAULT_DEPLOYMENT.items()}
-    parser.add_argument("--model", default=d["model"], help="catalog name or path to config.json")
+    parser.add_argument("--model", type=model_name, default=d["model"],
+                        help="catalog name, path to config.json, or a served name such as "
+                             "meta-llama/Llama-3.1-8B-Instruct (read as its catalog "
+                             "architecture, and said so)")  # fmt: skip
     parser.add_argument("--gpu", default=d["gpu"], help="catalog GPU name")
     parser.add_argument("--weights-precision", default=d["weights_precision"],
                         help="bf16, fp16, fp8, int8, int4 (weight-only, 16-bit matmuls), "

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 from itlkit.cli._args import (
     add_deployment_arguments,
     deployment_from_args,
     mean_sequences,
     mean_tokens,
+    model_assumptions,
     tokens,
     window_seconds,
 )
@@ -282,6 +284,9 @@ def infer_from_args(args, served_names: list[str], *, paths=()):
                     kv_precision=args.kv_precision, tp=getattr(args, "tp", 1),
                     mfu=args.mfu)  # fmt: skip
     inferred = infer_deployment(stated, page_facts(served_names, paths))
+    said = model_assumptions(args)  # a served name given as --model, and how it was read
+    if said:
+        inferred = replace(inferred, assumptions=(*said, *inferred.assumptions))
     d = inferred.deployment
     args.model = args.model or d.model.slug
     args.gpu, args.weights_precision, args.kv_precision = d.gpu.slug, d.weights.name, d.kv.name
