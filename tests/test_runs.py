@@ -62,6 +62,8 @@ def _broken(edit) -> dict:
                                                             "duration_seconds": 600}]),
          "rate_per_second must be a finite number > 0"),
         (lambda d: d["runs"][0]["measured"].pop("ttft_mean_seconds"), "ttft_mean_seconds is mi"),
+        (lambda d: d["runs"][0]["workload"].update(arrival=[]),  # unhashable: found by fuzzing
+         r"workload.arrival must be one of 'poisson-fixed-count', 'vllm-bench', got \[\]"),
         (lambda d: d["runs"][0]["engine"].update(chunked_prefill="yes"), "must be true or false"),
         (lambda d: d["runs"][0]["engine"].update(async_scheduling=1),
          r"run 'trainval:17': engine.async_scheduling must be true or false, got 1"),
@@ -234,3 +236,18 @@ def test_a_run_says_which_link_its_tp_crosses():
     message = _one_error(lambda run: run.update(interconnect="ethernet"))
     assert "interconnect" in message and "nvlink, pcie, network" in message
     assert "\n" not in message
+
+
+def test_a_run_may_name_its_model_as_served_and_says_how_it_was_read():
+    # trainval:64 serves Qwen/Qwen2.5-7B-Instruct (its hf_model_id), the catalog's qwen2.5-7b
+    by_slug = parse_runs(DOC, source="runs.json")[RUN64]
+    (by_name,) = [r for r in parse_runs(_run64(lambda r: r.update(model=r["hf_model_id"])),
+                                        source="runs.json") if r.id == "trainval:64"]  # fmt: skip
+    assert by_name.model == by_slug.model
+    assert by_name.engine_assumptions[0] == (
+        "model 'Qwen/Qwen2.5-7B-Instruct' read as the catalog's qwen2.5-7b, the architecture its "
+        "name gives (the run's weights_precision prices it)"
+    )
+    assert by_name.engine_assumptions[1:] == by_slug.engine_assumptions
+    message = _one_error(lambda r: r.update(model="acme/Turbo-7B"))
+    assert "model" in message and "unknown model 'acme/Turbo-7B'" in message

@@ -33,6 +33,7 @@ from itlkit.physics.hardware import get_gpu
 from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
+from itlkit.physics.model_names import guess_model
 from itlkit.physics.roofline import INTERCONNECT_KINDS, Deployment
 from itlkit.sim.lengths import (
     Fixed,
@@ -285,16 +286,25 @@ class _Reader:
         return value
 
 
-def _model(r: _Reader, doc) -> Model:
+def _model(r: _Reader, doc) -> tuple[Model, tuple[str, ...]]:
+    """The run's model, and how a served name given for it was read (a Hugging Face id such as
+    `meta-llama/Llama-3.1-8B-Instruct`, read as its catalog architecture: `guess_model`)."""
     if isinstance(doc, str):
         try:
-            return get_model(doc)
+            return get_model(doc), ()
         except UnknownNameError as exc:
-            raise r.fail("model", str(exc)) from None
+            guess = guess_model(doc)
+            if guess is None:
+                raise r.fail("model", str(exc)) from None
+            return get_model(guess.slug), (
+                f"model {doc[:80]!r} read as the catalog's {guess.slug}, the architecture its "
+                "name gives (the run's weights_precision prices it)",
+            )
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise r.fail("model", "must be a catalog name or {name, config}")
     name = r.get(doc, "name", str, name="model.name")
-    return model_from_hf_dict(doc["config"], where=f"{r.where} model", slug=name.split("/")[-1])
+    model = model_from_hf_dict(doc["config"], where=f"{r.where} model", slug=name.split("/")[-1])
+    return model, ()
 
 
 def _stages(r: _Reader, doc) -> tuple[Stage, ...] | None:
@@ -349,7 +359,7 @@ def _client(r: _Reader, doc: dict) -> dict:
     """The optional client fields: arrival kind and its numbers, concurrency, lengths, repeats."""
     arrival = doc.get("arrival")
     arrival = DEFAULT_ARRIVAL if arrival is None else arrival
-    if arrival not in ARRIVALS:
+    if not isinstance(arrival, str) or arrival not in ARRIVALS:  # a list is not hashable
         raise r.fail("workload.arrival", f"must be one of {', '.join(map(repr, ARRIVALS))}, "
                      f"got {arrival!r:.60}")  # fmt: skip
     out = {"arrival": arrival}
@@ -818,8 +828,9 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
     gpu = r.get(doc, "gpu", str)
     _named(r, "gpu", get_gpu, gpu)
     measured, quantiles = _measured(r, doc.get("measured"))
-    model = _model(r, doc.get("model"))
+    model, said = _model(r, doc.get("model"))
     engine = _engine(r, doc.get("engine"), defaults, gpu)
+    engine["engine_assumptions"] = (*said, *engine.get("engine_assumptions", ()))
     tp, weights, kv = _deployment(r, doc, model, gpu, engine)
     workload = _workload(r, doc.get("workload"))
     _check_engine(r, engine)
