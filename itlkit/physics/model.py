@@ -26,6 +26,17 @@ from itlkit.units import Precision
 MANY_EXPERTS = 64
 
 
+def experts_touched(experts: int, top_k: int, *, tokens):
+    """Distinct experts of one MoE layer that `tokens` tokens hit under uniform top-k routing.
+
+    E * (1 - (1 - k/E)^tokens): k at one token, approaching E as the batch grows
+    (shared/spec/hardware-models-measurements.md, Mixtral note). Never below k.
+    """
+    tokens = np.asarray(tokens, dtype=float)
+    touched = experts * (1.0 - (1.0 - top_k / experts) ** np.maximum(tokens, 1.0))
+    return np.clip(touched, top_k, experts)
+
+
 @dataclass(frozen=True)
 class Model:
     """A decoder-only transformer's architecture (Hugging Face config field meanings)."""
@@ -237,15 +248,8 @@ class Model:
         return int(self._params_with_experts(self.experts_per_token))
 
     def expected_experts_touched(self, *, tokens):
-        """Distinct experts per MoE layer that `tokens` tokens hit under uniform top-k routing.
-
-        E * (1 - (1 - k/E)^tokens): k at one token, approaching E as the batch grows
-        (shared/spec/hardware-models-measurements.md, Mixtral note). Never below k.
-        """
-        tokens = np.asarray(tokens, dtype=float)
-        e, k = self.num_experts, self.experts_per_token
-        touched = e * (1.0 - (1.0 - k / e) ** np.maximum(tokens, 1.0))
-        return np.clip(touched, k, e)
+        """Distinct experts per MoE layer that `tokens` tokens hit (`experts_touched`)."""
+        return experts_touched(self.num_experts, self.experts_per_token, tokens=tokens)
 
     def streamed_params(self, *, tokens=1, exclude_input_embedding: bool = False):
         """Parameters a step over `tokens` tokens must read from HBM.
