@@ -130,6 +130,15 @@ def model_assumptions(args) -> list[str]:
     return lines
 
 
+def deployment_assumptions(args) -> list[str]:
+    """The 'assumed:' lines of the deployment flags: how --model was read, and the link a TP
+    beyond one node's is priced over (`roofline.tp_link_assumption`)."""
+    from itlkit.physics.roofline import tp_link_assumption
+
+    link = tp_link_assumption(deployment_from_args(args))
+    return [*model_assumptions(args), *([link] if link else [])]
+
+
 DEFAULT_DEPLOYMENT = {
     "model": DEFAULT_MODEL,
     "gpu": DEFAULT_GPU,
@@ -175,7 +184,7 @@ def deployment_from_args(args, **settings):
     """The `Deployment` the arguments of `add_deployment_arguments` describe, with `settings`."""
     from itlkit.physics.roofline import Deployment
 
-    if hasattr(args, "gpu_memory_utilization"):
+    if getattr(args, "gpu_memory_utilization", None) is not None:  # None: a version's default
         settings.setdefault("gpu_memory_utilization", args.gpu_memory_utilization)
     if getattr(args, "interconnect", None) is not None:
         settings.setdefault("interconnect", args.interconnect)

@@ -7,8 +7,8 @@ import sys
 
 from itlkit.cli._args import (
     add_deployment_arguments,
+    deployment_assumptions,
     deployment_from_args,
-    model_assumptions,
     seconds_at_most,
     sequences,
     step_seconds,
@@ -80,7 +80,7 @@ def run(args) -> int:
         print(json.dumps(result.values, indent=2))
     else:
         _print_lines(result)
-        for line in [*model_assumptions(args), *speculation_assumptions(args)]:
+        for line in [*deployment_assumptions(args), *speculation_assumptions(args)]:
             print(f"assumed: {line}")
     if not result.values["fits_in_memory"]:
         print(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from itlkit.cli._args import (
     add_deployment_arguments,
+    deployment_assumptions,
     deployment_from_args,
     fraction,
-    model_assumptions,
     number_between,
     seconds_at_most,
     seed,
@@ -421,7 +421,8 @@ def _bench_speculation(args):
 
 def _assumptions(args, settings, workload, speculation=None) -> list[str]:
     """Every default taken, and what the settings do not say: the 'assumed:' lines."""
-    lines = [*model_assumptions(args), *settings.assumptions]
+    said = deployment_assumptions(args)
+    lines = [*said, *settings.assumptions]
     if speculation is not None:
         lines += speculation_assumptions(args)
         if getattr(args, "spec_from_bench", None):
@@ -434,7 +435,7 @@ def _assumptions(args, settings, workload, speculation=None) -> list[str]:
         )
     follows = settings.version is not None or getattr(settings, "follows_context_length", False)
     if follows and args.max_model_len is None:
-        at = len(model_assumptions(args)) + 1
+        at = len(said) + 1
         lines.insert(at, f"max_model_len {ASSUMED_MAX_MODEL_LEN:,} (not given: --max-model-len; "
                         "the server takes the model's context length, which itlkit's catalog "
                         "does not hold)")  # fmt: skip

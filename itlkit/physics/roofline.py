@@ -33,6 +33,10 @@ INTERCONNECT_KINDS = ("nvlink", "pcie", "network")
 # TP across nodes: the all-reduce crosses the nodes' network, here 100 Gb/s Ethernet (one
 # direction, 12.5 GB/s); RDMA fabrics are faster (say so with `network_bytes_per_second`).
 NETWORK_BYTES_PER_SECOND = 12.5e9
+# GPUs one node's scale-up link commonly joins (an 8-GPU HGX or MI300X board): a TP above it
+# crosses nodes unless the GPUs sit in a larger NVLink domain (GB200 NVL72). `tp_link_assumption`
+# says so where the link is not given.
+NODE_SCALE_UP_GPUS = 8
 # The engine step model's GEMM efficiency, mfu x n / (n + half): cuBLAS-class kernels reach about
 # three quarters of dense peak on a 2,048-token GEMM at LLM shapes (issue 20 measured 61-75 % on
 # A100 chunk steps; DeepGEMM's published H800 table: 206 / 352 TFLOPS at M = 64 / 128 and over
@@ -303,6 +307,17 @@ class StepTime:
     def attained_flops_per_second(self):
         """Matmul FLOPs per second of the whole step: its y on the roofline."""
         return _out(np.asarray(self.matmul_flops) / np.asarray(self.step_seconds))
+
+
+def tp_link_assumption(dep: Deployment) -> str | None:
+    """The sentence to print where TP exceeds NODE_SCALE_UP_GPUS and no link is given: its
+    all-reduces are priced over the GPU's own link, as if one domain joined every GPU."""
+    if dep.tp <= NODE_SCALE_UP_GPUS or dep.interconnect is not None or dep.link_kind != "nvlink":
+        return None
+    return (f"TP {dep.tp}'s all-reduces are priced over the {dep.gpu.slug}'s own link, as if one "
+            f"NVLink domain joined all {dep.tp} GPUs; a node's link commonly joins "
+            f"{NODE_SCALE_UP_GPUS} (HGX and MI300X boards), so across nodes pass "
+            "--interconnect network (runs: interconnect \"network\")")  # fmt: skip
 
 
 def _out(value):

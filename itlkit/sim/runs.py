@@ -34,7 +34,7 @@ from itlkit.physics.hf_config import model_from_hf_dict
 from itlkit.physics.model import Model, check_tensor_parallel
 from itlkit.physics.model_catalog import get_model
 from itlkit.physics.model_names import guess_model
-from itlkit.physics.roofline import INTERCONNECT_KINDS, Deployment
+from itlkit.physics.roofline import INTERCONNECT_KINDS, Deployment, tp_link_assumption
 from itlkit.sim.lengths import (
     Fixed,
     LogNormal,
@@ -830,15 +830,19 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
     measured, quantiles = _measured(r, doc.get("measured"))
     model, said = _model(r, doc.get("model"))
     engine = _engine(r, doc.get("engine"), defaults, gpu)
-    engine["engine_assumptions"] = (*said, *engine.get("engine_assumptions", ()))
     tp, weights, kv = _deployment(r, doc, model, gpu, engine)
+    interconnect = _interconnect(r, doc)
+    link = tp_link_assumption(Deployment(model=model, gpu=get_gpu(gpu), weights=weight_precision(
+        weights), kv=kv_precision(kv), tp=tp, interconnect=interconnect))  # fmt: skip
+    said += (link,) if link else ()
+    engine["engine_assumptions"] = (*said, *engine.get("engine_assumptions", ()))
     workload = _workload(r, doc.get("workload"))
     _check_engine(r, engine)
     _check_workload(r, workload, engine)
     return Run(
         id=doc["id"], model=model, gpu=gpu, tp=tp, weights_precision=weights, kv_precision=kv,
         **engine, workload=workload, measured=measured, itl_per_token_quantiles_seconds=quantiles,
-        interconnect=_interconnect(r, doc), source=_source(doc, source),
+        interconnect=interconnect, source=_source(doc, source),
     )  # fmt: skip
 
 
