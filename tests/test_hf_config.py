@@ -319,3 +319,34 @@ def test_sizes_beyond_any_model_are_refused_before_they_overflow(tmp_path, field
         ConfigError, match=rf"'{field}' must be an integer from 1 to 100,000,000 \(got 1e\+308\)"
     ):
         get_model(path)
+
+
+# Layers that are not attention over a KV cache (transformers' config classes name them so):
+# read as a llama-like model, every one of them would be priced as full attention's KV and FLOPs.
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"model_type": "qwen3_next", "full_attention_interval": 4}, "full_attention_interval"),
+    ({"linear_num_value_heads": 32}, "linear_num_value_heads"),  # Qwen3-Next's Gated DeltaNet
+    ({"model_type": "jamba", "attn_layer_period": 8}, "attn_layer_period"),
+    ({"mamba_d_state": 16}, "mamba_d_state"),
+    ({"hybrid_override_pattern": "M-M-M*-"}, "hybrid_override_pattern"),  # Nemotron-H
+    ({"layer_types": ["mamba"] * 31 + ["attention"]}, "layer_types"),  # Granite 4 hybrid
+    ({"layer_types": ["linear_attention"] * 24 + ["full_attention"] * 8}, "layer_types"),
+])  # fmt: skip
+def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, extra, field):
+    with pytest.raises(ConfigError, match=rf"field '{field}' .*(state-space|attention layers)"):
+        _read(tmp_path, {**LLAMA, **extra})
+
+
+def test_attention_layer_kinds_still_read():
+    full = ["full_attention"] * 16 + ["sliding_attention"] * 16  # gpt-oss / Gemma 3 style
+    model = get_model(DATA / "hf_configs" / "gpt-oss-120b" / "config.json")
+    assert model.sliding_layers == 18
+    config = {**LLAMA, "layer_types": full, "sliding_window": 4096}
+    path_model = _read_dict(config)
+    assert path_model.sliding_layers == 16
+
+
+def _read_dict(config):
+    from itlkit.physics.hf_config import model_from_hf_dict
+
+    return model_from_hf_dict(config, where="runs.json", slug="x")

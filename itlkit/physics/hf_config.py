@@ -4,7 +4,8 @@ Each family is read by its own field names, as transformers' config classes defi
 llama-like layouts (llama, mistral, mixtral, qwen2/3 and their MoE, phi3, gemma 2/3, llama 4,
 deepseek_v2/v3, gpt_oss), and the older ones (gpt2, gptj, gpt_neox, opt, falcon, phi). Multimodal
 configs are read through their `text_config`. Every field used is checked for type and range; a
-bad one raises one `ConfigError` line naming the file and the field.
+bad one raises one `ConfigError` line naming the file and the field. A config with layers that
+are not attention over a KV cache (linear attention, state-space layers) is refused by name.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def model_from_hf_dict(config: dict, *, where: str, slug: str) -> Model:
 
 
 def _model(f: _Fields, *, slug: str) -> Model:
+    _refuse_other_layer_kinds(f)
     model_type = f.str("model_type", "llama") or "llama"
     reader = _FAMILY_READERS.get(model_type, _llama_like_fields)
     fields = reader(f, model_type)
@@ -144,6 +146,35 @@ def _model(f: _Fields, *, slug: str) -> Model:
     if not fields["intermediate_size"] and not fields.get("num_experts"):
         raise f.fail("intermediate_size", "is missing")
     return Model(**fields)
+
+
+# Fields of layers that are not attention over a KV cache: linear attention (Qwen3-Next's
+# `full_attention_interval`, `linear_num_value_heads`; Kimi Linear's `linear_attn_config`;
+# MiniMax's `attn_type_list`) and state-space layers (Jamba's `layers_block_type`,
+# `attn_layer_period`; Nemotron-H's `hybrid_override_pattern`; `mamba_*` and `ssm_*` fields).
+# Read as a llama-like model, such a config would price every layer's KV and attention as full
+# attention's: refused instead, naming the field.
+_OTHER_LAYER_FIELDS = ("full_attention_interval", "linear_num_value_heads", "linear_attn_config",
+                       "attn_type_list", "layers_block_type", "attn_layer_period",
+                       "hybrid_override_pattern")  # fmt: skip
+_OTHER_LAYER_PREFIXES = ("mamba", "ssm_")
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "attention")
+
+
+def _refuse_other_layer_kinds(f: _Fields) -> None:
+    """A config with layers other than attention over a KV cache: one error naming the field."""
+    for key in f.config:
+        if key in _OTHER_LAYER_FIELDS or key.startswith(_OTHER_LAYER_PREFIXES):
+            raise f.fail(key, "describes layers that are not attention over a KV cache "
+                              "(linear attention or a state-space model), which itlkit does "
+                              "not model")  # fmt: skip
+    kinds = f.config.get("layer_types")
+    if isinstance(kinds, list):
+        # (entries that are not strings are `_sliding_fields`' error, not this one's)
+        other = sorted({k for k in kinds if isinstance(k, str) and k not in ATTENTION_LAYER_TYPES})
+        if other:
+            raise f.fail("layer_types", f"holds {other[0]!r:.40} layers; itlkit models "
+                                        "attention layers only (full or sliding)")  # fmt: skip
 
 
 # ---- families ---------------------------------------------------------------------------------
