@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 from _paths import MOE_KERNELS
 
+from itlkit.physics.explain import explain
 from itlkit.physics.hardware import get_gpu
 from itlkit.physics.model import experts_touched
 from itlkit.physics.model_catalog import MODELS
 from itlkit.physics.moe_kernel import (
+    FUSED_MOE_BANDWIDTH_SHARE,
+    FUSED_MOE_SHARE_OF_BF16_PEAK,
     MoeKernelShape,
     fit_kernel_shares,
     fused_moe_seconds,
@@ -20,6 +23,7 @@ from itlkit.physics.moe_kernel import (
     read_kernel_tables,
     table_seconds,
 )
+from itlkit.physics.roofline import Deployment
 
 TABLES = MOE_KERNELS / "published_kernel_times.json"
 MIXTRAL_TP2 = MoeKernelShape.from_model(MODELS["mixtral-8x7b-v0.1"], tp=2)
@@ -119,3 +123,46 @@ def test_fp8_experts_are_priced_at_the_bf16_rate():
     read = shape.weight_bytes(tokens=8192, bytes_per_param=1.0) / gpu.hbm_bytes_per_second
     flops = 2 * shape.tile_rows(tokens=8192) * 3 * 768 * 2048
     assert a == pytest.approx(read + flops / (0.5 * gpu.peak_flops_per_second["bf16"]))
+
+
+def test_the_bundled_shares_are_the_fit_of_the_published_tables():
+    shares = fit_kernel_shares(read_kernel_tables(TABLES))
+    np.testing.assert_allclose(shares, [FUSED_MOE_SHARE_OF_BF16_PEAK, FUSED_MOE_BANDWIDTH_SHARE],
+                               atol=0.005)  # fmt: skip
+
+
+def _explain(model: str, gpu: str, precision: str, *, tp: int, tokens: int) -> dict:
+    dep = Deployment.create(model=model, gpu=gpu, weight_precision=precision, tp=tp)
+    return explain(dep, batch_size=1, context_tokens=1024, chunk_tokens=tokens - 1).values
+
+
+def test_explain_prices_a_mixtral_step_near_the_published_kernel_time():
+    # vllm#24700: one Mixtral MoE layer at TP 2 on an H100, 1,536 tokens, 1,122.93 us; the
+    # step's 32 MoE layers at the fitted rate come within 25 % of 32 such calls
+    values = _explain("mixtral-8x7b-v0.1", "h100-sxm", "bf16", tp=2, tokens=1536)
+    assert values["fused_moe_measured_rate_seconds"] == pytest.approx(32 * 1122.93e-6, rel=0.25)
+    # and the engine model's own expert GEMMs are faster than the published calls
+    assert values["engine_expert_gemm_seconds"] < 32 * 1122.93e-6
+
+
+@pytest.mark.parametrize(("model", "gpu", "precision", "tp"), [
+    ("gpt-oss-120b", "h100-sxm", "int4", 1),  # MXFP4 experts: other kernels
+    ("mixtral-8x7b-v0.1", "mi300x", "bf16", 1),  # AMD: AITER's kernel
+    ("llama-3.1-8b", "h100-sxm", "bf16", 1),  # dense
+])  # fmt: skip
+def test_explain_leaves_the_fitted_rate_out_where_no_table_times_the_kernel(model, gpu, precision,
+                                                                           tp):  # fmt: skip
+    assert "fused_moe_measured_rate_seconds" not in _explain(model, gpu, precision, tp=tp,
+                                                             tokens=2048)  # fmt: skip
+
+
+def test_only_the_moe_layers_count():
+    # GLM-4.5: 92 layers, the first 3 dense (first_k_dense_replace 3): 89 fused-MoE calls
+    values = _explain("glm-4.5", "h200-sxm", "fp8", tp=8, tokens=4096)
+    gpu = get_gpu("h200-sxm")
+    one = fused_moe_seconds(MoeKernelShape(160, 1536 // 8, 5120, 8), tokens=4096,
+                            bytes_per_param=1.0, hbm_bytes_per_second=gpu.hbm_bytes_per_second,
+                            bf16_peak_flops_per_second=gpu.peak_flops_per_second["bf16"],
+                            share_of_bf16_peak=FUSED_MOE_SHARE_OF_BF16_PEAK,
+                            bandwidth_share=FUSED_MOE_BANDWIDTH_SHARE)  # fmt: skip
+    assert values["fused_moe_measured_rate_seconds"] == pytest.approx(89 * one)

@@ -11,6 +11,13 @@ from dataclasses import dataclass, field
 from itlkit.physics.calibration import Calibration
 from itlkit.physics.engine_memory import vllm_kv_cache
 from itlkit.physics.hardware import MAMF_BF16_FLOPS_PER_SECOND, achievable_matmul_share
+from itlkit.physics.moe_kernel import (
+    FUSED_MOE_BANDWIDTH_SHARE,
+    FUSED_MOE_SHARE_OF_BF16_PEAK,
+    MoeKernelShape,
+    fused_moe_seconds,
+    measured_kernel_applies,
+)
 from itlkit.physics.roofline import (
     ALLREDUCES_PER_LAYER,
     Deployment,
@@ -428,7 +435,44 @@ def _engine_section(
             )
         )
         values["engine_mixed_step_seconds"] = float(mixed.step_seconds)
+        fused = _fused_moe_line(engine, c, tokens)
+        if fused is not None:
+            lines.append(fused[0])
+            values.update(fused[1])
     return lines, values
+
+
+def _fused_moe_line(engine: Deployment, c, tokens: int) -> tuple[ExplainLine, dict] | None:
+    """The mixed step's MoE layers at the rate vLLM's fused-MoE kernel is measured at
+    (`moe_kernel`, data/moe-kernels), beside the engine model's expert GEMMs; None where the
+    published tables do not time the kernel the experts run on."""
+    m, gpu = engine.model, engine.gpu
+    if not m.is_moe or not measured_kernel_applies(
+        gpu_name=gpu.name, weight_precision=engine.weights.name
+    ):
+        return None  # fmt: skip
+    shape = MoeKernelShape.from_model(m, tp=engine.tp)
+    layer = fused_moe_seconds(
+        shape, tokens=tokens, bytes_per_param=engine.weights.bytes_per_element,
+        hbm_bytes_per_second=gpu.hbm_bytes_per_second,
+        bf16_peak_flops_per_second=gpu.peak_flops_per_second["bf16"],
+        share_of_bf16_peak=FUSED_MOE_SHARE_OF_BF16_PEAK,
+        bandwidth_share=FUSED_MOE_BANDWIDTH_SHARE,
+    )  # fmt: skip
+    measured = float(layer) * m.moe_layers
+    modelled = float(c.padded_expert_flops(tokens) / c.flops_per_second)
+    line = ExplainLine(
+        "fused-MoE layers, fitted rate",
+        f"{m.moe_layers} layers x (touched experts' weights at "
+        f"{format_percent(FUSED_MOE_BANDWIDTH_SHARE)} of HBM + their tiles' FLOPs at "
+        f"{format_percent(FUSED_MOE_SHARE_OF_BF16_PEAK)} of the BF16 peak, whatever the "
+        "weights' precision), fitted to vLLM's published fused-MoE kernel times "
+        "(data/moe-kernels; a table held out of the fit: median 13 % off)",
+        f"{format_seconds(measured)}, against the engine model's expert GEMMs "
+        f"{format_seconds(modelled)} (not in the steps above)",
+    )
+    return line, {"fused_moe_measured_rate_seconds": measured,
+                  "engine_expert_gemm_seconds": modelled}  # fmt: skip
 
 
 def _memory_section(dep: Deployment, *, batch_size: int, context_tokens: int) -> _Section:

@@ -26,6 +26,15 @@ GATED_MATRICES = 3  # gate and up (w1, 2 x N rows) and down (w2): 3 x N x hidden
 # 64 for block-quantized FP8), an expert with no row getting no tile (`get_default_config` and
 # `moe_align_block_size`, vllm/model_executor/layers/fused_moe/, vllm-project/vllm @ 000d1458).
 SMALL_BLOCK_ROWS, BLOCK_ROWS = 16, 64
+# `fit_kernel_shares` over the 11 mapped tables of data/moe-kernels/ (BF16 and FP8 w8a8 on H100,
+# H200, A100, L40S; `benchmarks/bench_moe_kernels.py` prints it): the tile FLOPs at this share of
+# the BF16 peak, the touched weights at this share of the HBM bandwidth. Each table held out of
+# the fit: median 13 % at its largest call (tests/test_moe_kernel.py refits and checks).
+FUSED_MOE_SHARE_OF_BF16_PEAK = 0.709
+FUSED_MOE_BANDWIDTH_SHARE = 0.890
+# The kernel those tables time: vLLM's Triton fused-MoE with 16-bit or FP8 w8a8 experts on NVIDIA
+# GPUs (MXFP4 / int4 experts take other kernels, Marlin or FlashInfer; AMD GPUs take AITER).
+MEASURED_WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,3 +173,8 @@ def fit_kernel_shares(tables: list[KernelTable]) -> np.ndarray:
         return float(np.mean(np.concatenate(errors)))
 
     return minimize(loss, FIT_START, method="Nelder-Mead").x
+
+
+def measured_kernel_applies(*, gpu_name: str, weight_precision: str) -> bool:
+    """Whether the published tables time the kernel a deployment's experts run on."""
+    return gpu_name.startswith("NVIDIA") and weight_precision in MEASURED_WEIGHT_PRECISIONS

@@ -401,9 +401,12 @@ class StepCoefficients:
         # n rows at n / (n + half) of the MFU take as long as n + half rows at the MFU.
         dense = self.matmul_flops_per_token * self._padded(tokens)
         head = self.head_flops_per_sequence * self._padded(sequences)
+        return (dense + head + self.padded_expert_flops(tokens)) / self.flops_per_second
+
+    def padded_expert_flops(self, tokens):
+        """Engine model: the routed experts' FLOPs, each expert's rows padded by `half`."""
         share = self.expert_token_share
-        experts = self.expert_flops_per_token * self._padded(tokens * share) / share
-        return (dense + head + experts) / self.flops_per_second
+        return self.expert_flops_per_token * self._padded(tokens * share) / share
 
     def _padded(self, rows):
         """Rows a GEMM over `rows` rows costs at full MFU: rows + half (none for none)."""
