@@ -56,10 +56,6 @@ def engine(table: KernelTable, tokens):
     return np.maximum(read / gpu.hbm_bytes_per_second, gemm / (ENGINE_MFU * dtype_peak(table)))
 
 
-def fitted(table: KernelTable, tokens, shares):
-    return table_seconds(table, shares, tokens=tokens)
-
-
 def main() -> int:
     tables = read_kernel_tables(TABLES)
     shares = fit_kernel_shares(tables)
@@ -74,7 +70,12 @@ def main() -> int:
         extra = t.shape.flops(tokens=t.tokens[-1]) - t.shape.flops(tokens=t.tokens[-2])
         marginal = extra / ((t.seconds[-1] - t.seconds[-2]) * dtype_peak(t))
         others = fit_kernel_shares([o for o in tables if o.id != t.id])
-        row = [roofline(t, last), engine(t, last), fitted(t, last, shares), fitted(t, last, others)]
+        row = [
+            roofline(t, last),
+            engine(t, last),
+            table_seconds(t, shares, tokens=last),
+            table_seconds(t, others, tokens=last),
+        ]
         errors = [float(v / t.seconds[-1] - 1) for v in row]
         held.append(abs(errors[-1]))
         print(

@@ -93,14 +93,12 @@ def model_name(text: str) -> ModelName:
     """An argparse type for --model: a catalog name or a config.json path, else a served name
     (`meta-llama/Llama-3.1-8B-Instruct`, `Qwen/Qwen3-235B-A22B-FP8`) that `guess_model` reads
     as a catalog architecture; else a clear argparse error that lists the catalog."""
-    from pathlib import Path
-
     from itlkit.errors import UnknownNameError
-    from itlkit.physics.model_catalog import MODELS
+    from itlkit.physics.model_catalog import MODELS, names_a_config
     from itlkit.physics.model_names import guess_model
 
     key = text.strip()
-    if key.lower() in MODELS or key.endswith(".json") or Path(key).exists():
+    if key.lower() in MODELS or names_a_config(key):
         return ModelName(key)
     guess = guess_model(key)
     if guess is None:
@@ -108,9 +106,7 @@ def model_name(text: str) -> ModelName:
             str(UnknownNameError(f"unknown model {shown(key)}; valid models: {', '.join(MODELS)}"))
         )
     value = ModelName(guess.slug)
-    alias = guess.reason.partition("; ")[2]  # a release name of a catalog architecture
-    value.said = (f"--model {key!r} read as the catalog's {guess.slug}, the architecture its "
-                  f"name gives{'; ' + alias if alias else ''}")  # fmt: skip
+    value.said = f"--model {key!r} {guess.reading}"
     value.precision = guess.weight_precision
     return value
 
@@ -130,12 +126,12 @@ def model_assumptions(args) -> list[str]:
     return lines
 
 
-def deployment_assumptions(args) -> list[str]:
+def deployment_assumptions(args, deployment) -> list[str]:
     """The 'assumed:' lines of the deployment flags: how --model was read, and the link a TP
-    beyond one node's is priced over (`roofline.tp_link_assumption`)."""
+    beyond one node's is priced over in `deployment` (`roofline.tp_link_assumption`)."""
     from itlkit.physics.roofline import tp_link_assumption
 
-    link = tp_link_assumption(deployment_from_args(args))
+    link = tp_link_assumption(deployment)
     return [*model_assumptions(args), *([link] if link else [])]
 
 
@@ -184,7 +180,7 @@ def deployment_from_args(args, **settings):
     """The `Deployment` the arguments of `add_deployment_arguments` describe, with `settings`."""
     from itlkit.physics.roofline import Deployment
 
-    if getattr(args, "gpu_memory_utilization", None) is not None:  # None: a version's default
+    if hasattr(args, "gpu_memory_utilization"):
         settings.setdefault("gpu_memory_utilization", args.gpu_memory_utilization)
     if getattr(args, "interconnect", None) is not None:
         settings.setdefault("interconnect", args.interconnect)

@@ -80,7 +80,7 @@ def run(args) -> int:
         print(json.dumps(result.values, indent=2))
     else:
         _print_lines(result)
-        for line in [*deployment_assumptions(args), *speculation_assumptions(args)]:
+        for line in [*deployment_assumptions(args, dep), *speculation_assumptions(args)]:
             print(f"assumed: {line}")
     if not result.values["fits_in_memory"]:
         print(

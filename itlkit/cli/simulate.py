@@ -242,11 +242,11 @@ def run(args) -> int:
         values["calibration_scope"] = calibration.describe() if calibration else "none"
         values["vllm_version"] = settings.version.label if settings.version else None
         values["engine"] = settings.engine
-        values["assumptions"] = list(_assumptions(args, settings, workload, speculation))
+        values["assumptions"] = list(_assumptions(args, dep, settings, workload, speculation))
         values["speculation"] = _speculation_values(speculation)
         print(json.dumps(values, indent=2))
     else:
-        lines = _assumptions(args, settings, workload, speculation)
+        lines = _assumptions(args, dep, settings, workload, speculation)
         print("\n".join(f"assumed: {a}" for a in lines))
         _print_report(result, dep, _settings_text(settings, config), drained=drained,
                       delay=delay)  # fmt: skip
@@ -419,9 +419,9 @@ def _bench_speculation(args):
                                **overheads)  # fmt: skip
 
 
-def _assumptions(args, settings, workload, speculation=None) -> list[str]:
+def _assumptions(args, dep, settings, workload, speculation=None) -> list[str]:
     """Every default taken, and what the settings do not say: the 'assumed:' lines."""
-    said = deployment_assumptions(args)
+    said = deployment_assumptions(args, dep)
     lines = [*said, *settings.assumptions]
     if speculation is not None:
         lines += speculation_assumptions(args)

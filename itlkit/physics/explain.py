@@ -447,10 +447,8 @@ def _fused_moe_line(engine: Deployment, c, tokens: int) -> tuple[ExplainLine, di
     (`moe_kernel`, data/moe-kernels), beside the engine model's expert GEMMs; None where the
     published tables do not time the kernel the experts run on."""
     m, gpu = engine.model, engine.gpu
-    if not m.is_moe or not measured_kernel_applies(
-        gpu_name=gpu.name, weight_precision=engine.weights.name
-    ):
-        return None  # fmt: skip
+    if not m.is_moe or not measured_kernel_applies(gpu, weight_precision=engine.weights.name):
+        return None
     shape = MoeKernelShape.from_model(m, tp=engine.tp)
     layer = fused_moe_seconds(
         shape, tokens=tokens, bytes_per_param=engine.weights.bytes_per_element,

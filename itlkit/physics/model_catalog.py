@@ -20,10 +20,15 @@ def get_model(name: str | Path | Model) -> Model:
     if isinstance(name, Model):
         return name
     text = str(name)
-    path = Path(text)
-    if text.strip() and (text.endswith(".json") or path.exists() or path.is_symlink()):
+    if names_a_config(text):
         return model_from_hf_config(text)
     return lookup("model", text, MODELS)
+
+
+def names_a_config(text: str) -> bool:
+    """Whether `get_model` reads `text` as a config.json path (or a folder that holds one)."""
+    path = Path(text)
+    return bool(text.strip()) and (text.endswith(".json") or path.exists() or path.is_symlink())
 
 
 MODELS: dict[str, Model] = {

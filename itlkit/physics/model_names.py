@@ -40,6 +40,13 @@ class ModelGuess:
     slug: str
     weight_precision: str | None
     reason: str
+    alias: str = ""  # why a release name has a catalog entry's architecture (`_SAME_ARCHITECTURE`)
+
+    @property
+    def reading(self) -> str:
+        """How the name was read, for an 'assumed:' line: "read as the catalog's S, ..."."""
+        why = f"; {self.alias}" if self.alias else ""
+        return f"read as the catalog's {self.slug}, the architecture its name gives{why}"
 
 
 def _stem(name: str) -> str:
@@ -84,5 +91,5 @@ def guess_model(model_name: str) -> ModelGuess | None:
         return ModelGuess(bases[base], precision, said)
     for alias, (slug, why) in _SAME_ARCHITECTURE.items():
         if base == alias or base.startswith(alias + "-"):
-            return ModelGuess(slug, precision, f"{said}; {why}")
+            return ModelGuess(slug, precision, f"{said}; {why}", alias=why)
     return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itlkit.physics.hardware import get_gpu
+from itlkit.physics.hardware import Hardware, get_gpu
 from itlkit.physics.model import Model, experts_touched
 
 GATED_MATRICES = 3  # gate and up (w1, 2 x N rows) and down (w2): 3 x N x hidden per expert
@@ -175,6 +175,6 @@ def fit_kernel_shares(tables: list[KernelTable]) -> np.ndarray:
     return minimize(loss, FIT_START, method="Nelder-Mead").x
 
 
-def measured_kernel_applies(*, gpu_name: str, weight_precision: str) -> bool:
+def measured_kernel_applies(gpu: Hardware, *, weight_precision: str) -> bool:
     """Whether the published tables time the kernel a deployment's experts run on."""
-    return gpu_name.startswith("NVIDIA") and weight_precision in MEASURED_WEIGHT_PRECISIONS
+    return gpu.vendor == "NVIDIA" and weight_precision in MEASURED_WEIGHT_PRECISIONS

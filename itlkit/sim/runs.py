@@ -296,10 +296,8 @@ def _model(r: _Reader, doc) -> tuple[Model, tuple[str, ...]]:
             guess = guess_model(doc)
             if guess is None:
                 raise r.fail("model", str(exc)) from None
-            return get_model(guess.slug), (
-                f"model {doc[:80]!r} read as the catalog's {guess.slug}, the architecture its "
-                "name gives (the run's weights_precision prices it)",
-            )
+            said = f"model {doc[:80]!r} {guess.reading} (the run's weights_precision prices it)"
+            return get_model(guess.slug), (said,)
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise r.fail("model", "must be a catalog name or {name, config}")
     name = r.get(doc, "name", str, name="model.name")
@@ -716,15 +714,17 @@ def _versioned_engine(r: _Reader, doc: dict, defaults: dict, gpu: str, version) 
     }  # fmt: skip
 
 
-def _deployment(r: _Reader, doc, model: Model, gpu: str, engine: dict) -> tuple:
-    """(tp, weights precision, KV precision), after refusing a deployment vLLM could not start:
-    TP that does not split the heads, weights that do not fit, no room for one full context."""
+def _deployment(r: _Reader, doc, model: Model, gpu: str, engine: dict, interconnect) -> tuple:
+    """(tp, weights precision, KV precision, the deployment), after refusing a deployment vLLM
+    could not start: TP that does not split the heads, weights that do not fit, no room for one
+    full context."""
     tp = r.positive(doc, "tp", int, most=MOST_TP)
     weights = _named(r, "weights_precision", weight_precision, r.get(doc, "weights_precision", str))
     kv = _named(r, "kv_precision", kv_precision, r.get(doc, "kv_precision", str))
     _named(r, "tp", lambda n: check_tensor_parallel(model, tp=n), tp)
     dep = Deployment(model=model, gpu=get_gpu(gpu), weights=weights, kv=kv, tp=tp,
-                     gpu_memory_utilization=engine["gpu_memory_utilization"])  # fmt: skip
+                     gpu_memory_utilization=engine["gpu_memory_utilization"],
+                     interconnect=interconnect)  # fmt: skip
     room = vllm_kv_cache(dep)  # the KV cache vLLM sizes from the memory CUDA reports
     if room.kv_tokens < engine["max_model_len"]:  # vLLM checks this at start-up (kv_cache_utils.py)
         raise r.fail(
@@ -736,7 +736,7 @@ def _deployment(r: _Reader, doc, model: Model, gpu: str, engine: dict) -> tuple:
             f"less than one {engine['max_model_len']:,}-token context (engine.max_model_len): "
             "vLLM would not start",
         )
-    return tp, weights.name, kv.name
+    return tp, weights.name, kv.name, dep
 
 
 def _check_engine(r: _Reader, engine: dict) -> None:
@@ -830,10 +830,9 @@ def _run(doc, *, source: str, defaults: dict) -> Run:
     measured, quantiles = _measured(r, doc.get("measured"))
     model, said = _model(r, doc.get("model"))
     engine = _engine(r, doc.get("engine"), defaults, gpu)
-    tp, weights, kv = _deployment(r, doc, model, gpu, engine)
     interconnect = _interconnect(r, doc)
-    link = tp_link_assumption(Deployment(model=model, gpu=get_gpu(gpu), weights=weight_precision(
-        weights), kv=kv_precision(kv), tp=tp, interconnect=interconnect))  # fmt: skip
+    tp, weights, kv, dep = _deployment(r, doc, model, gpu, engine, interconnect)
+    link = tp_link_assumption(dep)
     said += (link,) if link else ()
     engine["engine_assumptions"] = (*said, *engine.get("engine_assumptions", ()))
     workload = _workload(r, doc.get("workload"))
